@@ -1,0 +1,2 @@
+//! The `sweeper` Lambda function: its handler lives here so tests can invoke it exactly as
+//! the Lambda runtime does; `main.rs` only wires configuration and clients.

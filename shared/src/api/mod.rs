@@ -1,0 +1,58 @@
+//! Karpenter's configuration API, read as nodewright's own: `karpenter.sh/v1` NodePool and
+//! `karpenter.k8s.aws/v1` EC2NodeClass, with the legacy `v1alpha5` Provisioner and
+//! `v1alpha1` AWSNodeTemplate converted to v1 on load.
+
+mod duration;
+mod nodeclass;
+mod nodepool;
+mod quantity;
+
+pub use duration::{Duration, NillableDuration};
+pub use nodeclass::*;
+pub use nodepool::*;
+pub use quantity::Quantity;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The part of `metadata` nodewright reads; anything else is ignored, as the API server
+/// would keep it but nothing here depends on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Well-known label keys (Kubernetes and Karpenter) used across the core.
+pub mod labels {
+    pub const NODEPOOL: &str = "karpenter.sh/nodepool";
+    pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
+    pub const ZONE: &str = "topology.kubernetes.io/zone";
+    pub const REGION: &str = "topology.kubernetes.io/region";
+    pub const INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
+    pub const ARCH: &str = "kubernetes.io/arch";
+    pub const OS: &str = "kubernetes.io/os";
+    pub const HOSTNAME: &str = "kubernetes.io/hostname";
+    pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";
+    pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
+    pub const INSTANCE_GENERATION: &str = "karpenter.k8s.aws/instance-generation";
+    pub const INSTANCE_SIZE: &str = "karpenter.k8s.aws/instance-size";
+    pub const INSTANCE_CPU: &str = "karpenter.k8s.aws/instance-cpu";
+    pub const INSTANCE_MEMORY: &str = "karpenter.k8s.aws/instance-memory";
+    pub const INSTANCE_HYPERVISOR: &str = "karpenter.k8s.aws/instance-hypervisor";
+    pub const NODECLAIM: &str = "nodewright.io/nodeclaim";
+    pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
+    pub const DISRUPTED_TAINT: &str = "nodewright.io/disrupted";
+    pub const OWNERSHIP_TAG: &str = "nodewright.io/cluster";
+
+    pub const SPOT: &str = "spot";
+    pub const ON_DEMAND: &str = "on-demand";
+}
