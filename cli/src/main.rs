@@ -1,1 +1,51 @@
-fn main() {}
+//! `nodewright`: plan and validate NodePools offline, mint EKS tokens, and more.
+
+mod eks_token;
+mod plan;
+mod table;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "nodewright", version, about = "Just-in-time worker nodes for Amazon EKS")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check NodePool / EC2NodeClass / Provisioner / AWSNodeTemplate files.
+    Validate(validate::Args),
+    /// Plan the capacity pending workloads need, offline, from the bundled catalog.
+    Plan(plan::Args),
+    /// Print an ExecCredential with an EKS bearer token, like `aws eks get-token`.
+    EksToken(eks_token::EksTokenArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Validate(args) => validate::run(&args),
+        Command::Plan(args) => plan::run(&args),
+        Command::EksToken(args) => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(eks_token::run(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

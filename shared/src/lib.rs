@@ -3,3 +3,4 @@
 pub mod api;
 pub mod catalog;
 pub mod resources;
+pub mod scheduling;

@@ -1,0 +1,50 @@
+# nodewright: every target installs what it needs; only the Rust toolchain and Python 3
+# are assumed. Python tools go into a project-local venv (.venv, git-ignored).
+
+CARGO ?= cargo
+export CARGO_TERM_COLOR ?= auto
+
+.DEFAULT_GOAL := help
+.PHONY: help setup build test lint fmt demo bench release deploy
+
+help:
+	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
+	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
+	@echo "make lint    cargo fmt --check and clippy -D warnings"
+	@echo "make bench   solver and provisioner benchmarks (figures go to BENCHMARKS.md by hand)"
+	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
+	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account and the SAM CLI)"
+
+include mk/venv.mk
+
+setup: venv
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+test: setup
+	$(CARGO) test --workspace --all-targets
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+demo: setup
+	$(CARGO) run --quiet -p nodewright-world --bin nodewright-demo
+
+bench: setup
+	$(CARGO) bench -p nodewright --bench solver
+	$(CARGO) bench -p nodewright-world --bench provisioner
+
+release:
+	$(CARGO) build --release -p nodewright-provisioner -p nodewright-interruption -p nodewright-sweeper
+	@for f in provisioner interruption sweeper; do \
+		mkdir -p target/lambda/$$f && cp target/release/$$f target/lambda/$$f/bootstrap; \
+		ls -l target/lambda/$$f/bootstrap; \
+	done
+
+deploy: release
+	sam build && sam deploy --guided

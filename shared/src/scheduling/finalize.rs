@@ -1,0 +1,163 @@
+//! Turning packed claims into the plan: every instance type that holds a claim's pods,
+//! cheapest first and cut to what CreateFleet takes while keeping `minValues` flexibility.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::claim::Claim;
+use super::plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
+use super::reasons::{Why, explain};
+use super::solver::Solver;
+use super::template::{Template, TypeOption, defined_by_instance};
+use crate::api::labels;
+use crate::catalog::CapacityType;
+
+impl Solver<'_> {
+    pub(super) fn finish(mut self) -> ProvisioningPlan {
+        let mut plan = ProvisioningPlan::default();
+        let claims = std::mem::take(&mut self.claims);
+        for claim in &claims {
+            if claim.pods.is_empty() {
+                continue;
+            }
+            let names: Vec<String> = claim.pods.iter().map(|&p| self.pods[p].key()).collect();
+            if let Some(n) = claim.node {
+                plan.nominations.push(Nomination { node: self.snapshot.nodes[n].name.clone(), pods: names });
+                continue;
+            }
+            let template = &self.templates[claim.template];
+            match planned_claim(template, claim, names) {
+                Ok(c) => plan.node_claims.push(c),
+                Err(why) => self.unschedulable.extend(claim.pods.iter().map(|&p| (p, vec![why.clone()]))),
+            }
+        }
+        let mut unschedulable: Vec<Unschedulable> = self
+            .unschedulable
+            .iter()
+            .map(|(p, whys)| Unschedulable { pod: self.pods[*p].key(), reason: explain(whys) })
+            .collect();
+        unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+        plan.unschedulable = unschedulable;
+        plan
+    }
+}
+
+fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<PlannedClaim, Why> {
+    let reserved_ok = |ty: &TypeOption| match &t.limits {
+        // Never offer a type bigger, in a limited resource, than the one the limit was
+        // checked against when the claim was opened.
+        Some(limits) => limits.keys().all(|k| ty.capacity.get(k) <= claim.reserved.get(k)),
+        None => true,
+    };
+    let mut candidates: Vec<(&TypeOption, f64)> = t
+        .types
+        .iter()
+        .filter(|ty| claim.used.fits_in(&ty.free) && reserved_ok(ty))
+        .filter(|ty| !claim.narrowed || ty.satisfies(&claim.reqs))
+        .filter_map(|ty| ty.cheapest(&claim.reqs).map(|o| (ty, o.price)))
+        .collect();
+    candidates.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.name.cmp(&b.0.name)));
+    let chosen = truncate_keeping_min_values(&candidates, &claim.reqs)
+        .map_err(|what| Why::MinValues { pool: t.nodepool.clone(), what })?;
+    let Some(&(cheapest, _)) = chosen.first() else {
+        // The type the claim was packed against always fits; reaching here is a bug.
+        return Err(Why::NoType { pool: t.nodepool.clone(), reqs: claim.reqs.to_string() });
+    };
+    let offer = cheapest.cheapest(&claim.reqs).ok_or_else(|| Why::NoType {
+        pool: t.nodepool.clone(),
+        reqs: claim.reqs.to_string(),
+    })?;
+
+    let mut zones = BTreeSet::new();
+    let mut capacity_types = BTreeSet::new();
+    for (ty, _) in &chosen {
+        for o in &ty.offerings {
+            let zone_ok = claim.reqs.get(labels::ZONE).is_none_or(|r| r.allows(Some(&o.zone)));
+            let ct_ok = claim.reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.allows(Some(o.capacity_type.as_str())));
+            if zone_ok && ct_ok {
+                zones.insert(o.zone.clone());
+                capacity_types.insert(o.capacity_type);
+            }
+        }
+    }
+    let mut node_labels: BTreeMap<String, String> = claim
+        .reqs
+        .labels()
+        .into_iter()
+        .filter(|(k, _)| !defined_by_instance(k))
+        .collect();
+    node_labels.extend(t.labels.clone());
+    node_labels.insert(labels::CAPACITY_TYPE.into(), offer.capacity_type.as_str().into());
+    let mut allocatable = cheapest.free.clone();
+    allocatable.add(&t.daemon_overhead);
+
+    Ok(PlannedClaim {
+        nodepool: t.nodepool.clone(),
+        node_class: t.node_class.clone(),
+        instance_types: chosen.iter().map(|(ty, _)| ty.name.clone()).collect(),
+        instance_type: cheapest.name.clone(),
+        capacity_type: offer.capacity_type,
+        zone: offer.zone.clone(),
+        price_per_hour: offer.price,
+        zones: zones.into_iter().collect(),
+        capacity_types: capacity_types.into_iter().collect::<Vec<CapacityType>>(),
+        pods,
+        requests: claim.used.clone(),
+        daemon_overhead: t.daemon_overhead.clone(),
+        allocatable,
+        labels: node_labels,
+        taints: t.taints.clone(),
+        startup_taints: t.startup_taints.clone(),
+        requirements: claim.reqs.clone(),
+    })
+}
+
+/// Keeps at most `MAX_INSTANCE_TYPES` candidates, cheapest first, but makes sure every
+/// requirement with `minValues` still sees that many distinct values among them (as
+/// Karpenter does, so spot can fall back across families).
+fn truncate_keeping_min_values<'a>(
+    sorted: &[(&'a TypeOption, f64)],
+    reqs: &super::requirements::Requirements,
+) -> Result<Vec<(&'a TypeOption, f64)>, String> {
+    let min_keys: Vec<(&String, u32)> = reqs.iter().filter_map(|(k, r)| r.min_values.map(|m| (k, m))).collect();
+    let value = |ty: &TypeOption, key: &str| -> Option<String> {
+        if key == labels::INSTANCE_TYPE { Some(ty.name.clone()) } else { ty.labels.get(key).cloned() }
+    };
+    for (key, min) in &min_keys {
+        let distinct: BTreeSet<String> = sorted.iter().filter_map(|(ty, _)| value(ty, key)).collect();
+        if (distinct.len() as u32) < *min {
+            return Err(format!(
+                "requirement {key} has minValues {min} but only {} distinct values fit the pods: {}",
+                distinct.len(),
+                distinct.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if sorted.len() <= MAX_INSTANCE_TYPES {
+        return Ok(sorted.to_vec());
+    }
+    let mut keep = vec![false; sorted.len()];
+    for (key, min) in &min_keys {
+        let mut seen = BTreeSet::new();
+        for (i, (ty, _)) in sorted.iter().enumerate() {
+            if seen.len() as u32 >= *min {
+                break;
+            }
+            if let Some(v) = value(ty, key)
+                && seen.insert(v)
+            {
+                keep[i] = true;
+            }
+        }
+    }
+    let mut budget = MAX_INSTANCE_TYPES.saturating_sub(keep.iter().filter(|k| **k).count());
+    for k in keep.iter_mut() {
+        if budget == 0 {
+            break;
+        }
+        if !*k {
+            *k = true;
+            budget -= 1;
+        }
+    }
+    Ok(sorted.iter().zip(keep).filter(|(_, k)| *k).map(|(c, _)| *c).collect())
+}

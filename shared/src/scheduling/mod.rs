@@ -1,0 +1,34 @@
+//! Scheduling: the requirements algebra, pod constraints, taints, and the solver that
+//! turns pending pods into planned node claims.
+
+mod pod;
+mod requirements;
+mod selector;
+mod taints;
+
+pub use pod::{AffinityTerm, PodDemand, PodError, Spread, TopologyKey, effective_requests};
+pub use requirements::{Conflict, Requirement, Requirements};
+pub use selector::Selector;
+pub use taints::{Toleration, first_untolerated, format_taint};
+
+mod claim;
+mod finalize;
+mod plan;
+mod reasons;
+mod snapshot;
+mod solver;
+mod template;
+mod topology;
+
+pub use plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
+pub use reasons::{Why, explain};
+pub use snapshot::{ExistingNode, Snapshot};
+pub use solver::solve;
+pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};
+
+#[cfg(test)]
+mod solver_props;
+#[cfg(test)]
+mod solver_tests;
+#[cfg(test)]
+mod testkit;

@@ -1,0 +1,65 @@
+//! What the solver returns: node claims to launch, pods nominated to capacity that already
+//! exists, and pods that cannot be placed, each with a reason a person can act on.
+
+use std::collections::BTreeMap;
+
+use super::requirements::Requirements;
+use crate::api::Taint;
+use crate::catalog::CapacityType;
+use crate::resources::Resources;
+
+/// CreateFleet accepts at most this many launch-template overrides per request type; more
+/// candidates would be cut by the API anyway (EC2 API reference, CreateFleet).
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedClaim {
+    pub nodepool: String,
+    pub node_class: String,
+    /// Candidate types, cheapest first; every one holds every pod of the claim.
+    pub instance_types: Vec<String>,
+    /// The cheapest option: its type, capacity type, zone and hourly price.
+    pub instance_type: String,
+    pub capacity_type: CapacityType,
+    pub zone: String,
+    pub price_per_hour: f64,
+    /// Everything the launch may be offered: zones and capacity types the claim allows.
+    pub zones: Vec<String>,
+    pub capacity_types: Vec<CapacityType>,
+    pub pods: Vec<String>,
+    /// Sum of the pods' requests (DaemonSet overhead is separate).
+    pub requests: Resources,
+    pub daemon_overhead: Resources,
+    /// Allocatable of the cheapest type, before DaemonSets.
+    pub allocatable: Resources,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub requirements: Requirements,
+}
+
+/// Pods that fit on a node that exists or is already being launched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nomination {
+    pub node: String,
+    pub pods: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProvisioningPlan {
+    pub node_claims: Vec<PlannedClaim>,
+    pub nominations: Vec<Nomination>,
+    pub unschedulable: Vec<Unschedulable>,
+}
+
+impl ProvisioningPlan {
+    pub fn total_price_per_hour(&self) -> f64 {
+        self.node_claims.iter().map(|c| c.price_per_hour).sum()
+    }
+}

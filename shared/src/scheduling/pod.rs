@@ -1,0 +1,349 @@
+//! The solver's view of a pod: what it requests and every hard constraint on where it may
+//! run, extracted once from the Kubernetes object so packing never touches k8s types.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodSpec};
+use thiserror::Error;
+
+use super::requirements::{Requirement, Requirements};
+use super::selector::Selector;
+use super::taints::Toleration;
+use crate::api::{Operator, labels};
+use crate::resources::{PODS, Resources};
+
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("pod {pod}: {field}: {message}")]
+pub struct PodError {
+    pub pod: String,
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TopologyKey {
+    Zone,
+    Hostname,
+    /// Any other key; the solver does not spread over it and says so.
+    Other,
+}
+
+impl TopologyKey {
+    fn parse(key: &str) -> Self {
+        match key {
+            labels::ZONE => TopologyKey::Zone,
+            labels::HOSTNAME => TopologyKey::Hostname,
+            _ => TopologyKey::Other,
+        }
+    }
+}
+
+/// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`. `ScheduleAnyway`
+/// constraints are preferences and are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Spread {
+    pub key: TopologyKey,
+    pub max_skew: u32,
+    pub selector: Selector,
+}
+
+/// A required pod (anti-)affinity term: pods matching `selector` in `namespaces`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AffinityTerm {
+    pub key: TopologyKey,
+    pub selector: Selector,
+    pub namespaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodDemand {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Effective requests: max(largest init container, sum of containers) + overhead, and
+    /// one `pods` slot.
+    pub requests: Resources,
+    /// Alternatives (node affinity terms are ORed), each already ANDed with nodeSelector.
+    pub requirements: Vec<Requirements>,
+    pub tolerations: Vec<Toleration>,
+    pub spread: Vec<Spread>,
+    pub affinity: Vec<AffinityTerm>,
+    pub anti_affinity: Vec<AffinityTerm>,
+}
+
+impl PodDemand {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// A pod with only requests, for tests and benchmarks.
+    pub fn simple(namespace: &str, name: &str, requests: Resources) -> Self {
+        let mut requests = requests;
+        requests.pods = 1000;
+        PodDemand {
+            namespace: namespace.into(),
+            name: name.into(),
+            labels: BTreeMap::new(),
+            requests,
+            requirements: vec![Requirements::new()],
+            tolerations: vec![],
+            spread: vec![],
+            affinity: vec![],
+            anti_affinity: vec![],
+        }
+    }
+
+    pub fn from_pod(pod: &Pod) -> Result<Self, PodError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let id = format!("{namespace}/{name}");
+        let err = |field: &str, message: String| PodError { pod: id.clone(), field: field.into(), message };
+        let spec = pod.spec.as_ref().ok_or_else(|| err("spec", "missing".into()))?;
+        Ok(PodDemand {
+            labels: pod.metadata.labels.clone().unwrap_or_default(),
+            requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
+            requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,
+            tolerations: spec
+                .tolerations
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, t)| Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m)))
+                .collect::<Result<_, _>>()?,
+            spread: spread_constraints(spec).map_err(|(f, m)| err(&f, m))?,
+            affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
+            anti_affinity: affinity_terms(spec, &namespace, true).map_err(|(f, m)| err(&f, m))?,
+            namespace,
+            name,
+        })
+    }
+}
+
+type FieldError = (String, String);
+
+fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldError> {
+    let Some(res) = &c.resources else { return Ok(Resources::default()) };
+    // A limit without a request defaults the request to the limit, as the API server does.
+    let mut pairs: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, v) in res.limits.iter().flatten() {
+        pairs.insert(k, &v.0);
+    }
+    for (k, v) in res.requests.iter().flatten() {
+        pairs.insert(k, &v.0);
+    }
+    Resources::parse(pairs).map_err(|(name, e)| (format!("{field}.resources.requests.{name}"), e.to_string()))
+}
+
+/// max(each init container, sum of app containers) + pod overhead, plus one pod slot.
+/// Restartable init containers (sidecars) keep running, so they add to the sum instead.
+pub fn effective_requests(spec: &PodSpec) -> Result<Resources, FieldError> {
+    let mut app = Resources::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        app.add(&container_requests(c, &format!("spec.containers[{i}]"))?);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let r = container_requests(c, &format!("spec.initContainers[{i}]"))?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars.add(&r);
+        } else {
+            let mut during = sidecars.clone();
+            during.add(&r);
+            init_peak.max(&during);
+        }
+    }
+    app.add(&sidecars);
+    app.max(&init_peak);
+    if let Some(overhead) = &spec.overhead {
+        let pairs = overhead.iter().map(|(k, v)| (k.as_str(), v.0.as_str()));
+        app.add(&Resources::parse(pairs).map_err(|(n, e)| (format!("spec.overhead.{n}"), e.to_string()))?);
+    }
+    app.set(PODS, 1000);
+    Ok(app)
+}
+
+fn term_requirements(term: &NodeSelectorTerm, field: &str) -> Result<Requirements, FieldError> {
+    let mut out = Requirements::new();
+    for (i, e) in term.match_expressions.iter().flatten().enumerate() {
+        let op = match e.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            "Gt" => Operator::Gt,
+            "Lt" => Operator::Lt,
+            other => {
+                return Err((
+                    format!("{field}.matchExpressions[{i}].operator"),
+                    format!("unknown operator {other:?}; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt"),
+                ));
+            }
+        };
+        out.add(&e.key, Requirement::from_api(op, e.values.as_deref().unwrap_or_default(), None));
+    }
+    Ok(out)
+}
+
+fn node_requirements(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
+    let mut base = Requirements::new();
+    for (k, v) in spec.node_selector.iter().flatten() {
+        base.add(k, Requirement::in_values([v.clone()]));
+    }
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.as_slice())
+        .unwrap_or_default();
+    if terms.is_empty() {
+        return Ok(vec![base]);
+    }
+    let field = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut r = base.clone();
+            r.merge(&term_requirements(t, &format!("{field}[{i}]"))?);
+            Ok(r)
+        })
+        .collect()
+}
+
+fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
+    let mut out = vec![];
+    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        if c.when_unsatisfiable != "DoNotSchedule" {
+            continue;
+        }
+        let field = format!("spec.topologySpreadConstraints[{i}]");
+        let selector = match &c.label_selector {
+            Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}.labelSelector"), m))?,
+            // No selector matches no pods: the constraint is vacuous.
+            None => continue,
+        };
+        if c.max_skew < 1 {
+            return Err((format!("{field}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+        }
+        out.push(Spread { key: TopologyKey::parse(&c.topology_key), max_skew: c.max_skew as u32, selector });
+    }
+    Ok(out)
+}
+
+fn affinity_terms(spec: &PodSpec, namespace: &str, anti: bool) -> Result<Vec<AffinityTerm>, FieldError> {
+    let affinity = spec.affinity.as_ref();
+    let (terms, field) = if anti {
+        (
+            affinity
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref()),
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        )
+    } else {
+        (
+            affinity
+                .and_then(|a| a.pod_affinity.as_ref())
+                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref()),
+            "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        )
+    };
+    let mut out = vec![];
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        let selector = match &t.label_selector {
+            Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}[{i}].labelSelector"), m))?,
+            None => continue,
+        };
+        let mut namespaces = t.namespaces.clone().unwrap_or_default();
+        if namespaces.is_empty() {
+            namespaces.push(namespace.to_string());
+        }
+        namespaces.sort();
+        out.push(AffinityTerm { key: TopologyKey::parse(&t.topology_key), selector, namespaces });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}}, "spec": spec}))
+            .unwrap()
+    }
+
+    #[test]
+    fn requests_take_the_larger_of_init_and_app_containers_plus_overhead() {
+        let p = pod(json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "250m"}, "limits": {"memory": "512Mi"}}}
+            ],
+            "initContainers": [
+                {"name": "init", "resources": {"requests": {"cpu": "2", "memory": "100Mi"}}}
+            ],
+            "overhead": {"cpu": "100m"}
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert_eq!(d.requests.cpu, 2000 + 100);
+        assert_eq!(d.requests.memory, (1536i64 << 20) * 1000);
+        assert_eq!(d.requests.pods, 1000);
+    }
+
+    #[test]
+    fn sidecar_init_containers_add_to_the_app_containers() {
+        let p = pod(json!({
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}}]
+        }));
+        assert_eq!(PodDemand::from_pod(&p).unwrap().requests.cpu, 1200);
+    }
+
+    #[test]
+    fn node_affinity_terms_become_alternatives_each_with_the_node_selector() {
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "nodeSelector": {"nodeType": "cpu-node"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]},
+                {"matchExpressions": [{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["4"]}]}
+            ]}}}
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert_eq!(d.requirements.len(), 2);
+        for alt in &d.requirements {
+            assert!(alt.get("nodeType").is_some());
+        }
+        assert!(d.requirements[1].get("karpenter.k8s.aws/instance-cpu").unwrap().allows(Some("8")));
+    }
+
+    #[test]
+    fn a_bad_quantity_names_the_pod_and_field() {
+        let p = pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
+        let e = PodDemand::from_pod(&p).unwrap_err();
+        assert_eq!(e.pod, "ns/p");
+        assert_eq!(e.field, "spec.containers[0].resources.requests.cpu");
+    }
+
+    #[test]
+    fn only_do_not_schedule_spread_constraints_are_kept_and_terms_default_to_the_pod_namespace() {
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "a"}}},
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {"matchLabels": {"app": "a"}}}
+            ],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "a"}}}
+            ]}}
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert_eq!(d.spread.len(), 1);
+        assert_eq!(d.spread[0].key, TopologyKey::Zone);
+        assert_eq!(d.anti_affinity[0].namespaces, vec!["ns".to_string()]);
+        assert_eq!(d.anti_affinity[0].key, TopologyKey::Hostname);
+    }
+}

@@ -1,0 +1,79 @@
+//! The solver's input: pending pods, DaemonSets, and the nodes that exist or are being
+//! launched, reduced to what placement needs.
+
+use std::collections::BTreeMap;
+
+use super::pod::PodDemand;
+use crate::api::Taint;
+use crate::catalog::CapacityType;
+use crate::resources::Resources;
+
+/// A node that exists (Ready or not yet registered but launched: "in flight").
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExistingNode {
+    pub name: String,
+    pub nodepool: Option<String>,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: Option<CapacityType>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Capacity as NodePool limits count it.
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    /// Requests of pods bound or nominated to it, DaemonSets included.
+    pub requested: Resources,
+    /// (namespace, labels) of the pods on it, for topology counts.
+    pub pods: Vec<(String, BTreeMap<String, String>)>,
+    /// False when cordoned or tainted for disruption: it still counts for limits and
+    /// topology, but no new pod is planned onto it.
+    pub schedulable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub pods: Vec<PodDemand>,
+    /// One entry per DaemonSet: its pod template as a demand.
+    pub daemon_sets: Vec<PodDemand>,
+    pub nodes: Vec<ExistingNode>,
+}
+
+impl Snapshot {
+    /// Builds the solver's view of pending pods and DaemonSets. A pod or DaemonSet whose
+    /// spec cannot be read is returned as an error rather than dropped, so the caller can
+    /// say which object is wrong.
+    pub fn from_k8s(
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        daemon_sets: &[k8s_openapi::api::apps::v1::DaemonSet],
+    ) -> (Snapshot, Vec<super::PodError>) {
+        let mut snapshot = Snapshot::default();
+        let mut errors = vec![];
+        for pod in pods {
+            match PodDemand::from_pod(pod) {
+                Ok(d) => snapshot.pods.push(d),
+                Err(e) => errors.push(e),
+            }
+        }
+        for ds in daemon_sets {
+            let Some(spec) = ds.spec.as_ref() else { continue };
+            let pod = k8s_openapi::api::core::v1::Pod {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: ds.metadata.name.clone(),
+                    namespace: ds.metadata.namespace.clone(),
+                    labels: spec.template.metadata.as_ref().and_then(|m| m.labels.clone()),
+                    ..Default::default()
+                },
+                spec: spec.template.spec.clone(),
+                status: None,
+            };
+            match PodDemand::from_pod(&pod) {
+                Ok(mut d) => {
+                    d.name = format!("daemonset/{}", d.name);
+                    snapshot.daemon_sets.push(d)
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        (snapshot, errors)
+    }
+}

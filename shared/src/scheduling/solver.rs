@@ -1,0 +1,609 @@
+//! `solve`: pending pods in, a provisioning plan out. Pure: no I/O, no clock.
+//!
+//! Packing is first-fit-decreasing with two changes aimed at the cheapest fleet rather
+//! than the fewest nodes. A new claim is packed against the instance type that would cover
+//! the NodePool's remaining demand most cheaply (price x how many such nodes the demand
+//! needs, at least one), so big pods do not force big nodes and small leftovers do not
+//! get expensive ones. When packing ends, each claim is offered every type that holds its
+//! pods, cheapest first, so a half-full claim shrinks to the smallest type that fits.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::claim::{Claim, EXISTING};
+use super::plan::ProvisioningPlan;
+use super::pod::{PodDemand, TopologyKey};
+use super::reasons::Why;
+use super::requirements::{Requirement, Requirements};
+use super::snapshot::Snapshot;
+use super::taints::first_untolerated;
+use super::template::{NODES, Template, defined_by_instance};
+use super::topology::{GroupId, Groups, Terms, ZoneCounts};
+use crate::api::{EC2NodeClass, NodePool, labels};
+use crate::catalog::Catalog;
+use crate::resources::Resources;
+
+pub fn solve(snapshot: &Snapshot, catalog: &Catalog, pools: &[NodePool], classes: &[EC2NodeClass]) -> ProvisioningPlan {
+    let mut templates: Vec<Template> =
+        pools.iter().map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets)).collect();
+    // Higher weight first, as Karpenter orders NodePools; the name breaks ties so plans are
+    // deterministic.
+    templates.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.nodepool.cmp(&b.nodepool)));
+    let mut solver = Solver::new(snapshot, templates);
+    solver.pack();
+    solver.finish()
+}
+
+/// Where a placement lands: requirements narrowed by the pod, and a zone to pin.
+pub(super) struct Placement {
+    reqs: Option<Requirements>,
+    narrowed: bool,
+    zone: Option<usize>,
+}
+
+pub(super) struct Solver<'a> {
+    pub(super) pods: &'a [PodDemand],
+    pub(super) snapshot: &'a Snapshot,
+    pub(super) templates: Vec<Template>,
+    groups: Groups,
+    pub(super) zones: Vec<String>,
+    /// Zones each template has offerings in.
+    template_zones: Vec<Vec<usize>>,
+    counts: ZoneCounts,
+    /// Groups that some pod is zone-anti-affine to.
+    zone_anti_groups: Vec<bool>,
+    pub(super) claims: Vec<Claim>,
+    open: Vec<usize>,
+    /// Demand not yet placed that each template could host.
+    remaining: Vec<Resources>,
+    pub(super) limit_used: Vec<Resources>,
+    class_of: Vec<usize>,
+    class_templates: Vec<Vec<usize>>,
+    class_full_scan: Vec<bool>,
+    smallest: (i64, i64),
+    pub(super) unschedulable: Vec<(usize, Vec<Why>)>,
+}
+
+impl<'a> Solver<'a> {
+    fn new(snapshot: &'a Snapshot, templates: Vec<Template>) -> Self {
+        let pods = snapshot.pods.as_slice();
+        let groups = Groups::build(pods);
+
+        let mut zones: Vec<String> = templates
+            .iter()
+            .flat_map(|t| t.types.iter().flat_map(|ty| ty.offerings.iter().map(|o| o.zone.clone())))
+            .chain(snapshot.nodes.iter().map(|n| n.zone.clone()))
+            .collect();
+        zones.sort();
+        zones.dedup();
+        let zone_index: HashMap<&str, usize> = zones.iter().enumerate().map(|(i, z)| (z.as_str(), i)).collect();
+        let template_zones = templates
+            .iter()
+            .map(|t| {
+                let mut zs: Vec<usize> = t
+                    .types
+                    .iter()
+                    .flat_map(|ty| ty.offerings.iter().map(|o| zone_index[o.zone.as_str()]))
+                    .collect();
+                zs.sort();
+                zs.dedup();
+                zs
+            })
+            .collect();
+
+        let mut counts = ZoneCounts::new(groups.len(), zones.len());
+        let mut zone_anti_groups = vec![false; groups.len()];
+        for terms in &groups.terms {
+            for (g, key) in &terms.anti {
+                if *key == TopologyKey::Zone {
+                    zone_anti_groups[*g as usize] = true;
+                }
+            }
+        }
+
+        // Nodes that exist become claims first, so pods land on room already paid for.
+        let mut claims = vec![];
+        let mut limit_used = vec![Resources::default(); templates.len()];
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            if let Some(t) = templates.iter().position(|t| Some(&t.nodepool) == node.nodepool.as_ref()) {
+                limit_used[t].add(&node.capacity);
+                *limit_used[t].extended.entry(NODES.into()).or_insert(0) += 1000;
+            }
+            let mut free = node.allocatable.clone();
+            free.sub(&node.requested);
+            let mut claim = Claim::new(EXISTING, Some(i), Requirements::from_labels(&node.labels), 0, free);
+            claim.zone = zone_index.get(node.zone.as_str()).copied();
+            claim.closed = !node.schedulable;
+            for (ns, pod_labels) in &node.pods {
+                for g in groups.membership(ns, pod_labels) {
+                    claim.increment(g);
+                    counts.total[g as usize] += 1;
+                    if let Some(z) = claim.zone {
+                        counts.add(g, z);
+                    }
+                }
+            }
+            claims.push(claim);
+        }
+        let open = (0..claims.len()).filter(|&c| !claims[c].closed).collect();
+
+        // Pods identical in every respect the solver looks at share a class, so a class
+        // can resume its search where its previous pod was placed.
+        let mut class_index: HashMap<ClassKey, usize> = HashMap::new();
+        let mut class_of = Vec::with_capacity(pods.len());
+        let mut class_templates = vec![];
+        let mut class_full_scan = vec![];
+        for (i, pod) in pods.iter().enumerate() {
+            let key = ClassKey::of(pod, &groups.terms[i], &groups.member_of[i]);
+            let next = class_index.len();
+            let class = *class_index.entry(key).or_insert(next);
+            if class == next {
+                class_templates.push(
+                    (0..templates.len())
+                        .filter(|&t| {
+                            templates[t].unusable.is_none()
+                                && templates[t].tolerated_by(&pod.tolerations).is_ok()
+                                && pod
+                                    .requirements
+                                    .iter()
+                                    .any(|alt| templates[t].requirements.compatible(alt, defined_by_instance).is_ok())
+                        })
+                        .collect::<Vec<_>>(),
+                );
+                class_full_scan.push(groups.terms[i].needs_full_scan());
+            }
+            class_of.push(class);
+        }
+        let mut remaining = vec![Resources::default(); templates.len()];
+        for (i, pod) in pods.iter().enumerate() {
+            for &t in &class_templates[class_of[i]] {
+                remaining[t].add(&pod.requests);
+            }
+        }
+        let smallest = pods
+            .iter()
+            .fold((i64::MAX, i64::MAX), |(c, m), p| (c.min(p.requests.cpu), m.min(p.requests.memory)));
+
+        Solver {
+            pods,
+            snapshot,
+            templates,
+            groups,
+            zones,
+            template_zones,
+            counts,
+            zone_anti_groups,
+            claims,
+            open,
+            remaining,
+            limit_used,
+            class_of,
+            class_templates,
+            class_full_scan,
+            smallest,
+            unschedulable: vec![],
+        }
+    }
+
+    fn member(&self, p: usize, g: GroupId) -> bool {
+        self.groups.member_of[p].contains(&g)
+    }
+
+    fn pack(&mut self) {
+        let mut order: Vec<usize> = (0..self.pods.len()).collect();
+        // Largest first by dominant share of a 1 vCPU : 4 GiB node (the general-purpose
+        // ratio), then by cpu and memory; pods needing extended resources (GPUs) lead.
+        const GIB4: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0 * 1000.0;
+        let size = |p: &PodDemand| (p.requests.cpu as f64 / 1000.0).max(p.requests.memory as f64 / GIB4);
+        order.sort_by(|&a, &b| {
+            let (pa, pb) = (&self.pods[a], &self.pods[b]);
+            pb.requests
+                .extended
+                .is_empty()
+                .cmp(&pa.requests.extended.is_empty())
+                .reverse()
+                .then_with(|| size(pb).total_cmp(&size(pa)))
+                .then_with(|| pb.requests.cpu.cmp(&pa.requests.cpu))
+                .then_with(|| pb.requests.memory.cmp(&pa.requests.memory))
+                .then_with(|| self.class_of[a].cmp(&self.class_of[b]))
+                .then_with(|| a.cmp(&b))
+        });
+
+        let mut cursor = vec![0usize; self.class_templates.len()];
+        for p in order {
+            let class = self.class_of[p];
+            let start = if self.class_full_scan[class] { 0 } else { cursor[class] };
+            let from = self.open.partition_point(|&c| c < start);
+            let mut placed = None;
+            for i in from..self.open.len() {
+                let ci = self.open[i];
+                if self.claims[ci].closed {
+                    continue;
+                }
+                if let Some(pl) = self.try_place(p, ci) {
+                    self.place(p, ci, pl);
+                    placed = Some(ci);
+                    break;
+                }
+            }
+            if placed.is_none() {
+                match self.open_claim(p) {
+                    Ok(ci) => placed = Some(ci),
+                    Err(whys) => self.unschedulable.push((p, whys)),
+                }
+            }
+            if let Some(ci) = placed {
+                cursor[class] = ci;
+            }
+            if self.open.len() > 64 && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2 > self.open.len() {
+                let claims = &self.claims;
+                self.open.retain(|&c| !claims[c].closed);
+            }
+        }
+    }
+
+    fn try_place(&self, p: usize, ci: usize) -> Option<Placement> {
+        let pod = &self.pods[p];
+        let c = &self.claims[ci];
+        if !pod.requests.fits_in(&c.free) {
+            return None;
+        }
+        let terms = &self.groups.terms[p];
+        for &(g, key, skew) in &terms.spread {
+            if key == TopologyKey::Hostname && c.count(g) + u32::from(self.member(p, g)) > skew {
+                return None;
+            }
+        }
+        for &(g, key) in &terms.anti {
+            if key == TopologyKey::Hostname && c.count(g) > 0 {
+                return None;
+            }
+        }
+        if self.groups.member_of[p].iter().any(|g| c.anti.contains(g)) {
+            return None;
+        }
+        for &(g, key) in &terms.affinity {
+            let first_of_group = self.counts.total[g as usize] == 0 && self.member(p, g);
+            if key == TopologyKey::Hostname && c.count(g) == 0 && !first_of_group {
+                return None;
+            }
+        }
+
+        let (reqs, narrowed) = match c.node {
+            Some(n) => {
+                let node = &self.snapshot.nodes[n];
+                if first_untolerated(&node.taints, &pod.tolerations).is_some()
+                    || !pod.requirements.iter().any(|alt| alt.matches_labels(&node.labels))
+                {
+                    return None;
+                }
+                (None, false)
+            }
+            None => {
+                let t = &self.templates[c.template];
+                if t.tolerated_by(&pod.tolerations).is_err() {
+                    return None;
+                }
+                let mut chosen = None;
+                for alt in &pod.requirements {
+                    if alt.is_empty() {
+                        chosen = Some((None, false));
+                        break;
+                    }
+                    if c.reqs.compatible(alt, defined_by_instance).is_err() {
+                        continue;
+                    }
+                    let mut r = c.reqs.clone();
+                    r.merge(alt);
+                    if t.types[c.pack].satisfies(&r) {
+                        chosen = Some((Some(r), narrows_types(alt)));
+                        break;
+                    }
+                }
+                chosen?
+            }
+        };
+        let zone = self.zone_for(p, ci, reqs.as_ref().unwrap_or(&c.reqs))?;
+        Some(Placement { reqs, narrowed, zone })
+    }
+
+    /// `None`: the zone rules forbid this claim. `Some(None)`: nothing to pin.
+    /// `Some(Some(z))`: pin the claim to zone `z`.
+    fn zone_for(&self, p: usize, ci: usize, reqs: &Requirements) -> Option<Option<usize>> {
+        let terms = &self.groups.terms[p];
+        let member_of_anti = self.groups.member_of[p].iter().any(|&g| self.zone_anti_groups[g as usize]);
+        if !terms.has_zone_terms() && !member_of_anti {
+            return Some(None);
+        }
+        let c = &self.claims[ci];
+        let candidates: Vec<usize> = match c.zone {
+            Some(z) => vec![z],
+            None => {
+                let pack = &self.templates[c.template].types[c.pack];
+                self.allowed_zones(c.template, reqs)
+                    .into_iter()
+                    .filter(|&z| {
+                        let mut r = reqs.clone();
+                        r.add(labels::ZONE, Requirement::in_values([self.zones[z].clone()]));
+                        pack.cheapest(&r).is_some()
+                    })
+                    .collect()
+            }
+        };
+        let domains = if c.template == EXISTING {
+            (0..self.zones.len()).filter(|&z| zone_allowed(reqs, &self.zones[z])).collect()
+        } else {
+            self.allowed_zones(c.template, reqs)
+        };
+        let best = self.rank_zones(p, &candidates, &domains).into_iter().next()?;
+        Some(if c.zone.is_some() { None } else { Some(best) })
+    }
+
+    fn allowed_zones(&self, template: usize, reqs: &Requirements) -> Vec<usize> {
+        self.template_zones[template].iter().copied().filter(|&z| zone_allowed(reqs, &self.zones[z])).collect()
+    }
+
+    /// Zones from `candidates` that satisfy the pod's zone rules, best first (fewest
+    /// members of its spread groups, then name order). `domains` are the zones the spread
+    /// minimum is taken over.
+    fn rank_zones(&self, p: usize, candidates: &[usize], domains: &[usize]) -> Vec<usize> {
+        let terms = &self.groups.terms[p];
+        let mut ok: Vec<(u32, usize)> = candidates
+            .iter()
+            .copied()
+            .filter(|&z| {
+                terms.spread.iter().filter(|s| s.1 == TopologyKey::Zone).all(|&(g, _, skew)| {
+                    let min = domains.iter().map(|&d| self.counts.count(g, d)).min().unwrap_or(0);
+                    self.counts.count(g, z) + u32::from(self.member(p, g)) <= min + skew
+                }) && terms.anti.iter().filter(|a| a.1 == TopologyKey::Zone).all(|&(g, _)| self.counts.count(g, z) == 0)
+                    && self.groups.member_of[p].iter().all(|&g| !self.counts.anti(g, z))
+                    && terms.affinity.iter().filter(|a| a.1 == TopologyKey::Zone).all(|&(g, _)| {
+                        self.counts.count(g, z) > 0 || (self.counts.total[g as usize] == 0 && self.member(p, g))
+                    })
+            })
+            .map(|z| {
+                let load = terms
+                    .spread
+                    .iter()
+                    .filter(|s| s.1 == TopologyKey::Zone)
+                    .map(|&(g, _, _)| self.counts.count(g, z))
+                    .sum();
+                (load, z)
+            })
+            .collect();
+        ok.sort();
+        ok.into_iter().map(|(_, z)| z).collect()
+    }
+
+    fn place(&mut self, p: usize, ci: usize, pl: Placement) {
+        let pod = &self.pods[p];
+        let c = &mut self.claims[ci];
+        if let Some(r) = pl.reqs {
+            c.reqs = r;
+        }
+        c.narrowed |= pl.narrowed;
+        c.free.sub(&pod.requests);
+        c.used.add(&pod.requests);
+        c.pods.push(p);
+        for &g in &self.groups.member_of[p] {
+            c.increment(g);
+            self.counts.total[g as usize] += 1;
+        }
+        for &(g, key) in &self.groups.terms[p].anti {
+            if key == TopologyKey::Hostname {
+                c.anti.push(g);
+            }
+        }
+        match pl.zone {
+            Some(z) => self.pin(ci, z),
+            None => {
+                if let Some(z) = self.claims[ci].zone {
+                    self.count_in_zone(p, z);
+                }
+            }
+        }
+        for &t in &self.class_templates[self.class_of[p]] {
+            self.remaining[t].sub(&pod.requests);
+        }
+        let c = &mut self.claims[ci];
+        let (min_cpu, min_mem) = self.smallest;
+        if c.free.cpu < min_cpu || c.free.memory < min_mem || c.free.pods < 1000 {
+            c.closed = true;
+        }
+    }
+
+    fn pin(&mut self, ci: usize, z: usize) {
+        let zone = self.zones[z].clone();
+        let c = &mut self.claims[ci];
+        c.zone = Some(z);
+        c.reqs.add(labels::ZONE, Requirement::in_values([zone]));
+        let pods = c.pods.clone();
+        for q in pods {
+            self.count_in_zone(q, z);
+        }
+    }
+
+    fn count_in_zone(&mut self, p: usize, z: usize) {
+        for &g in &self.groups.member_of[p] {
+            self.counts.add(g, z);
+        }
+        for &(g, key) in &self.groups.terms[p].anti {
+            if key == TopologyKey::Zone {
+                self.counts.mark_anti(g, z);
+            }
+        }
+    }
+
+    /// Opens a new claim for `p` on the first NodePool (by weight) that can take it, or
+    /// says for each NodePool why not.
+    fn open_claim(&mut self, p: usize) -> Result<usize, Vec<Why>> {
+        let pod = &self.pods[p];
+        let terms = &self.groups.terms[p];
+        let mut whys = vec![];
+        for ti in 0..self.templates.len() {
+            let t = &self.templates[ti];
+            if let Some(u) = &t.unusable {
+                whys.push(Why::Unusable { pool: t.nodepool.clone(), why: u.clone() });
+                continue;
+            }
+            if let Err(taint) = t.tolerated_by(&pod.tolerations) {
+                whys.push(Why::Taint { pool: t.nodepool.clone(), taint: taint.clone() });
+                continue;
+            }
+            for alt in &pod.requirements {
+                if let Err(conflict) = t.requirements.compatible(alt, defined_by_instance) {
+                    whys.push(Why::Requirement { pool: t.nodepool.clone(), conflict });
+                    continue;
+                }
+                let mut reqs = t.requirements.clone();
+                reqs.merge(alt);
+                let joins_elsewhere = terms.affinity.iter().any(|&(g, key)| {
+                    key == TopologyKey::Hostname && !(self.counts.total[g as usize] == 0 && self.member(p, g))
+                });
+                if joins_elsewhere {
+                    whys.push(Why::Topology {
+                        pool: t.nodepool.clone(),
+                        what: "its required pod affinity on kubernetes.io/hostname needs a node that already runs a matching pod, and none can take it".into(),
+                    });
+                    continue;
+                }
+                let zone_choices: Vec<Option<usize>> =
+                    if terms.has_zone_terms() || self.groups.member_of[p].iter().any(|&g| self.zone_anti_groups[g as usize]) {
+                        let domains = self.allowed_zones(ti, &reqs);
+                        self.rank_zones(p, &domains, &domains).into_iter().map(Some).collect()
+                    } else {
+                        vec![None]
+                    };
+                if zone_choices.is_empty() {
+                    whys.push(Why::Topology {
+                        pool: t.nodepool.clone(),
+                        what: "no zone satisfies its topology spread and pod (anti-)affinity on topology.kubernetes.io/zone".into(),
+                    });
+                    continue;
+                }
+                let narrowed = narrows_types(alt);
+                let mut last = None;
+                for zc in zone_choices {
+                    let mut r = reqs.clone();
+                    if let Some(z) = zc {
+                        r.add(labels::ZONE, Requirement::in_values([self.zones[z].clone()]));
+                    }
+                    match self.pick_pack_type(ti, &r, p, narrowed || zc.is_some()) {
+                        Ok(k) => return Ok(self.create_claim(p, ti, r, k, narrowed, zc)),
+                        Err(why) => last = Some(why),
+                    }
+                }
+                whys.extend(last);
+            }
+        }
+        Err(whys)
+    }
+
+    fn create_claim(&mut self, p: usize, ti: usize, reqs: Requirements, pack: usize, narrowed: bool, zone: Option<usize>) -> usize {
+        let ty = &self.templates[ti].types[pack];
+        let mut claim = Claim::new(ti, None, reqs, pack, ty.free.clone());
+        claim.narrowed = narrowed;
+        claim.reserved = ty.capacity.clone();
+        self.limit_used[ti].add(&ty.capacity);
+        *self.limit_used[ti].extended.entry(NODES.into()).or_insert(0) += 1000;
+        self.claims.push(claim);
+        let ci = self.claims.len() - 1;
+        self.open.push(ci);
+        let placement = Placement { reqs: None, narrowed: false, zone };
+        self.place(p, ci, placement);
+        ci
+    }
+
+    /// The type to pack a new claim against: among types that satisfy `reqs`, hold the
+    /// pod and stay inside the NodePool's limits, the one that covers the NodePool's
+    /// remaining demand most cheaply.
+    fn pick_pack_type(&self, ti: usize, reqs: &Requirements, p: usize, check_reqs: bool) -> Result<usize, Why> {
+        let t = &self.templates[ti];
+        let pod = &self.pods[p];
+        let demand = &self.remaining[ti];
+        let mut best: Option<(f64, usize)> = None;
+        let mut any_satisfies = false;
+        let mut any_fits = false;
+        let mut largest_free = Resources::default();
+        for (k, ty) in t.types.iter().enumerate() {
+            if check_reqs && !ty.satisfies(reqs) {
+                continue;
+            }
+            any_satisfies = true;
+            if !pod.requests.fits_in(&ty.free) {
+                largest_free.max(&ty.free);
+                continue;
+            }
+            any_fits = true;
+            if let Some(limits) = &t.limits
+                && !within_limits(&self.limit_used[ti], &ty.capacity, limits)
+            {
+                continue;
+            }
+            let Some(offer) = ty.cheapest(reqs) else { continue };
+            let ratio = |need: i64, have: i64| if have > 0 { need as f64 / have as f64 } else { f64::INFINITY };
+            let nodes = ratio(demand.cpu, ty.free.cpu)
+                .max(ratio(demand.memory, ty.free.memory))
+                .max(ratio(demand.pods, ty.free.pods))
+                .max(1.0);
+            let cost = offer.price * nodes;
+            if best.is_none_or(|(c, _)| cost < c) {
+                best = Some((cost, k));
+            }
+        }
+        match best {
+            Some((_, k)) => Ok(k),
+            None if !any_satisfies => Why::no_type(&t.nodepool, reqs),
+            None if !any_fits => Err(Why::TooBig {
+                pool: t.nodepool.clone(),
+                requests: pod.requests.clone(),
+                largest_free,
+            }),
+            None => Err(Why::Limit {
+                pool: t.nodepool.clone(),
+                limits: t.limits.clone().unwrap_or_default(),
+                used: self.limit_used[ti].clone(),
+            }),
+        }
+    }
+}
+
+fn zone_allowed(reqs: &Requirements, zone: &str) -> bool {
+    reqs.get(labels::ZONE).is_none_or(|r| r.allows(Some(zone)))
+}
+
+/// Whether an affinity alternative constrains instance-decided labels other than zone and
+/// capacity type, which the offering check covers.
+fn narrows_types(alt: &Requirements) -> bool {
+    alt.iter().any(|(k, _)| defined_by_instance(k) && k != labels::ZONE && k != labels::CAPACITY_TYPE)
+}
+
+/// Whether adding a node of `adding` capacity keeps every limit the NodePool sets.
+pub(super) fn within_limits(used: &Resources, adding: &Resources, limits: &BTreeMap<String, i64>) -> bool {
+    limits.iter().all(|(k, &limit)| {
+        let after = if k == NODES { used.get(NODES) + 1000 } else { used.get(k) + adding.get(k) };
+        after <= limit
+    })
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct ClassKey {
+    namespace: String,
+    requests: Resources,
+    requirements: Vec<Requirements>,
+    tolerations: Vec<super::taints::Toleration>,
+    terms: Terms,
+    member_of: Vec<GroupId>,
+}
+
+impl ClassKey {
+    fn of(pod: &PodDemand, terms: &Terms, member_of: &[GroupId]) -> Self {
+        ClassKey {
+            namespace: pod.namespace.clone(),
+            requests: pod.requests.clone(),
+            requirements: pod.requirements.clone(),
+            tolerations: pod.tolerations.clone(),
+            terms: terms.clone(),
+            member_of: member_of.to_vec(),
+        }
+    }
+}
