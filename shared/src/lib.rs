@@ -3,4 +3,5 @@
 pub mod api;
 pub mod catalog;
 pub mod resources;
+pub mod provision;
 pub mod scheduling;
