@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::testkit::*;
 use super::*;
+use crate::resources::Resources;
 use crate::catalog::Catalog;
 
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];

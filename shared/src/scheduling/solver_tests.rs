@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::testkit::*;
 use super::*;
+use crate::resources::Resources;
 use crate::api::Operator::*;
 use crate::api::labels::*;
 use crate::catalog::CapacityType;
@@ -115,10 +116,11 @@ fn nodepool_limits_leave_pods_pending_with_the_limit_named() {
     assert!(vcpus <= 8, "launched {vcpus} vCPU over a limit of 8");
     assert!(!plan.unschedulable.is_empty());
     assert!(plan.unschedulable[0].reason.contains("would exceed its limits (cpu"), "{}", plan.unschedulable[0].reason);
+    let cat = standard_catalog(ZONES);
     for c in &plan.node_claims {
         // Candidates must not be larger than what the limit was checked against.
         for name in &c.instance_types {
-            let it = &standard_catalog(ZONES).entries.iter().find(|e| &e.instance_type.name == name).unwrap().instance_type;
+            let it = &cat.entries.iter().find(|e| &e.instance_type.name == name).unwrap().instance_type;
             assert!(it.vcpu <= 8, "{name}");
         }
     }

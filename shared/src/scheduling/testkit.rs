@@ -40,6 +40,7 @@ pub fn itype(name: &str, vcpu: u32, memory_gib: u64) -> InstanceType {
         gpu: None,
         local_nvme_gb: 0,
         network_bandwidth_mbps: 10_000,
+        ..InstanceType::default()
     }
 }
 
@@ -197,8 +198,4 @@ impl PodBuilder {
 
 pub fn pods(prefix: &str, n: usize, f: impl Fn(PodBuilder) -> PodBuilder, cpu: i64, mem: i64) -> Vec<PodDemand> {
     (0..n).map(|i| f(pod(&format!("{prefix}-{i}"), cpu, mem)).build()).collect()
-}
-
-pub fn no_reqs() -> Requirements {
-    Requirements::new()
 }
