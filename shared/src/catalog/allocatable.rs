@@ -117,7 +117,7 @@ impl InstanceType {
         if self.arch == "arm64" {
             mib -= GRAVITON_CMA_RESERVED_MIB;
         }
-        let overhead = (mib * VM_MEMORY_OVERHEAD_PER_MILLE).div_ceil(1000);
+        let overhead = ceil_div(mib * VM_MEMORY_OVERHEAD_PER_MILLE, 1000);
         (mib - overhead).max(0)
     }
 
@@ -253,7 +253,7 @@ impl InstanceType {
             ephemeral_storage: eviction_hard(kubelet, NODEFS_AVAILABLE, capacity.ephemeral_storage)
                 .unwrap_or_else(|| {
                     let bytes = capacity.ephemeral_storage / MILLI;
-                    (bytes * EVICTION_HARD_NODEFS_PERCENT).div_ceil(100) * MILLI
+                    ceil_div(bytes * EVICTION_HARD_NODEFS_PERCENT, 100) * MILLI
                 }),
             ..Resources::default()
         };
@@ -292,6 +292,11 @@ impl InstanceType {
         out.extended.retain(|_, v| *v > 0);
         out
     }
+}
+
+/// `n / d` rounded up, for `n >= 0` and `d > 0` (`i64::div_ceil` is not stable yet).
+fn ceil_div(n: i64, d: i64) -> i64 {
+    (n + d - 1) / d
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ fn graviton_memory_also_loses_the_64_mib_cma_reservation() {
 fn ephemeral_storage_keeps_what_kube_reserved_and_nodefs_eviction_leave() {
     let alloc = c5_xlarge().allocatable(None);
     let root = 20 * GI;
-    let nodefs_eviction = (root * 10).div_ceil(100);
+    let nodefs_eviction = ceil_div(root * 10, 100);
     assert_eq!(
         alloc.ephemeral_storage,
         (root - GI - nodefs_eviction) * MILLI
@@ -187,7 +187,7 @@ fn eviction_hard_overrides_take_quantities_or_percentages_of_capacity() {
     let kube_mib = 11 * 58 + 255;
     let cases: &[(&str, i64)] = &[
         ("500Mi", 500 * MIB_MILLI),
-        ("10%", (capacity_mib * MI).div_ceil(10) * MILLI),
+        ("10%", ceil_div(capacity_mib * MI, 10) * MILLI),
         ("100%", 0),
     ];
     for (value, eviction) in cases {
@@ -228,7 +228,7 @@ fn allocatable_is_never_negative() {
         k.kube_reserved.insert("memory".into(), "64Gi".into());
         k.kube_reserved.insert("cpu".into(), "64".into());
         k.system_reserved
-            .insert("ephemeral-storage".into(), "9000Pi".into());
+            .insert("ephemeral-storage".into(), "100Gi".into());
     });
     let alloc = tiny.allocatable(Some(&k));
     assert_eq!(
@@ -270,8 +270,8 @@ fn accelerators_are_advertised_by_manufacturer() {
         (c5_xlarge(), vec![]),
     ];
     for (it, want) in cases {
-        let got: Vec<(&str, i64)> = it
-            .allocatable(None)
+        let alloc = it.allocatable(None);
+        let got: Vec<(&str, i64)> = alloc
             .extended
             .iter()
             .map(|(k, v)| (k.as_str(), *v))

@@ -174,6 +174,10 @@ fn field_error(field: &str, value: String, reason: &str) -> CatalogError {
 mod tests {
     use super::*;
 
+    fn ceil_div(n: i64, d: i64) -> i64 {
+        (n + d - 1) / d
+    }
+
     fn kubelet_with(f: impl FnOnce(&mut KubeletConfiguration)) -> KubeletConfiguration {
         let mut k = KubeletConfiguration::default();
         f(&mut k);
@@ -186,8 +190,8 @@ mod tests {
         let capacity = 1000 * MI * 1000; // 1000Mi in milli-bytes
         let cases: &[(&str, i64)] = &[
             ("500Mi", 500 * MI * 1000),
-            ("10%", (1000 * MI).div_ceil(10) * 1000),
-            ("0.5%", (1000 * MI * 5).div_ceil(1000) * 1000),
+            ("10%", ceil_div(1000 * MI, 10) * 1000),
+            ("0.5%", ceil_div(1000 * MI * 5, 1000) * 1000),
             ("100%", 0),
             ("0%", 0),
         ];
