@@ -228,7 +228,7 @@ fn allocatable_is_never_negative() {
         k.kube_reserved.insert("memory".into(), "64Gi".into());
         k.kube_reserved.insert("cpu".into(), "64".into());
         k.system_reserved
-            .insert("ephemeral-storage".into(), "9000Pi".into());
+            .insert("ephemeral-storage".into(), "100Gi".into());
     });
     let alloc = tiny.allocatable(Some(&k));
     assert_eq!(

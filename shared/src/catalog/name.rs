@@ -58,7 +58,9 @@ mod tests {
 
     #[test]
     fn names_split_into_family_category_generation_and_size_as_karpenter_does() {
-        let cases: &[(&str, (&str, &str, u32, &str))] = &[
+        // name -> (family, category, generation, size)
+        type Case<'a> = (&'a str, (&'a str, &'a str, u32, &'a str));
+        let cases: &[Case] = &[
             ("c6i.2xlarge", ("c6i", "c", 6, "2xlarge")),
             ("m5.large", ("m5", "m", 5, "large")),
             ("m7i-flex.large", ("m7i-flex", "m", 7, "large")),
