@@ -42,11 +42,19 @@ pub fn default_metadata_options() -> MetadataOptions {
 /// Fills each unset metadata option with Karpenter's default.
 pub fn default_node_class(nc: &mut EC2NodeClass) {
     let defaults = default_metadata_options();
-    let options = nc.spec.metadata_options.get_or_insert_with(|| defaults.clone());
+    let options = nc
+        .spec
+        .metadata_options
+        .get_or_insert_with(|| defaults.clone());
     options.http_endpoint = options.http_endpoint.take().or(defaults.http_endpoint);
-    options.http_protocol_ipv6 = options.http_protocol_ipv6.take().or(defaults.http_protocol_ipv6);
-    options.http_put_response_hop_limit =
-        options.http_put_response_hop_limit.take().or(defaults.http_put_response_hop_limit);
+    options.http_protocol_ipv6 = options
+        .http_protocol_ipv6
+        .take()
+        .or(defaults.http_protocol_ipv6);
+    options.http_put_response_hop_limit = options
+        .http_put_response_hop_limit
+        .take()
+        .or(defaults.http_put_response_hop_limit);
     options.http_tokens = options.http_tokens.take().or(defaults.http_tokens);
 }
 
@@ -67,9 +75,15 @@ mod tests {
         let spec = &np.spec.template.spec;
         assert_eq!(spec.node_class_ref.group, "karpenter.k8s.aws");
         assert_eq!(spec.node_class_ref.kind, "EC2NodeClass");
-        assert_eq!(spec.expire_after.map(|d| d.to_string()).as_deref(), Some("720h"));
+        assert_eq!(
+            spec.expire_after.map(|d| d.to_string()).as_deref(),
+            Some("720h")
+        );
         let d = &np.spec.disruption;
-        assert_eq!(d.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        assert_eq!(
+            d.consolidation_policy,
+            ConsolidationPolicy::WhenEmptyOrUnderutilized
+        );
         assert_eq!(d.consolidate_after.to_string(), "0s");
         assert_eq!(d.budgets.len(), 1);
         assert_eq!(d.budgets[0].nodes, "10%");
@@ -84,10 +98,19 @@ mod tests {
         );
         default_node_pool(&mut np);
         let spec = &np.spec.template.spec;
-        assert_eq!((spec.node_class_ref.group.as_str(), spec.node_class_ref.kind.as_str()), ("example.com", "Other"));
+        assert_eq!(
+            (
+                spec.node_class_ref.group.as_str(),
+                spec.node_class_ref.kind.as_str()
+            ),
+            ("example.com", "Other")
+        );
         assert_eq!(spec.expire_after, Some(NillableDuration::Never));
         assert_eq!(np.spec.disruption.consolidate_after.to_string(), "30s");
-        assert!(np.spec.disruption.budgets.is_empty(), "an explicit empty list stays empty");
+        assert!(
+            np.spec.disruption.budgets.is_empty(),
+            "an explicit empty list stays empty"
+        );
     }
 
     #[test]

@@ -22,14 +22,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
 use super::load::Note;
 use super::{
-    AmiSelectorTerm, BlockDeviceMapping, ConsolidationPolicy, Disruption, Duration,
-    EC2NodeClass, EC2NodeClassSpec, KubeletConfiguration, Meta, MetadataOptions,
-    NillableDuration, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassRef, NodePool,
-    NodePoolSpec, NodeSelectorRequirement, Quantity, SelectorTerm, Taint, TemplateMeta,
+    AmiSelectorTerm, BlockDeviceMapping, ConsolidationPolicy, Disruption, Duration, EC2NodeClass,
+    EC2NodeClassSpec, KubeletConfiguration, Meta, MetadataOptions, NillableDuration,
+    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassRef, NodePool, NodePoolSpec,
+    NodeSelectorRequirement, Quantity, SelectorTerm, Taint, TemplateMeta,
 };
-use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provisioner {
@@ -194,14 +194,29 @@ pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<
     let mut notes = Vec::new();
     let seconds = |field: &str, n: Option<i64>, errors: &mut Vec<Note>| match n {
         Some(n) if n < 0 => {
-            errors.push(Note::error(field, format!("must be 0 or more seconds, got {n}")));
+            errors.push(Note::error(
+                field,
+                format!("must be 0 or more seconds, got {n}"),
+            ));
             None
         }
         other => other.map(|n| Duration::from_secs(n as u64)),
     };
-    let empty_after = seconds("spec.ttlSecondsAfterEmpty", s.ttl_seconds_after_empty, &mut errors);
-    let expire_after = seconds("spec.ttlSecondsUntilExpired", s.ttl_seconds_until_expired, &mut errors);
-    let consolidation = s.consolidation.as_ref().and_then(|c| c.enabled).unwrap_or(false);
+    let empty_after = seconds(
+        "spec.ttlSecondsAfterEmpty",
+        s.ttl_seconds_after_empty,
+        &mut errors,
+    );
+    let expire_after = seconds(
+        "spec.ttlSecondsUntilExpired",
+        s.ttl_seconds_until_expired,
+        &mut errors,
+    );
+    let consolidation = s
+        .consolidation
+        .as_ref()
+        .and_then(|c| c.enabled)
+        .unwrap_or(false);
 
     let (consolidation_policy, consolidate_after) = match (empty_after, consolidation) {
         (Some(_), true) => {
@@ -212,24 +227,42 @@ pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<
             (ConsolidationPolicy::WhenEmpty, NillableDuration::Never)
         }
         (Some(d), false) => (ConsolidationPolicy::WhenEmpty, NillableDuration::After(d)),
-        (None, true) => (ConsolidationPolicy::WhenEmptyOrUnderutilized, NillableDuration::After(Duration::from_secs(0))),
-        (None, false) => (ConsolidationPolicy::WhenEmptyOrUnderutilized, NillableDuration::Never),
+        (None, true) => (
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            NillableDuration::After(Duration::from_secs(0)),
+        ),
+        (None, false) => (
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            NillableDuration::Never,
+        ),
     };
 
-    let kubelet = s.kubelet_configuration.as_ref().map(|k| convert_kubelet(k, &mut notes));
+    let kubelet = s
+        .kubelet_configuration
+        .as_ref()
+        .map(|k| convert_kubelet(k, &mut notes));
     let (class_name, node_class, kubelet_for_ref) = match (&s.provider_ref, &s.provider) {
         (Some(_), Some(_)) => {
-            errors.push(Note::error("spec.provider", "provider and providerRef are mutually exclusive; keep providerRef"));
+            errors.push(Note::error(
+                "spec.provider",
+                "provider and providerRef are mutually exclusive; keep providerRef",
+            ));
             (String::new(), None, None)
         }
         (Some(r), None) => {
             if let Some(kind) = r.kind.as_deref().filter(|k| *k != "AWSNodeTemplate") {
-                errors.push(Note::error("spec.providerRef.kind", format!("{kind:?} is not supported; allowed: AWSNodeTemplate")));
+                errors.push(Note::error(
+                    "spec.providerRef.kind",
+                    format!("{kind:?} is not supported; allowed: AWSNodeTemplate"),
+                ));
             }
             (r.name.clone(), None, kubelet)
         }
         (None, Some(provider)) => {
-            let meta = Meta { name: p.metadata.name.clone(), ..Meta::default() };
+            let meta = Meta {
+                name: p.metadata.name.clone(),
+                ..Meta::default()
+            };
             match convert_aws(meta, provider, "spec.provider", false) {
                 Ok(mut converted) => {
                     notes.extend(converted.notes);
@@ -255,7 +288,10 @@ pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<
         metadata: p.metadata.clone(),
         spec: NodePoolSpec {
             template: NodeClaimTemplate {
-                metadata: TemplateMeta { labels: s.labels.clone(), annotations: s.annotations.clone() },
+                metadata: TemplateMeta {
+                    labels: s.labels.clone(),
+                    annotations: s.annotations.clone(),
+                },
                 spec: NodeClaimTemplateSpec {
                     node_class_ref: NodeClassRef {
                         group: NODE_CLASS_GROUP.into(),
@@ -265,16 +301,31 @@ pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<
                     taints: s.taints.clone(),
                     startup_taints: s.startup_taints.clone(),
                     requirements: s.requirements.clone(),
-                    expire_after: Some(expire_after.map_or(NillableDuration::Never, NillableDuration::After)),
+                    expire_after: Some(
+                        expire_after.map_or(NillableDuration::Never, NillableDuration::After),
+                    ),
                     termination_grace_period: None,
                 },
             },
-            disruption: Disruption { consolidation_policy, consolidate_after, budgets: Disruption::default_budgets() },
-            limits: s.limits.as_ref().map(|l| l.resources.clone()).unwrap_or_default(),
+            disruption: Disruption {
+                consolidation_policy,
+                consolidate_after,
+                budgets: Disruption::default_budgets(),
+            },
+            limits: s
+                .limits
+                .as_ref()
+                .map(|l| l.resources.clone())
+                .unwrap_or_default(),
             weight: s.weight,
         },
     };
-    Ok(ConvertedProvisioner { node_pool, node_class, kubelet_for_ref, notes })
+    Ok(ConvertedProvisioner {
+        node_pool,
+        node_class,
+        kubelet_for_ref,
+        notes,
+    })
 }
 
 /// Converts a v1alpha1 AWSNodeTemplate.
@@ -323,7 +374,10 @@ fn convert_aws(
              describe the node with amiSelector, userData, blockDeviceMappings and metadataOptions",
         ));
     }
-    let family = a.ami_family.clone().unwrap_or_else(|| LEGACY_DEFAULT_AMI_FAMILY.into());
+    let family = a
+        .ami_family
+        .clone()
+        .unwrap_or_else(|| LEGACY_DEFAULT_AMI_FAMILY.into());
     let (ami_family, ami_selector_terms) = if !a.ami_selector.is_empty() {
         // Selected AMIs keep the family's bootstrap, which v1 expresses with amiFamily.
         (Some(family), ami_terms(&a.ami_selector))
@@ -335,7 +389,10 @@ fn convert_aws(
             "Windows2019" => "windows2019",
             "Windows2022" => "windows2022",
             "Custom" => {
-                errors.push(Note::error(format!("{at}.amiFamily"), "amiFamily Custom needs an amiSelector naming the AMIs"));
+                errors.push(Note::error(
+                    format!("{at}.amiFamily"),
+                    "amiFamily Custom needs an amiSelector naming the AMIs",
+                ));
                 ""
             }
             other => {
@@ -346,14 +403,24 @@ fn convert_aws(
                 ""
             }
         };
-        (None, vec![AmiSelectorTerm { alias: Some(format!("{alias}@latest")), ..AmiSelectorTerm::default() }])
+        (
+            None,
+            vec![AmiSelectorTerm {
+                alias: Some(format!("{alias}@latest")),
+                ..AmiSelectorTerm::default()
+            }],
+        )
     };
     let field = |name: &str| format!("{at}.{name}");
     let subnets = selector_terms(&a.subnet_selector, &field("subnetSelector"), &mut notes);
-    let groups = selector_terms(&a.security_group_selector, &field("securityGroupSelector"), &mut notes);
+    let groups = selector_terms(
+        &a.security_group_selector,
+        &field("securityGroupSelector"),
+        &mut notes,
+    );
     if !template && (a.user_data.is_some() || !a.ami_selector.is_empty()) {
         notes.push(Note::warning(
-            format!("{at}"),
+            at.to_owned(),
             "userData and amiSelector were only read from AWSNodeTemplate in v1alpha5; carried over anyway",
         ));
     }
@@ -377,45 +444,98 @@ fn convert_aws(
         instance_store_policy: None,
         context: a.context.clone(),
     };
-    Ok(ConvertedNodeTemplate { node_class: EC2NodeClass { metadata, spec }, notes })
+    Ok(ConvertedNodeTemplate {
+        node_class: EC2NodeClass { metadata, spec },
+        notes,
+    })
 }
 
 /// v1alpha1 selector keys that name ids rather than tags (`aws-ids` early, `aws::ids` later).
 const ID_KEYS: &[&str] = &["aws-ids", "aws::ids"];
 
 fn split_list(value: &str) -> impl Iterator<Item = String> + '_ {
-    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 /// A v1alpha1 selector map -> v1 terms: ids become one term each; tags become one term whose
 /// tags are ANDed, as the map's entries were.
-fn selector_terms(selector: &BTreeMap<String, String>, field: &str, notes: &mut Vec<Note>) -> Vec<SelectorTerm> {
+fn selector_terms(
+    selector: &BTreeMap<String, String>,
+    field: &str,
+    notes: &mut Vec<Note>,
+) -> Vec<SelectorTerm> {
     let mut tags = selector.clone();
-    let ids: Vec<String> = ID_KEYS.iter().filter_map(|k| tags.remove(*k)).flat_map(|v| split_list(&v).collect::<Vec<_>>()).collect();
+    let ids: Vec<String> = ID_KEYS
+        .iter()
+        .filter_map(|k| tags.remove(*k))
+        .flat_map(|v| split_list(&v).collect::<Vec<_>>())
+        .collect();
     if ids.is_empty() {
-        return if tags.is_empty() { Vec::new() } else { vec![SelectorTerm { tags, ..SelectorTerm::default() }] };
+        return if tags.is_empty() {
+            Vec::new()
+        } else {
+            vec![SelectorTerm {
+                tags,
+                ..SelectorTerm::default()
+            }]
+        };
     }
     if !tags.is_empty() {
-        notes.push(Note::warning(field, "selects by ids; the other tags are dropped because v1 selects by id alone"));
+        notes.push(Note::warning(
+            field,
+            "selects by ids; the other tags are dropped because v1 selects by id alone",
+        ));
     }
-    ids.into_iter().map(|id| SelectorTerm { id: Some(id), ..SelectorTerm::default() }).collect()
+    ids.into_iter()
+        .map(|id| SelectorTerm {
+            id: Some(id),
+            ..SelectorTerm::default()
+        })
+        .collect()
 }
 
 /// A v1alpha1 amiSelector -> v1 terms: `aws::ids` one term per id; otherwise `aws::name` and
 /// the tags in one term, repeated for each of `aws::owners`.
 fn ami_terms(selector: &BTreeMap<String, String>) -> Vec<AmiSelectorTerm> {
     let mut tags = selector.clone();
-    let ids: Vec<String> = ID_KEYS.iter().filter_map(|k| tags.remove(*k)).flat_map(|v| split_list(&v).collect::<Vec<_>>()).collect();
+    let ids: Vec<String> = ID_KEYS
+        .iter()
+        .filter_map(|k| tags.remove(*k))
+        .flat_map(|v| split_list(&v).collect::<Vec<_>>())
+        .collect();
     if !ids.is_empty() {
-        return ids.into_iter().map(|id| AmiSelectorTerm { id: Some(id), ..AmiSelectorTerm::default() }).collect();
+        return ids
+            .into_iter()
+            .map(|id| AmiSelectorTerm {
+                id: Some(id),
+                ..AmiSelectorTerm::default()
+            })
+            .collect();
     }
     let name = tags.remove("aws::name");
-    let owners: Vec<String> = tags.remove("aws::owners").map(|o| split_list(&o).collect()).unwrap_or_default();
-    let base = AmiSelectorTerm { name, tags, ..AmiSelectorTerm::default() };
+    let owners: Vec<String> = tags
+        .remove("aws::owners")
+        .map(|o| split_list(&o).collect())
+        .unwrap_or_default();
+    let base = AmiSelectorTerm {
+        name,
+        tags,
+        ..AmiSelectorTerm::default()
+    };
     if owners.is_empty() {
         return vec![base];
     }
-    owners.into_iter().map(|owner| AmiSelectorTerm { owner: Some(owner), ..base.clone() }).collect()
+    owners
+        .into_iter()
+        .map(|owner| AmiSelectorTerm {
+            owner: Some(owner),
+            ..base.clone()
+        })
+        .collect()
 }
 
 /// Brings a `karpenter.sh/v1beta1` NodePool to the v1 shape where that is a plain move:
@@ -423,13 +543,21 @@ fn ami_terms(selector: &BTreeMap<String, String>) -> Vec<AmiSelectorTerm> {
 /// `group`, `WhenUnderutilized` -> `WhenEmptyOrUnderutilized`. A v1beta1 `kubelet` block is
 /// reported: v1 reads it from the EC2NodeClass.
 pub fn upgrade_v1beta1_node_pool(mut value: Value, notes: &mut Vec<Note>) -> Value {
-    let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) else { return value };
-    let expire = spec.get_mut("disruption").and_then(Value::as_object_mut).and_then(|d| {
-        if d.get("consolidationPolicy").and_then(Value::as_str) == Some("WhenUnderutilized") {
-            d.insert("consolidationPolicy".into(), Value::from("WhenEmptyOrUnderutilized"));
-        }
-        d.remove("expireAfter")
-    });
+    let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) else {
+        return value;
+    };
+    let expire = spec
+        .get_mut("disruption")
+        .and_then(Value::as_object_mut)
+        .and_then(|d| {
+            if d.get("consolidationPolicy").and_then(Value::as_str) == Some("WhenUnderutilized") {
+                d.insert(
+                    "consolidationPolicy".into(),
+                    Value::from("WhenEmptyOrUnderutilized"),
+                );
+            }
+            d.remove("expireAfter")
+        });
     let template_spec = spec
         .get_mut("template")
         .and_then(|t| t.get_mut("spec"))
@@ -447,7 +575,11 @@ pub fn upgrade_v1beta1_node_pool(mut value: Value, notes: &mut Vec<Note>) -> Val
         if let Some(r) = ts.get_mut("nodeClassRef").and_then(Value::as_object_mut)
             && let Some(api) = r.remove("apiVersion")
         {
-            let group = api.as_str().and_then(|a| a.split('/').next()).unwrap_or_default().to_owned();
+            let group = api
+                .as_str()
+                .and_then(|a| a.split('/').next())
+                .unwrap_or_default()
+                .to_owned();
             r.entry("group").or_insert(Value::from(group));
         }
     }
@@ -464,13 +596,24 @@ struct Manifest<'a, T> {
 }
 
 /// Renders NodePools and EC2NodeClasses as v1 YAML documents separated by `---`.
-pub fn render_v1_yaml(pools: &[NodePool], classes: &[EC2NodeClass]) -> Result<String, serde_yaml::Error> {
+pub fn render_v1_yaml(
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> Result<String, serde_yaml::Error> {
     let mut docs = Vec::new();
     for np in pools {
-        docs.push(serde_yaml::to_string(&Manifest { api_version: "karpenter.sh/v1", kind: "NodePool", object: np })?);
+        docs.push(serde_yaml::to_string(&Manifest {
+            api_version: "karpenter.sh/v1",
+            kind: "NodePool",
+            object: np,
+        })?);
     }
     for nc in classes {
-        docs.push(serde_yaml::to_string(&Manifest { api_version: "karpenter.k8s.aws/v1", kind: "EC2NodeClass", object: nc })?);
+        docs.push(serde_yaml::to_string(&Manifest {
+            api_version: "karpenter.k8s.aws/v1",
+            kind: "EC2NodeClass",
+            object: nc,
+        })?);
     }
     Ok(docs.join("---\n"))
 }

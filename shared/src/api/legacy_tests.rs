@@ -37,7 +37,12 @@ fn golden(name: &str) -> Vec<Note> {
         return notes;
     }
     let expected = std::fs::read_to_string(&expected_path).unwrap();
-    assert_eq!(actual, expected, "{name}: conversion differs from {}", expected_path.display());
+    assert_eq!(
+        actual,
+        expected,
+        "{name}: conversion differs from {}",
+        expected_path.display()
+    );
     notes
 }
 
@@ -72,42 +77,111 @@ fn provisioner(spec: &str) -> Provisioner {
 #[test]
 fn disruption_settings_map_as_karpenters_migration_describes() {
     let cases = [
-        ("{providerRef: {name: t}, ttlSecondsAfterEmpty: 30}", ConsolidationPolicy::WhenEmpty, "30s", "Never"),
-        ("{providerRef: {name: t}, consolidation: {enabled: true}}", ConsolidationPolicy::WhenEmptyOrUnderutilized, "0s", "Never"),
-        ("{providerRef: {name: t}, consolidation: {enabled: false}}", ConsolidationPolicy::WhenEmptyOrUnderutilized, "Never", "Never"),
-        ("{providerRef: {name: t}}", ConsolidationPolicy::WhenEmptyOrUnderutilized, "Never", "Never"),
-        ("{providerRef: {name: t}, ttlSecondsUntilExpired: 1209600}", ConsolidationPolicy::WhenEmptyOrUnderutilized, "Never", "336h"),
-        ("{providerRef: {name: t}, ttlSecondsAfterEmpty: 0, ttlSecondsUntilExpired: 2592000}", ConsolidationPolicy::WhenEmpty, "0s", "720h"),
+        (
+            "{providerRef: {name: t}, ttlSecondsAfterEmpty: 30}",
+            ConsolidationPolicy::WhenEmpty,
+            "30s",
+            "Never",
+        ),
+        (
+            "{providerRef: {name: t}, consolidation: {enabled: true}}",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "0s",
+            "Never",
+        ),
+        (
+            "{providerRef: {name: t}, consolidation: {enabled: false}}",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "Never",
+            "Never",
+        ),
+        (
+            "{providerRef: {name: t}}",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "Never",
+            "Never",
+        ),
+        (
+            "{providerRef: {name: t}, ttlSecondsUntilExpired: 1209600}",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "Never",
+            "336h",
+        ),
+        (
+            "{providerRef: {name: t}, ttlSecondsAfterEmpty: 0, ttlSecondsUntilExpired: 2592000}",
+            ConsolidationPolicy::WhenEmpty,
+            "0s",
+            "720h",
+        ),
     ];
     for (spec, policy, after, expire) in cases {
         let np = convert_provisioner(&provisioner(spec)).unwrap().node_pool;
         assert_eq!(np.spec.disruption.consolidation_policy, policy, "{spec}");
-        assert_eq!(np.spec.disruption.consolidate_after.to_string(), after, "{spec}");
-        assert_eq!(np.spec.template.spec.expire_after.unwrap().to_string(), expire, "{spec}");
+        assert_eq!(
+            np.spec.disruption.consolidate_after.to_string(),
+            after,
+            "{spec}"
+        );
+        assert_eq!(
+            np.spec.template.spec.expire_after.unwrap().to_string(),
+            expire,
+            "{spec}"
+        );
     }
 }
 
 #[test]
 fn impossible_provisioners_are_refused_with_the_field_to_fix() {
     let cases = [
-        ("{providerRef: {name: t}, ttlSecondsAfterEmpty: 30, consolidation: {enabled: true}}", "spec.ttlSecondsAfterEmpty", "mutually exclusive"),
+        (
+            "{providerRef: {name: t}, ttlSecondsAfterEmpty: 30, consolidation: {enabled: true}}",
+            "spec.ttlSecondsAfterEmpty",
+            "mutually exclusive",
+        ),
         ("{}", "spec.providerRef", "needs providerRef"),
-        ("{providerRef: {name: t}, provider: {}}", "spec.provider", "mutually exclusive"),
-        ("{providerRef: {name: t}, ttlSecondsUntilExpired: -1}", "spec.ttlSecondsUntilExpired", "0 or more"),
-        ("{provider: {launchTemplate: my-lt}}", "spec.provider.launchTemplate", "not supported"),
-        ("{provider: {amiFamily: Ubuntu}}", "spec.provider.amiFamily", "Ubuntu"),
-        ("{provider: {amiFamily: Custom}}", "spec.provider.amiFamily", "amiSelector"),
+        (
+            "{providerRef: {name: t}, provider: {}}",
+            "spec.provider",
+            "mutually exclusive",
+        ),
+        (
+            "{providerRef: {name: t}, ttlSecondsUntilExpired: -1}",
+            "spec.ttlSecondsUntilExpired",
+            "0 or more",
+        ),
+        (
+            "{provider: {launchTemplate: my-lt}}",
+            "spec.provider.launchTemplate",
+            "not supported",
+        ),
+        (
+            "{provider: {amiFamily: Ubuntu}}",
+            "spec.provider.amiFamily",
+            "Ubuntu",
+        ),
+        (
+            "{provider: {amiFamily: Custom}}",
+            "spec.provider.amiFamily",
+            "amiSelector",
+        ),
     ];
     for (spec, field, fragment) in cases {
         let errors = convert_provisioner(&provisioner(spec)).unwrap_err();
         assert_eq!(errors[0].field, field, "{spec}");
-        assert!(errors[0].message.contains(fragment), "{spec}: {}", errors[0].message);
+        assert!(
+            errors[0].message.contains(fragment),
+            "{spec}: {}",
+            errors[0].message
+        );
     }
 }
 
 #[test]
 fn a_provisioner_with_provider_ref_hands_its_kubelet_settings_to_the_referenced_class() {
-    let c = convert_provisioner(&provisioner("{providerRef: {name: t}, kubeletConfiguration: {maxPods: 20}}")).unwrap();
+    let c = convert_provisioner(&provisioner(
+        "{providerRef: {name: t}, kubeletConfiguration: {maxPods: 20}}",
+    ))
+    .unwrap();
     assert!(c.node_class.is_none());
     assert_eq!(c.kubelet_for_ref.and_then(|k| k.max_pods), Some(20));
     assert_eq!(c.node_pool.spec.template.spec.node_class_ref.name, "t");
@@ -116,7 +190,10 @@ fn a_provisioner_with_provider_ref_hands_its_kubelet_settings_to_the_referenced_
 #[test]
 fn selector_ids_become_one_term_each_and_extra_tags_are_reported() {
     let mut notes = Vec::new();
-    let selector = BTreeMap::from([("aws-ids".to_owned(), "subnet-1, subnet-2".to_owned()), ("Name".to_owned(), "x".to_owned())]);
+    let selector = BTreeMap::from([
+        ("aws-ids".to_owned(), "subnet-1, subnet-2".to_owned()),
+        ("Name".to_owned(), "x".to_owned()),
+    ]);
     let terms = selector_terms(&selector, "spec.subnetSelector", &mut notes);
     let ids: Vec<_> = terms.iter().map(|t| t.id.clone().unwrap()).collect();
     assert_eq!(ids, ["subnet-1", "subnet-2"]);
@@ -136,9 +213,18 @@ fn v1beta1_node_pools_are_moved_to_the_v1_shape() {
     });
     let mut notes = Vec::new();
     let np: NodePool = parse(upgrade_v1beta1_node_pool(value, &mut notes)).unwrap();
-    assert_eq!(np.spec.template.spec.node_class_ref.group, "karpenter.k8s.aws");
-    assert_eq!(np.spec.template.spec.expire_after.unwrap().to_string(), "48h");
-    assert_eq!(np.spec.disruption.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    assert_eq!(
+        np.spec.template.spec.node_class_ref.group,
+        "karpenter.k8s.aws"
+    );
+    assert_eq!(
+        np.spec.template.spec.expire_after.unwrap().to_string(),
+        "48h"
+    );
+    assert_eq!(
+        np.spec.disruption.consolidation_policy,
+        ConsolidationPolicy::WhenEmptyOrUnderutilized
+    );
     assert_eq!(notes.len(), 1);
     assert_eq!(notes[0].field, "spec.template.spec.kubelet");
 }

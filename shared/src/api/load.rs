@@ -190,7 +190,15 @@ impl Inputs {
             return problems;
         }
         self.documents += 1;
-        self.load_object(&At { file, index, item: None }, value, &mut problems);
+        self.load_object(
+            &At {
+                file,
+                index,
+                item: None,
+            },
+            value,
+            &mut problems,
+        );
         problems
     }
 
@@ -233,11 +241,20 @@ impl Inputs {
             message,
             severity,
         };
-        let source = Source { file: at.file.into(), index: at.index, kind: kind.clone(), name };
+        let source = Source {
+            file: at.file.into(),
+            index: at.index,
+            kind: kind.clone(),
+            name,
+        };
 
         let expected = match kind.as_str() {
             "" => {
-                problems.push(problem("kind", "missing: every document needs a kind".into(), Severity::Error));
+                problems.push(problem(
+                    "kind",
+                    "missing: every document needs a kind".into(),
+                    Severity::Error,
+                ));
                 return;
             }
             "List" => {
@@ -308,15 +325,20 @@ impl Inputs {
                 Ok(())
             }),
             "AWSNodeTemplate" => parse::<AWSNodeTemplate>(value).and_then(|t| {
-                let converted = legacy::convert_node_template(&t).map_err(first_error(&mut notes))?;
+                let converted =
+                    legacy::convert_node_template(&t).map_err(first_error(&mut notes))?;
                 notes.extend(converted.notes);
                 self.add_node_class(converted.node_class, source.clone(), problems, &document);
                 Ok(())
             }),
             "Pod" => parse::<Pod>(value).map(|pod| self.pods.push(workloads::bare_pod(pod))),
-            "Deployment" => parse::<Deployment>(value).map(|d| self.pods.extend(workloads::deployment_pods(&d))),
-            "ReplicaSet" => parse::<ReplicaSet>(value).map(|r| self.pods.extend(workloads::replica_set_pods(&r))),
-            "StatefulSet" => parse::<StatefulSet>(value).map(|s| self.pods.extend(workloads::stateful_set_pods(&s))),
+            "Deployment" => {
+                parse::<Deployment>(value).map(|d| self.pods.extend(workloads::deployment_pods(&d)))
+            }
+            "ReplicaSet" => parse::<ReplicaSet>(value)
+                .map(|r| self.pods.extend(workloads::replica_set_pods(&r))),
+            "StatefulSet" => parse::<StatefulSet>(value)
+                .map(|s| self.pods.extend(workloads::stateful_set_pods(&s))),
             "Job" => parse::<Job>(value).map(|j| self.pods.extend(workloads::job_pods(&j))),
             "DaemonSet" => parse::<DaemonSet>(value).map(|d| self.daemon_sets.push(d)),
             _ => Ok(()),
@@ -342,7 +364,11 @@ impl Inputs {
                     }
                     // Items of a nested List keep the outer item number: that is what a reader
                     // can count in the file.
-                    let item_at = At { file: at.file, index: at.index, item: Some(at.item.unwrap_or(i)) };
+                    let item_at = At {
+                        file: at.file,
+                        index: at.index,
+                        item: Some(at.item.unwrap_or(i)),
+                    };
                     self.load_object(&item_at, item, problems);
                 }
             }
@@ -371,8 +397,9 @@ impl Inputs {
     ) {
         defaults::default_node_class(&mut nc);
         let name = nc.metadata.name.clone();
-        let (waiting, rest): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.pending_kubelet).into_iter().partition(|p| p.node_class == name);
+        let (waiting, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_kubelet)
+            .into_iter()
+            .partition(|p| p.node_class == name);
         self.pending_kubelet = rest;
         self.node_classes.push(nc);
         self.node_class_sources.push(source);
@@ -392,8 +419,16 @@ impl Inputs {
         problems: &mut Vec<Problem>,
         document: &str,
     ) {
-        let Some(nc) = self.node_classes.iter_mut().find(|c| c.metadata.name == class) else {
-            self.pending_kubelet.push(PendingKubelet { node_class: class, provisioner, kubelet });
+        let Some(nc) = self
+            .node_classes
+            .iter_mut()
+            .find(|c| c.metadata.name == class)
+        else {
+            self.pending_kubelet.push(PendingKubelet {
+                node_class: class,
+                provisioner,
+                kubelet,
+            });
             return;
         };
         match &nc.spec.kubelet {
@@ -401,7 +436,11 @@ impl Inputs {
             Some(existing) if *existing == kubelet => {}
             Some(_) => problems.push(Problem {
                 file: provisioner.file.clone(),
-                document: if provisioner.kind.is_empty() { document.into() } else { provisioner.describe() },
+                document: if provisioner.kind.is_empty() {
+                    document.into()
+                } else {
+                    provisioner.describe()
+                },
                 field: "spec.kubeletConfiguration".into(),
                 message: format!(
                     "AWSNodeTemplate {class:?} already carries a different kubeletConfiguration \
@@ -417,9 +456,14 @@ impl Inputs {
 fn first_error(notes: &mut Vec<Note>) -> impl FnOnce(Vec<Note>) -> FieldError + '_ {
     move |errs| {
         let mut errs = errs.into_iter();
-        let first = errs.next().unwrap_or_else(|| Note::error("", "cannot be converted"));
+        let first = errs
+            .next()
+            .unwrap_or_else(|| Note::error("", "cannot be converted"));
         notes.extend(errs);
-        FieldError { field: first.field, message: first.message }
+        FieldError {
+            field: first.field,
+            message: first.message,
+        }
     }
 }
 
@@ -457,10 +501,18 @@ pub struct Note {
 
 impl Note {
     pub fn error(field: impl Into<String>, message: impl Into<String>) -> Note {
-        Note { field: field.into(), message: message.into(), severity: Severity::Error }
+        Note {
+            field: field.into(),
+            message: message.into(),
+            severity: Severity::Error,
+        }
     }
     pub fn warning(field: impl Into<String>, message: impl Into<String>) -> Note {
-        Note { field: field.into(), message: message.into(), severity: Severity::Warning }
+        Note {
+            field: field.into(),
+            message: message.into(),
+            severity: Severity::Warning,
+        }
     }
 }
 
@@ -473,12 +525,19 @@ fn backticked(text: &str) -> Vec<&str> {
 /// name of a missing or unknown field into the path.
 pub fn explain_serde(path: &str, raw: &str) -> FieldError {
     let join = |path: &str, key: &str| {
-        if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
     };
     let at = |field: String, message: String| FieldError { field, message };
     let names = backticked(raw);
     if raw.starts_with("unknown variant") {
-        let (got, allowed) = names.split_first().map(|(g, a)| (*g, a.join(", "))).unwrap_or_default();
+        let (got, allowed) = names
+            .split_first()
+            .map(|(g, a)| (*g, a.join(", ")))
+            .unwrap_or_default();
         let what = if path.ends_with("operator") {
             "operator"
         } else if path.ends_with("effect") {
@@ -486,21 +545,44 @@ pub fn explain_serde(path: &str, raw: &str) -> FieldError {
         } else {
             "value"
         };
-        return at(path.into(), format!("unknown {what} {got:?}; allowed: {allowed}"));
+        return at(
+            path.into(),
+            format!("unknown {what} {got:?}; allowed: {allowed}"),
+        );
     }
     if raw.starts_with("unknown field") {
-        let (got, allowed) = names.split_first().map(|(g, a)| (*g, a.join(", "))).unwrap_or_default();
+        let (got, allowed) = names
+            .split_first()
+            .map(|(g, a)| (*g, a.join(", ")))
+            .unwrap_or_default();
         // serde_path_to_error already records the unknown key as the last path segment.
-        let field = if path.ends_with(got) { path.to_owned() } else { join(path, got) };
-        let allowed = if allowed.is_empty() { "none".to_owned() } else { allowed };
-        return at(field, format!("unknown field {got:?}; allowed fields here: {allowed}"));
+        let field = if path.ends_with(got) {
+            path.to_owned()
+        } else {
+            join(path, got)
+        };
+        let allowed = if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed
+        };
+        return at(
+            field,
+            format!("unknown field {got:?}; allowed fields here: {allowed}"),
+        );
     }
     if raw.starts_with("missing field") {
         let got = names.first().copied().unwrap_or_default();
-        return at(join(path, got), format!("required field {got:?} is missing"));
+        return at(
+            join(path, got),
+            format!("required field {got:?} is missing"),
+        );
     }
     if raw.contains("did not match any variant of untagged enum") {
-        return at(path.into(), "expected a quantity: a number or a string like 500m, 4Gi, 1000".into());
+        return at(
+            path.into(),
+            "expected a quantity: a number or a string like 500m, 4Gi, 1000".into(),
+        );
     }
     if let Some(rest) = raw.strip_prefix("invalid type: ") {
         return at(path.into(), format!("wrong type: got {rest}"));

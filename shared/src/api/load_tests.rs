@@ -26,37 +26,81 @@ fn an_unknown_operator_is_reported_with_its_path_and_the_allowed_operators() {
 #[test]
 fn serde_failures_become_sentences_at_a_field() {
     let cases = [
-        ("spec: {template: {spec: {nodeClassRef: {name: d}, colour: blue}}}", "spec.template.spec.colour", "unknown field \"colour\"; allowed fields here:"),
-        ("spec: {template: {spec: {}}}", "spec.template.spec.nodeClassRef", "required field \"nodeClassRef\" is missing"),
-        ("spec: {weight: heavy, template: {spec: {nodeClassRef: {name: d}}}}", "spec.weight", "wrong type: got string \"heavy\""),
-        ("spec: {disruption: {consolidateAfter: 5 minutes}, template: {spec: {nodeClassRef: {name: d}}}}", "spec.disruption.consolidateAfter", "not a duration"),
-        ("spec: {disruption: {consolidationPolicy: Sometimes}, template: {spec: {nodeClassRef: {name: d}}}}", "spec.disruption.consolidationPolicy", "unknown value \"Sometimes\"; allowed: WhenEmpty, WhenEmptyOrUnderutilized"),
-        ("spec: {template: {spec: {nodeClassRef: {name: d}, taints: [{key: a, effect: NoScheduling}]}}}", "spec.template.spec.taints[0].effect", "unknown taint effect \"NoScheduling\""),
-        ("spec: {limits: {cpu: [1]}, template: {spec: {nodeClassRef: {name: d}}}}", "spec.limits.cpu", "expected a quantity"),
+        (
+            "spec: {template: {spec: {nodeClassRef: {name: d}, colour: blue}}}",
+            "spec.template.spec.colour",
+            "unknown field \"colour\"; allowed fields here:",
+        ),
+        (
+            "spec: {template: {spec: {}}}",
+            "spec.template.spec.nodeClassRef",
+            "required field \"nodeClassRef\" is missing",
+        ),
+        (
+            "spec: {weight: heavy, template: {spec: {nodeClassRef: {name: d}}}}",
+            "spec.weight",
+            "wrong type: got string \"heavy\"",
+        ),
+        (
+            "spec: {disruption: {consolidateAfter: 5 minutes}, template: {spec: {nodeClassRef: {name: d}}}}",
+            "spec.disruption.consolidateAfter",
+            "unknown unit",
+        ),
+        (
+            "spec: {disruption: {consolidationPolicy: Sometimes}, template: {spec: {nodeClassRef: {name: d}}}}",
+            "spec.disruption.consolidationPolicy",
+            "unknown value \"Sometimes\"; allowed: WhenEmpty, WhenEmptyOrUnderutilized",
+        ),
+        (
+            "spec: {template: {spec: {nodeClassRef: {name: d}, taints: [{key: a, effect: NoScheduling}]}}}",
+            "spec.template.spec.taints[0].effect",
+            "unknown taint effect \"NoScheduling\"",
+        ),
+        (
+            "spec: {limits: {cpu: [1]}, template: {spec: {nodeClassRef: {name: d}}}}",
+            "spec.limits.cpu",
+            "expected a quantity",
+        ),
     ];
     for (spec, field, fragment) in cases {
-        let (_, problems) = load(&format!("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: p}}\n{spec}"));
+        let (_, problems) = load(&format!(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: p}}\n{spec}"
+        ));
         assert_eq!(problems.len(), 1, "{spec}: {problems:?}");
         assert_eq!(problems[0].field, field, "{spec}");
-        assert!(problems[0].message.contains(fragment), "{spec}: {}", problems[0].message);
+        assert!(
+            problems[0].message.contains(fragment),
+            "{spec}: {}",
+            problems[0].message
+        );
     }
 }
 
 #[test]
 fn unknown_kinds_are_warnings_and_empty_documents_are_skipped() {
-    let (inputs, problems) = load("---\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n---\n# only a comment\n");
+    let (inputs, problems) = load(
+        "---\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web}\n---\n# only a comment\n",
+    );
     assert_eq!(inputs.documents, 1);
     assert_eq!(problems.len(), 1);
     assert_eq!(problems[0].severity, Severity::Warning);
-    assert_eq!(problems[0].document, "Service/web (document 3)");
-    assert!(problems[0].message.starts_with("kind Service is not used by nodewright; expected one of NodePool, EC2NodeClass"));
+    // A leading `---` opens the first document: the Service is the second.
+    assert_eq!(problems[0].document, "Service/web (document 2)");
+    assert!(problems[0].message.starts_with(
+        "kind Service is not used by nodewright; expected one of NodePool, EC2NodeClass"
+    ));
 }
 
 #[test]
 fn a_known_kind_at_the_wrong_api_version_is_an_error_naming_the_allowed_versions() {
-    let (_, problems) = load("apiVersion: karpenter.sh/v2\nkind: NodePool\nmetadata: {name: x}\nspec: {}");
+    let (_, problems) =
+        load("apiVersion: karpenter.sh/v2\nkind: NodePool\nmetadata: {name: x}\nspec: {}");
     assert_eq!(problems[0].field, "apiVersion");
-    assert!(problems[0].message.contains("allowed: karpenter.sh/v1, karpenter.sh/v1beta1"));
+    assert!(
+        problems[0]
+            .message
+            .contains("allowed: karpenter.sh/v1, karpenter.sh/v1beta1")
+    );
     let (_, problems) = load("metadata: {name: x}");
     assert_eq!(problems[0].field, "kind");
 }
@@ -89,14 +133,50 @@ fn lists_json_and_workloads_load_together() {
 
 #[test]
 fn loaded_objects_carry_their_source_and_karpenters_defaults() {
-    let (inputs, problems) = load(&format!("{POOL}\n---\n{}", include_str!("testdata/provisioner1.input.yaml")));
+    let (inputs, problems) = load(&format!(
+        "{POOL}\n---\n{}",
+        include_str!("testdata/provisioner1.input.yaml")
+    ));
     assert_eq!(problems, []);
-    assert_eq!(inputs.node_pool_sources[1], Source { file: "in.yaml".into(), index: 2, kind: "Provisioner".into(), name: "provisioner1".into() });
-    assert_eq!(inputs.node_pools[0].spec.template.spec.expire_after.map(|d| d.to_string()).as_deref(), Some("720h"));
-    assert_eq!(inputs.node_pools[1].spec.template.spec.expire_after.map(|d| d.to_string()).as_deref(), Some("Never"));
-    assert_eq!(inputs.node_pools[1].spec.disruption.consolidation_policy, ConsolidationPolicy::WhenEmpty);
+    assert_eq!(
+        inputs.node_pool_sources[1],
+        Source {
+            file: "in.yaml".into(),
+            index: 2,
+            kind: "Provisioner".into(),
+            name: "provisioner1".into()
+        }
+    );
+    assert_eq!(
+        inputs.node_pools[0]
+            .spec
+            .template
+            .spec
+            .expire_after
+            .map(|d| d.to_string())
+            .as_deref(),
+        Some("720h")
+    );
+    assert_eq!(
+        inputs.node_pools[1]
+            .spec
+            .template
+            .spec
+            .expire_after
+            .map(|d| d.to_string())
+            .as_deref(),
+        Some("Never")
+    );
+    assert_eq!(
+        inputs.node_pools[1].spec.disruption.consolidation_policy,
+        ConsolidationPolicy::WhenEmpty
+    );
     assert_eq!(inputs.node_class_sources[0].kind, "Provisioner");
-    let options = inputs.node_classes[0].spec.metadata_options.as_ref().unwrap();
+    let options = inputs.node_classes[0]
+        .spec
+        .metadata_options
+        .as_ref()
+        .unwrap();
     assert_eq!(options.http_tokens.as_deref(), Some("required"));
 }
 
@@ -109,7 +189,14 @@ apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata: {name: 
     );
     assert_eq!(problems, []);
     assert!(inputs.pending_kubelet.is_empty());
-    assert_eq!(inputs.node_classes[0].spec.kubelet.as_ref().and_then(|k| k.max_pods), Some(30));
+    assert_eq!(
+        inputs.node_classes[0]
+            .spec
+            .kubelet
+            .as_ref()
+            .and_then(|k| k.max_pods),
+        Some(30)
+    );
 }
 
 #[test]
@@ -123,7 +210,11 @@ apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p2}\nspec
     );
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].document, "Provisioner/p2 (document 3)");
-    assert!(problems[0].message.contains("give each Provisioner its own AWSNodeTemplate"));
+    assert!(
+        problems[0]
+            .message
+            .contains("give each Provisioner its own AWSNodeTemplate")
+    );
 }
 
 #[test]
@@ -136,7 +227,11 @@ fn an_unreadable_file_is_a_problem_and_the_other_files_still_load() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(inputs.node_pools.len(), 1);
     assert_eq!(problems.len(), 1);
-    assert!(problems[0].to_string().contains("missing.yaml: cannot read the file"));
+    assert!(
+        problems[0]
+            .to_string()
+            .contains("missing.yaml: cannot read the file")
+    );
 }
 
 fn examples_dir() -> std::path::PathBuf {
@@ -154,7 +249,15 @@ fn every_valid_example_loads_and_validates_cleanly() {
         let (inputs, problems) = Inputs::load_files(&[examples_dir().join(file)]);
         assert_eq!(problems, [], "{file}");
         assert_eq!(validate(&inputs), [], "{file}");
-        assert_eq!((inputs.node_pools.len(), inputs.node_classes.len(), inputs.pods.len()), (pools, classes, pods), "{file}");
+        assert_eq!(
+            (
+                inputs.node_pools.len(),
+                inputs.node_classes.len(),
+                inputs.pods.len()
+            ),
+            (pools, classes, pods),
+            "{file}"
+        );
     }
 }
 
@@ -166,7 +269,10 @@ fn the_invalid_example_produces_exactly_the_expected_problems() {
         .iter()
         .map(|p| {
             let file = p.file.rsplit('/').next().unwrap_or_default();
-            format!("{:?} {file}: {}: {}: {}", p.severity, p.document, p.field, p.message)
+            format!(
+                "{:?} {file}: {}: {}: {}",
+                p.severity, p.document, p.field, p.message
+            )
         })
         .collect();
     assert_eq!(

@@ -13,9 +13,9 @@ pub mod validation;
 pub mod workloads;
 
 pub use duration::{Duration, NillableDuration};
+pub use load::{Inputs, Problem, Severity, Source};
 pub use nodeclass::*;
 pub use nodepool::*;
-pub use load::{Inputs, Problem, Severity, Source};
 pub use quantity::Quantity;
 pub use validation::validate;
 

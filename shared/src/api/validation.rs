@@ -23,7 +23,11 @@ const BUDGET_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted"];
 pub fn validate(inputs: &Inputs) -> Vec<Problem> {
     let mut problems = Vec::new();
     let source_of = |sources: &[Source], i: usize, kind: &str, name: &str| {
-        sources.get(i).cloned().unwrap_or_else(|| Source { kind: kind.into(), name: name.into(), ..Source::default() })
+        sources.get(i).cloned().unwrap_or_else(|| Source {
+            kind: kind.into(),
+            name: name.into(),
+            ..Source::default()
+        })
     };
     let push = |problems: &mut Vec<Problem>, source: &Source, e: FieldError, class: bool| {
         problems.push(Problem {
@@ -35,13 +39,31 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
         });
     };
 
-    let classes: BTreeSet<&str> = inputs.node_classes.iter().map(|c| c.metadata.name.as_str()).collect();
+    let classes: BTreeSet<&str> = inputs
+        .node_classes
+        .iter()
+        .map(|c| c.metadata.name.as_str())
+        .collect();
     let mut seen_pools = BTreeMap::new();
     for (i, np) in inputs.node_pools.iter().enumerate() {
         let source = source_of(&inputs.node_pool_sources, i, "NodePool", &np.metadata.name);
-        if let Some(first) = seen_pools.insert(np.metadata.name.clone(), format!("{} in {}", source.describe(), source.file)) {
-            let message = format!("a NodePool named {:?} is already defined by {first}", np.metadata.name);
-            push(&mut problems, &source, FieldError { field: "metadata.name".into(), message }, false);
+        if let Some(first) = seen_pools.insert(
+            np.metadata.name.clone(),
+            format!("{} in {}", source.describe(), source.file),
+        ) {
+            let message = format!(
+                "a NodePool named {:?} is already defined by {first}",
+                np.metadata.name
+            );
+            push(
+                &mut problems,
+                &source,
+                FieldError {
+                    field: "metadata.name".into(),
+                    message,
+                },
+                false,
+            );
         }
         for e in node_pool_errors(np) {
             push(&mut problems, &source, e, false);
@@ -49,17 +71,51 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
         let r = &np.spec.template.spec.node_class_ref;
         let ours = r.group == NODE_CLASS_GROUP && r.kind == NODE_CLASS_KIND;
         if ours && !r.name.is_empty() && !classes.contains(r.name.as_str()) {
-            let known = if classes.is_empty() { "none".to_owned() } else { classes.iter().copied().collect::<Vec<_>>().join(", ") };
-            let message = format!("EC2NodeClass {:?} is not defined in the inputs; defined: {known}", r.name);
-            push(&mut problems, &source, FieldError { field: "spec.template.spec.nodeClassRef.name".into(), message }, false);
+            let known = if classes.is_empty() {
+                "none".to_owned()
+            } else {
+                classes.iter().copied().collect::<Vec<_>>().join(", ")
+            };
+            let message = format!(
+                "EC2NodeClass {:?} is not defined in the inputs; defined: {known}",
+                r.name
+            );
+            push(
+                &mut problems,
+                &source,
+                FieldError {
+                    field: "spec.template.spec.nodeClassRef.name".into(),
+                    message,
+                },
+                false,
+            );
         }
     }
     let mut seen_classes = BTreeMap::new();
     for (i, nc) in inputs.node_classes.iter().enumerate() {
-        let source = source_of(&inputs.node_class_sources, i, "EC2NodeClass", &nc.metadata.name);
-        if let Some(first) = seen_classes.insert(nc.metadata.name.clone(), format!("{} in {}", source.describe(), source.file)) {
-            let message = format!("an EC2NodeClass named {:?} is already defined by {first}", nc.metadata.name);
-            push(&mut problems, &source, FieldError { field: "metadata.name".into(), message }, true);
+        let source = source_of(
+            &inputs.node_class_sources,
+            i,
+            "EC2NodeClass",
+            &nc.metadata.name,
+        );
+        if let Some(first) = seen_classes.insert(
+            nc.metadata.name.clone(),
+            format!("{} in {}", source.describe(), source.file),
+        ) {
+            let message = format!(
+                "an EC2NodeClass named {:?} is already defined by {first}",
+                nc.metadata.name
+            );
+            push(
+                &mut problems,
+                &source,
+                FieldError {
+                    field: "metadata.name".into(),
+                    message,
+                },
+                true,
+            );
         }
         let legacy = matches!(source.kind.as_str(), "Provisioner" | "AWSNodeTemplate");
         for e in node_class_errors(nc, legacy) {
@@ -83,13 +139,19 @@ fn legacy_field(kind: &str, class: bool, field: &str) -> String {
         ("Provisioner", true) => &[
             ("spec.kubelet", "spec.kubeletConfiguration"),
             ("spec.subnetSelectorTerms", "spec.provider.subnetSelector"),
-            ("spec.securityGroupSelectorTerms", "spec.provider.securityGroupSelector"),
+            (
+                "spec.securityGroupSelectorTerms",
+                "spec.provider.securityGroupSelector",
+            ),
             ("spec.amiSelectorTerms", "spec.provider.amiFamily"),
             ("spec.", "spec.provider."),
         ],
         ("AWSNodeTemplate", _) => &[
             ("spec.subnetSelectorTerms", "spec.subnetSelector"),
-            ("spec.securityGroupSelectorTerms", "spec.securityGroupSelector"),
+            (
+                "spec.securityGroupSelectorTerms",
+                "spec.securityGroupSelector",
+            ),
             ("spec.amiSelectorTerms", "spec.amiSelector"),
         ],
         _ => &[],
@@ -109,7 +171,10 @@ fn legacy_field(kind: &str, class: bool, field: &str) -> String {
 }
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError { field: field.into(), message: message.into() }
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// Every rule about one NodePool on its own.
@@ -119,32 +184,57 @@ pub fn node_pool_errors(np: &NodePool) -> Vec<FieldError> {
     if let Some(w) = spec.weight
         && !(1..=100).contains(&w)
     {
-        errors.push(err("spec.weight", format!("{w} is out of range; allowed: 1 to 100")));
+        errors.push(err(
+            "spec.weight",
+            format!("{w} is out of range; allowed: 1 to 100"),
+        ));
     }
     if spec.template.spec.node_class_ref.name.is_empty() {
-        errors.push(err("spec.template.spec.nodeClassRef.name", "required: the name of an EC2NodeClass"));
+        errors.push(err(
+            "spec.template.spec.nodeClassRef.name",
+            "required: the name of an EC2NodeClass",
+        ));
     }
     for (key, value) in &spec.template.metadata.labels {
         let field = format!("spec.template.metadata.labels[{key}]");
-        let reason = label_key_error(key).or_else(|| restricted_key(key)).or_else(|| label_value_error(value));
+        let reason = label_key_error(key)
+            .or_else(|| restricted_key(key))
+            .or_else(|| label_value_error(value));
         errors.extend(reason.map(|m| err(field, m)));
     }
     for (i, r) in spec.template.spec.requirements.iter().enumerate() {
-        errors.extend(requirement_errors(r).into_iter().map(|m| err(format!("spec.template.spec.requirements[{i}]{}", m.0), m.1)));
+        errors.extend(
+            requirement_errors(r)
+                .into_iter()
+                .map(|m| err(format!("spec.template.spec.requirements[{i}]{}", m.0), m.1)),
+        );
     }
     let mut taints_seen = BTreeSet::new();
-    for (list, name) in [(&spec.template.spec.taints, "taints"), (&spec.template.spec.startup_taints, "startupTaints")] {
+    for (list, name) in [
+        (&spec.template.spec.taints, "taints"),
+        (&spec.template.spec.startup_taints, "startupTaints"),
+    ] {
         for (i, t) in list.iter().enumerate() {
-            errors.extend(taint_errors(t, &mut taints_seen).map(|(f, m)| err(format!("spec.template.spec.{name}[{i}]{f}"), m)));
+            errors.extend(
+                taint_errors(t, &mut taints_seen)
+                    .map(|(f, m)| err(format!("spec.template.spec.{name}[{i}]{f}"), m)),
+            );
         }
     }
     for (name, q) in &spec.limits {
         if let Err(e) = q.milli() {
-            errors.push(err(format!("spec.limits.{name}"), format!("{e}; write a quantity like 1000, 500m, 64Gi")));
+            errors.push(err(
+                format!("spec.limits.{name}"),
+                format!("{e}; write a quantity like 1000, 500m, 64Gi"),
+            ));
         }
     }
     for (i, b) in spec.disruption.budgets.iter().enumerate() {
-        errors.extend(budget_errors(b).into_iter().map(|m| err(format!("spec.disruption.budgets[{i}]{}", m.0), m.1)));
+        errors.extend(
+            budget_errors(b)
+                .into_iter()
+                .map(|m| err(format!("spec.disruption.budgets[{i}]{}", m.0), m.1)),
+        );
     }
     errors
 }
@@ -158,14 +248,23 @@ fn requirement_errors(r: &NodeSelectorRequirement) -> Vec<(String, String)> {
     }
     let op = format!("{:?}", r.operator);
     match r.operator {
-        Operator::In if r.values.is_empty() => add(".values", "operator In needs at least one value".into()),
-        Operator::Exists | Operator::DoesNotExist if !r.values.is_empty() => {
-            add(".values", format!("operator {op} takes no values, got {}", r.values.len()))
+        Operator::In if r.values.is_empty() => {
+            add(".values", "operator In needs at least one value".into())
         }
+        Operator::Exists | Operator::DoesNotExist if !r.values.is_empty() => add(
+            ".values",
+            format!("operator {op} takes no values, got {}", r.values.len()),
+        ),
         Operator::Gt | Operator::Lt => {
             let one_integer = matches!(r.values.as_slice(), [v] if v.parse::<u64>().is_ok());
             if !one_integer {
-                add(".values", format!("operator {op} needs exactly one non-negative integer value, got {:?}", r.values));
+                add(
+                    ".values",
+                    format!(
+                        "operator {op} needs exactly one non-negative integer value, got {:?}",
+                        r.values
+                    ),
+                );
             }
         }
         _ => {}
@@ -179,15 +278,27 @@ fn requirement_errors(r: &NodeSelectorRequirement) -> Vec<(String, String)> {
     }
     if let Some(min) = r.min_values {
         if !(1..=MAX_MIN_VALUES).contains(&min) {
-            add(".minValues", format!("{min} is out of range; allowed: 1 to {MAX_MIN_VALUES}"));
+            add(
+                ".minValues",
+                format!("{min} is out of range; allowed: 1 to {MAX_MIN_VALUES}"),
+            );
         } else if r.operator == Operator::In && (min as usize) > r.values.len() {
-            add(".minValues", format!("{min} is more than the {} values listed; list at least {min}", r.values.len()));
+            add(
+                ".minValues",
+                format!(
+                    "{min} is more than the {} values listed; list at least {min}",
+                    r.values.len()
+                ),
+            );
         }
     }
     out
 }
 
-fn taint_errors(t: &Taint, seen: &mut BTreeSet<(String, String)>) -> impl Iterator<Item = (&'static str, String)> {
+fn taint_errors(
+    t: &Taint,
+    seen: &mut BTreeSet<(String, String)>,
+) -> impl Iterator<Item = (&'static str, String)> {
     let mut out = Vec::new();
     if let Some(m) = label_key_error(&t.key) {
         out.push((".key", m));
@@ -209,11 +320,23 @@ fn budget_errors(b: &Budget) -> Vec<(String, String)> {
         None => b.nodes.parse::<u64>().is_ok(),
     };
     if !nodes_ok {
-        out.push((".nodes".into(), format!("{:?} is neither a node count nor a percentage; write e.g. \"5\" or \"10%\"", b.nodes)));
+        out.push((
+            ".nodes".into(),
+            format!(
+                "{:?} is neither a node count nor a percentage; write e.g. \"5\" or \"10%\"",
+                b.nodes
+            ),
+        ));
     }
     match (&b.schedule, &b.duration) {
-        (Some(_), None) => out.push((".duration".into(), "required when schedule is set: how long the budget is active".into())),
-        (None, Some(_)) => out.push((".schedule".into(), "required when duration is set: when the budget becomes active".into())),
+        (Some(_), None) => out.push((
+            ".duration".into(),
+            "required when schedule is set: how long the budget is active".into(),
+        )),
+        (None, Some(_)) => out.push((
+            ".schedule".into(),
+            "required when duration is set: when the budget becomes active".into(),
+        )),
         _ => {}
     }
     if let Some(m) = b.schedule.as_deref().and_then(cron_error) {
@@ -221,7 +344,13 @@ fn budget_errors(b: &Budget) -> Vec<(String, String)> {
     }
     for (i, reason) in b.reasons.iter().enumerate() {
         if !BUDGET_REASONS.contains(&reason.as_str()) {
-            out.push((format!(".reasons[{i}]"), format!("unknown reason {reason:?}; allowed: {}", BUDGET_REASONS.join(", "))));
+            out.push((
+                format!(".reasons[{i}]"),
+                format!(
+                    "unknown reason {reason:?}; allowed: {}",
+                    BUDGET_REASONS.join(", ")
+                ),
+            ));
         }
     }
     out

@@ -41,7 +41,9 @@ spec:
 
 fn assert_one(errors: &[FieldError], field: &str, fragment: &str, case: &str) {
     assert!(
-        errors.iter().any(|e| e.field == field && e.message.contains(fragment)),
+        errors
+            .iter()
+            .any(|e| e.field == field && e.message.contains(fragment)),
         "{case}: expected {field}: ...{fragment}...; got {errors:?}"
     );
 }
@@ -58,23 +60,83 @@ fn node_pool_rules_name_the_field_and_what_is_allowed() {
     let cases: &[(&str, &str, &str)] = &[
         ("{weight: 0}", "spec.weight", "allowed: 1 to 100"),
         ("{weight: 101}", "spec.weight", "allowed: 1 to 100"),
-        ("{template: {spec: {requirements: [{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [a]}]}}}", ".values", "exactly one non-negative integer"),
-        ("{template: {spec: {requirements: [{key: karpenter.k8s.aws/instance-cpu, operator: Lt, values: ['1', '2']}]}}}", ".values", "exactly one"),
-        ("{template: {spec: {requirements: [{key: karpenter.sh/capacity-type, operator: In}]}}}", ".values", "at least one value"),
-        ("{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: Exists, values: [amd64]}]}}}", ".values", "takes no values"),
-        ("{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: DoesNotExist, values: [amd64]}]}}}", ".values", "takes no values"),
-        ("{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64], minValues: 0}]}}}", ".minValues", "allowed: 1 to 50"),
-        ("{template: {spec: {requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [a, b], minValues: 3}]}}}", ".minValues", "more than the 2 values"),
-        ("{template: {spec: {requirements: [{key: karpenter.sh/nodepool, operator: In, values: [x]}]}}}", ".key", "\"karpenter.sh/nodepool\" is restricted"),
-        ("{template: {spec: {requirements: [{key: kubernetes.io/hostname, operator: Exists}]}}}", ".key", "\"kubernetes.io/hostname\" is restricted"),
-        ("{template: {spec: {requirements: [{key: example.kubernetes.io/x, operator: Exists}]}}}", ".key", "domain \"kubernetes.io\" is restricted"),
-        ("{template: {spec: {requirements: [{key: karpenter.sh/custom, operator: Exists}]}}}", ".key", "domain \"karpenter.sh\" is restricted"),
-        ("{template: {spec: {requirements: [{key: karpenter.k8s.aws/made-up, operator: Exists}]}}}", ".key", "domain \"karpenter.k8s.aws\" is restricted"),
-        ("{template: {spec: {requirements: [{key: 'bad key', operator: Exists}]}}}", ".key", "not a valid key"),
-        ("{template: {spec: {requirements: [{key: team, operator: In, values: ['-bad-']}]}}}", ".values[0]", "not a valid label value"),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [a]}]}}}",
+            ".values",
+            "exactly one non-negative integer",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.k8s.aws/instance-cpu, operator: Lt, values: ['1', '2']}]}}}",
+            ".values",
+            "exactly one",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.sh/capacity-type, operator: In}]}}}",
+            ".values",
+            "at least one value",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: Exists, values: [amd64]}]}}}",
+            ".values",
+            "takes no values",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: DoesNotExist, values: [amd64]}]}}}",
+            ".values",
+            "takes no values",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64], minValues: 0}]}}}",
+            ".minValues",
+            "allowed: 1 to 50",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [a, b], minValues: 3}]}}}",
+            ".minValues",
+            "more than the 2 values",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.sh/nodepool, operator: In, values: [x]}]}}}",
+            ".key",
+            "\"karpenter.sh/nodepool\" is restricted",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: kubernetes.io/hostname, operator: Exists}]}}}",
+            ".key",
+            "\"kubernetes.io/hostname\" is restricted",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: example.kubernetes.io/x, operator: Exists}]}}}",
+            ".key",
+            "domain \"kubernetes.io\" is restricted",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.sh/custom, operator: Exists}]}}}",
+            ".key",
+            "domain \"karpenter.sh\" is restricted",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: karpenter.k8s.aws/made-up, operator: Exists}]}}}",
+            ".key",
+            "domain \"karpenter.k8s.aws\" is restricted",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: 'bad key', operator: Exists}]}}}",
+            ".key",
+            "not a valid key",
+        ),
+        (
+            "{template: {spec: {requirements: [{key: team, operator: In, values: ['-bad-']}]}}}",
+            ".values[0]",
+            "not a valid label value",
+        ),
     ];
     for (spec, field, fragment) in cases {
-        let field = if field.starts_with('.') { format!("{req}{field}") } else { field.to_string() };
+        let field = if field.starts_with('.') {
+            format!("{req}{field}")
+        } else {
+            field.to_string()
+        };
         assert_one(&node_pool_errors(&pool(spec)), &field, fragment, spec);
     }
 }
@@ -82,23 +144,91 @@ fn node_pool_rules_name_the_field_and_what_is_allowed() {
 #[test]
 fn labels_taints_limits_and_budgets_are_checked() {
     let cases: &[(&str, &str, &str)] = &[
-        ("{template: {metadata: {labels: {karpenter.sh/nodepool: x}}}}", "spec.template.metadata.labels[karpenter.sh/nodepool]", "restricted"),
-        ("{template: {metadata: {labels: {kubernetes.io/hostname: x}}}}", "spec.template.metadata.labels[kubernetes.io/hostname]", "restricted"),
-        ("{template: {metadata: {labels: {k8s.io/team: x}}}}", "spec.template.metadata.labels[k8s.io/team]", "domain \"k8s.io\""),
-        ("{template: {metadata: {labels: {team: 'a b'}}}}", "spec.template.metadata.labels[team]", "not a valid label value"),
-        ("{template: {metadata: {labels: {'Bad_Prefix/x': y}}}}", "spec.template.metadata.labels[Bad_Prefix/x]", "DNS subdomain"),
-        ("{template: {spec: {taints: [{key: a, effect: NoSchedule}, {key: a, value: b, effect: NoSchedule}]}}}", "spec.template.spec.taints[1]", "duplicate taint a:NoSchedule"),
-        ("{template: {spec: {taints: [{key: a, effect: NoSchedule}], startupTaints: [{key: a, effect: NoSchedule}]}}}", "spec.template.spec.startupTaints[0]", "duplicate taint"),
-        ("{template: {spec: {taints: [{key: 'a b', effect: NoSchedule}]}}}", "spec.template.spec.taints[0].key", "not a valid key"),
-        ("{limits: {cpu: lots}}", "spec.limits.cpu", "invalid quantity"),
-        ("{disruption: {budgets: [{nodes: '10%', schedule: '@daily'}]}}", "spec.disruption.budgets[0].duration", "required when schedule is set"),
-        ("{disruption: {budgets: [{nodes: '10%', duration: 1h}]}}", "spec.disruption.budgets[0].schedule", "required when duration is set"),
-        ("{disruption: {budgets: [{nodes: ten}]}}", "spec.disruption.budgets[0].nodes", "neither a node count nor a percentage"),
-        ("{disruption: {budgets: [{nodes: '150%'}]}}", "spec.disruption.budgets[0].nodes", "percentage"),
-        ("{disruption: {budgets: [{nodes: '1', schedule: '0 9 * *', duration: 8h}]}}", "spec.disruption.budgets[0].schedule", "has 4 fields"),
-        ("{disruption: {budgets: [{nodes: '1', schedule: '0 25 * * *', duration: 8h}]}}", "spec.disruption.budgets[0].schedule", "hour field"),
-        ("{disruption: {budgets: [{nodes: '1', schedule: '@often', duration: 8h}]}}", "spec.disruption.budgets[0].schedule", "not a known macro"),
-        ("{disruption: {budgets: [{nodes: '1', reasons: [Expired]}]}}", "spec.disruption.budgets[0].reasons[0]", "allowed: Underutilized, Empty, Drifted"),
+        (
+            "{template: {metadata: {labels: {karpenter.sh/nodepool: x}}}}",
+            "spec.template.metadata.labels[karpenter.sh/nodepool]",
+            "restricted",
+        ),
+        (
+            "{template: {metadata: {labels: {kubernetes.io/hostname: x}}}}",
+            "spec.template.metadata.labels[kubernetes.io/hostname]",
+            "restricted",
+        ),
+        (
+            "{template: {metadata: {labels: {k8s.io/team: x}}}}",
+            "spec.template.metadata.labels[k8s.io/team]",
+            "domain \"k8s.io\"",
+        ),
+        (
+            "{template: {metadata: {labels: {team: 'a b'}}}}",
+            "spec.template.metadata.labels[team]",
+            "not a valid label value",
+        ),
+        (
+            "{template: {metadata: {labels: {'Bad_Prefix/x': y}}}}",
+            "spec.template.metadata.labels[Bad_Prefix/x]",
+            "DNS subdomain",
+        ),
+        (
+            "{template: {spec: {taints: [{key: a, effect: NoSchedule}, {key: a, value: b, effect: NoSchedule}]}}}",
+            "spec.template.spec.taints[1]",
+            "duplicate taint a:NoSchedule",
+        ),
+        (
+            "{template: {spec: {taints: [{key: a, effect: NoSchedule}], startupTaints: [{key: a, effect: NoSchedule}]}}}",
+            "spec.template.spec.startupTaints[0]",
+            "duplicate taint",
+        ),
+        (
+            "{template: {spec: {taints: [{key: 'a b', effect: NoSchedule}]}}}",
+            "spec.template.spec.taints[0].key",
+            "not a valid key",
+        ),
+        (
+            "{limits: {cpu: lots}}",
+            "spec.limits.cpu",
+            "invalid quantity",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '10%', schedule: '@daily'}]}}",
+            "spec.disruption.budgets[0].duration",
+            "required when schedule is set",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '10%', duration: 1h}]}}",
+            "spec.disruption.budgets[0].schedule",
+            "required when duration is set",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: ten}]}}",
+            "spec.disruption.budgets[0].nodes",
+            "neither a node count nor a percentage",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '150%'}]}}",
+            "spec.disruption.budgets[0].nodes",
+            "percentage",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '1', schedule: '0 9 * *', duration: 8h}]}}",
+            "spec.disruption.budgets[0].schedule",
+            "has 4 fields",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '1', schedule: '0 25 * * *', duration: 8h}]}}",
+            "spec.disruption.budgets[0].schedule",
+            "hour field",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '1', schedule: '@often', duration: 8h}]}}",
+            "spec.disruption.budgets[0].schedule",
+            "not a known macro",
+        ),
+        (
+            "{disruption: {budgets: [{nodes: '1', reasons: [Expired]}]}}",
+            "spec.disruption.budgets[0].reasons[0]",
+            "allowed: Underutilized, Empty, Drifted",
+        ),
     ];
     for (spec, field, fragment) in cases {
         assert_one(&node_pool_errors(&pool(spec)), field, fragment, spec);
@@ -119,7 +249,13 @@ fn well_known_and_exception_keys_are_accepted() {
     ] {
         assert_eq!(restricted_key(key), None, "{key}");
     }
-    for schedule in ["@daily", "0 9 * * 1-5", "*/15 * * * *", "0 0 1 JAN,JUL ?", "30 2 * * SUN"] {
+    for schedule in [
+        "@daily",
+        "0 9 * * 1-5",
+        "*/15 * * * *",
+        "0 0 1 JAN,JUL ?",
+        "30 2 * * SUN",
+    ] {
         assert_eq!(cron_error(schedule), None, "{schedule}");
     }
 }
@@ -129,32 +265,129 @@ fn node_class_rules_name_the_field_and_what_is_allowed() {
     let cases: &[(&str, &str, &str)] = &[
         ("{instanceProfile: P}", "spec.role", "mutually exclusive"),
         ("{role: null}", "spec.role", "exactly one of role"),
-        ("{amiSelectorTerms: []}", "spec.amiSelectorTerms", "at least one term"),
-        ("{amiSelectorTerms: [{alias: ubuntu@latest}]}", "spec.amiSelectorTerms[0].alias", "allowed: al2, al2023, bottlerocket, windows2019, windows2022"),
-        ("{amiSelectorTerms: [{alias: al2023}]}", "spec.amiSelectorTerms[0].alias", "family@version"),
-        ("{amiSelectorTerms: [{alias: windows2022@v1}]}", "spec.amiSelectorTerms[0].alias", "only supports the version latest"),
-        ("{amiSelectorTerms: [{alias: al2023@latest, id: ami-1}]}", "spec.amiSelectorTerms[0].alias", "cannot be combined"),
-        ("{amiSelectorTerms: [{alias: al2023@latest}, {id: ami-1}]}", "spec.amiSelectorTerms", "must be the only term"),
-        ("{amiSelectorTerms: [{id: ami-1}]}", "spec.amiFamily", "required when no amiSelectorTerms has an alias"),
-        ("{amiFamily: AL2, amiSelectorTerms: [{owner: self}]}", "spec.amiSelectorTerms[0]", "expected at least one of alias"),
-        ("{amiFamily: Ubuntu, amiSelectorTerms: []}", "spec.amiFamily", "unknown AMI family"),
-        ("{subnetSelectorTerms: []}", "spec.subnetSelectorTerms", "at least one term"),
-        ("{subnetSelectorTerms: [{}]}", "spec.subnetSelectorTerms[0]", "expected at least one of id, tags"),
-        ("{subnetSelectorTerms: [{name: x}]}", "spec.subnetSelectorTerms[0].name", "id or tags only"),
-        ("{securityGroupSelectorTerms: [{id: sg-1, tags: {a: b}}]}", "spec.securityGroupSelectorTerms[0].id", "cannot be combined"),
-        ("{securityGroupSelectorTerms: []}", "spec.securityGroupSelectorTerms", "at least one term"),
-        ("{securityGroupSelectorTerms: [{tags: {a: ''}}]}", "spec.securityGroupSelectorTerms[0].tags", "empty tag keys or values"),
-        ("{tags: {kubernetes.io/cluster/demo: owned}}", "spec.tags[kubernetes.io/cluster/demo]", "restricted"),
-        ("{tags: {karpenter.sh/nodepool: x}}", "spec.tags[karpenter.sh/nodepool]", "restricted"),
-        ("{tags: {karpenter.sh/nodeclaim: x}}", "spec.tags[karpenter.sh/nodeclaim]", "restricted"),
-        ("{tags: {eks:eks-cluster-name: x}}", "spec.tags[eks:eks-cluster-name]", "restricted"),
-        ("{tags: {nodewright.io/cluster: x}}", "spec.tags[nodewright.io/cluster]", "restricted"),
-        ("{metadataOptions: {httpTokens: maybe}}", "spec.metadataOptions.httpTokens", "allowed: required, optional"),
-        ("{metadataOptions: {httpPutResponseHopLimit: 65}}", "spec.metadataOptions.httpPutResponseHopLimit", "1 to 64"),
-        ("{kubelet: {imageGCHighThresholdPercent: 50, imageGCLowThresholdPercent: 60}}", "spec.kubelet.imageGCHighThresholdPercent", "greater than"),
+        (
+            "{amiSelectorTerms: []}",
+            "spec.amiSelectorTerms",
+            "at least one term",
+        ),
+        (
+            "{amiSelectorTerms: [{alias: ubuntu@latest}]}",
+            "spec.amiSelectorTerms[0].alias",
+            "allowed: al2, al2023, bottlerocket, windows2019, windows2022",
+        ),
+        (
+            "{amiSelectorTerms: [{alias: al2023}]}",
+            "spec.amiSelectorTerms[0].alias",
+            "family@version",
+        ),
+        (
+            "{amiSelectorTerms: [{alias: windows2022@v1}]}",
+            "spec.amiSelectorTerms[0].alias",
+            "only supports the version latest",
+        ),
+        (
+            "{amiSelectorTerms: [{alias: al2023@latest, id: ami-1}]}",
+            "spec.amiSelectorTerms[0].alias",
+            "cannot be combined",
+        ),
+        (
+            "{amiSelectorTerms: [{alias: al2023@latest}, {id: ami-1}]}",
+            "spec.amiSelectorTerms",
+            "must be the only term",
+        ),
+        (
+            "{amiSelectorTerms: [{id: ami-1}]}",
+            "spec.amiFamily",
+            "required when no amiSelectorTerms has an alias",
+        ),
+        (
+            "{amiFamily: AL2, amiSelectorTerms: [{owner: self}]}",
+            "spec.amiSelectorTerms[0]",
+            "expected at least one of alias",
+        ),
+        (
+            "{amiFamily: Ubuntu, amiSelectorTerms: []}",
+            "spec.amiFamily",
+            "unknown AMI family",
+        ),
+        (
+            "{subnetSelectorTerms: []}",
+            "spec.subnetSelectorTerms",
+            "at least one term",
+        ),
+        (
+            "{subnetSelectorTerms: [{}]}",
+            "spec.subnetSelectorTerms[0]",
+            "expected at least one of id, tags",
+        ),
+        (
+            "{subnetSelectorTerms: [{name: x}]}",
+            "spec.subnetSelectorTerms[0].name",
+            "id or tags only",
+        ),
+        (
+            "{securityGroupSelectorTerms: [{id: sg-1, tags: {a: b}}]}",
+            "spec.securityGroupSelectorTerms[0].id",
+            "cannot be combined",
+        ),
+        (
+            "{securityGroupSelectorTerms: []}",
+            "spec.securityGroupSelectorTerms",
+            "at least one term",
+        ),
+        (
+            "{securityGroupSelectorTerms: [{tags: {a: ''}}]}",
+            "spec.securityGroupSelectorTerms[0].tags",
+            "empty tag keys or values",
+        ),
+        (
+            "{tags: {kubernetes.io/cluster/demo: owned}}",
+            "spec.tags[kubernetes.io/cluster/demo]",
+            "restricted",
+        ),
+        (
+            "{tags: {karpenter.sh/nodepool: x}}",
+            "spec.tags[karpenter.sh/nodepool]",
+            "restricted",
+        ),
+        (
+            "{tags: {karpenter.sh/nodeclaim: x}}",
+            "spec.tags[karpenter.sh/nodeclaim]",
+            "restricted",
+        ),
+        (
+            "{tags: {eks:eks-cluster-name: x}}",
+            "spec.tags[eks:eks-cluster-name]",
+            "restricted",
+        ),
+        (
+            "{tags: {nodewright.io/cluster: x}}",
+            "spec.tags[nodewright.io/cluster]",
+            "restricted",
+        ),
+        (
+            "{metadataOptions: {httpTokens: maybe}}",
+            "spec.metadataOptions.httpTokens",
+            "allowed: required, optional",
+        ),
+        (
+            "{metadataOptions: {httpPutResponseHopLimit: 65}}",
+            "spec.metadataOptions.httpPutResponseHopLimit",
+            "1 to 64",
+        ),
+        (
+            "{kubelet: {imageGCHighThresholdPercent: 50, imageGCLowThresholdPercent: 60}}",
+            "spec.kubelet.imageGCHighThresholdPercent",
+            "greater than",
+        ),
     ];
     for (spec, field, fragment) in cases {
-        assert_one(&node_class_errors(&class(spec), false), field, fragment, spec);
+        assert_one(
+            &node_class_errors(&class(spec), false),
+            field,
+            fragment,
+            spec,
+        );
     }
 }
 
@@ -213,5 +446,10 @@ fn duplicate_names_are_reported_with_the_first_definition() {
     inputs.load_str("a.yaml", doc);
     inputs.load_str("b.yaml", doc);
     let problems = validate(&inputs);
-    assert!(problems.iter().any(|p| p.file == "b.yaml" && p.message.contains("already defined by NodePool/p (document 1) in a.yaml")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.file == "b.yaml"
+            && p.message
+                .contains("already defined by NodePool/p (document 1) in a.yaml")),
+        "{problems:?}"
+    );
 }

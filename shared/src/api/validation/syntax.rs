@@ -23,11 +23,20 @@ const WELL_KNOWN: &[&str] = &[
 
 /// Domains reserved by the kubelet's node restriction or by Karpenter (`RestrictedLabelDomains`
 /// in Karpenter core and the AWS provider).
-const RESTRICTED_DOMAINS: &[&str] = &["kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws"];
+const RESTRICTED_DOMAINS: &[&str] = &[
+    "kubernetes.io",
+    "k8s.io",
+    "karpenter.sh",
+    "karpenter.k8s.aws",
+];
 
 /// Sub-domains of the restricted ones that are allowed (`LabelDomainExceptions`).
-const DOMAIN_EXCEPTIONS: &[&str] =
-    &["kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io", "node-role.kubernetes.io"];
+const DOMAIN_EXCEPTIONS: &[&str] = &[
+    "kops.k8s.io",
+    "node.kubernetes.io",
+    "node-restriction.kubernetes.io",
+    "node-role.kubernetes.io",
+];
 
 /// Keys that interfere with provisioning (`RestrictedLabels`), plus the NodePool label that
 /// nodewright sets itself.
@@ -138,8 +147,18 @@ pub fn label_value_error(value: &str) -> Option<String> {
 }
 
 /// Macros accepted by Karpenter's budget schedule (robfig/cron descriptors).
-const CRON_MACROS: &[&str] = &["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"];
-const MONTHS: &[&str] = &["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"];
+const CRON_MACROS: &[&str] = &[
+    "@yearly",
+    "@annually",
+    "@monthly",
+    "@weekly",
+    "@daily",
+    "@midnight",
+    "@hourly",
+];
+const MONTHS: &[&str] = &[
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
 const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 /// Checks a budget schedule: a macro or five cron fields (minute hour day-of-month month
@@ -147,8 +166,12 @@ const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 pub fn cron_error(schedule: &str) -> Option<String> {
     let s = schedule.trim();
     if s.starts_with('@') {
-        return (!CRON_MACROS.contains(&s))
-            .then(|| format!("{s:?} is not a known macro; allowed: {}", CRON_MACROS.join(", ")));
+        return (!CRON_MACROS.contains(&s)).then(|| {
+            format!(
+                "{s:?} is not a known macro; allowed: {}",
+                CRON_MACROS.join(", ")
+            )
+        });
     }
     let fields: Vec<&str> = s.split_whitespace().collect();
     if fields.len() != 5 {
@@ -166,7 +189,8 @@ pub fn cron_error(schedule: &str) -> Option<String> {
     ];
     for (field, (what, lo, hi, names)) in fields.iter().zip(specs) {
         let value_ok = |v: &str| {
-            v.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n)) || names.contains(&v.to_ascii_uppercase().as_str())
+            v.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n))
+                || names.contains(&v.to_ascii_uppercase().as_str())
         };
         let ok = *field == "?"
             || field.split(',').all(|part| {
@@ -183,7 +207,9 @@ pub fn cron_error(schedule: &str) -> Option<String> {
                 step_ok && range_ok
             });
         if !ok {
-            return Some(format!("{s:?}: the {what} field {field:?} is not valid (values {lo}-{hi})"));
+            return Some(format!(
+                "{s:?}: the {what} field {field:?} is not valid (values {lo}-{hi})"
+            ));
         }
     }
     None
