@@ -40,13 +40,21 @@ impl FromStr for Duration {
         let mut total = 0f64;
         let mut rest = s;
         while !rest.is_empty() {
-            let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+            let n = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(rest.len());
             if n == 0 {
-                return Err(format!("{s:?} is not a duration (expected e.g. 30s, 5m, 720h, 1h30m)"));
+                return Err(format!(
+                    "{s:?} is not a duration (expected e.g. 30s, 5m, 720h, 1h30m)"
+                ));
             }
-            let value: f64 = rest[..n].parse().map_err(|_| format!("{s:?}: bad number"))?;
+            let value: f64 = rest[..n]
+                .parse()
+                .map_err(|_| format!("{s:?}: bad number"))?;
             rest = &rest[n..];
-            let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+            let u = rest
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(rest.len());
             let unit = match &rest[..u] {
                 "ns" => 1e-9,
                 "us" | "µs" => 1e-6,
@@ -55,7 +63,11 @@ impl FromStr for Duration {
                 "m" => 60.0,
                 "h" => 3600.0,
                 "" => return Err(format!("{s:?}: missing unit (ns, us, ms, s, m, h)")),
-                other => return Err(format!("{s:?}: unknown unit {other:?} (ns, us, ms, s, m, h)")),
+                other => {
+                    return Err(format!(
+                        "{s:?}: unknown unit {other:?} (ns, us, ms, s, m, h)"
+                    ));
+                }
             };
             total += value * unit;
             rest = &rest[u..];
@@ -148,6 +160,9 @@ mod tests {
         for bad in ["", "30", "5 minutes", "h", "3d"] {
             assert!(bad.parse::<Duration>().is_err(), "{bad}");
         }
-        assert_eq!("Never".parse::<NillableDuration>(), Ok(NillableDuration::Never));
+        assert_eq!(
+            "Never".parse::<NillableDuration>(),
+            Ok(NillableDuration::Never)
+        );
     }
 }

@@ -2,15 +2,22 @@
 //! `karpenter.k8s.aws/v1` EC2NodeClass, with the legacy `v1alpha5` Provisioner and
 //! `v1alpha1` AWSNodeTemplate converted to v1 on load.
 
+pub mod defaults;
 mod duration;
+pub mod legacy;
+pub mod load;
 mod nodeclass;
 mod nodepool;
 mod quantity;
+pub mod validation;
+pub mod workloads;
 
 pub use duration::{Duration, NillableDuration};
+pub use load::{Inputs, Problem, Severity, Source};
 pub use nodeclass::*;
 pub use nodepool::*;
 pub use quantity::Quantity;
+pub use validation::validate;
 
 use std::collections::BTreeMap;
 

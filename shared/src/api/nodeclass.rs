@@ -42,7 +42,11 @@ pub struct EC2NodeClassSpec {
     pub tags: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletConfiguration>,
-    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associate_public_ip_address: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detailed_monitoring: Option<bool>,
@@ -106,7 +110,11 @@ pub struct BlockDevice {
     pub iops: Option<i64>,
     #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
-    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "snapshotID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub snapshot_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<i64>,
@@ -121,7 +129,11 @@ pub struct BlockDevice {
 pub struct MetadataOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_endpoint: Option<String>,
-    #[serde(default, rename = "httpProtocolIPv6", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "httpProtocolIPv6",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_protocol_ipv6: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_put_response_hop_limit: Option<i64>,
@@ -148,12 +160,26 @@ pub struct KubeletConfiguration {
     pub eviction_soft: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub eviction_soft_grace_period: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i32>,
     #[serde(default, rename = "clusterDNS", skip_serializing_if = "Vec::is_empty")]
     pub cluster_dns: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "cpuCFSQuota",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cfs_quota: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_gc_high_threshold_percent: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_gc_low_threshold_percent: Option<i32>,
 }

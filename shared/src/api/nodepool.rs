@@ -32,7 +32,7 @@ pub struct NodePoolSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeClaimTemplate {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "TemplateMeta::is_empty")]
     pub metadata: TemplateMeta,
     pub spec: NodeClaimTemplateSpec,
 }
@@ -44,6 +44,12 @@ pub struct TemplateMeta {
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+}
+
+impl TemplateMeta {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -139,7 +145,12 @@ impl Disruption {
     }
     /// Karpenter's default budget: at most 10% of a pool's nodes disrupted at once.
     pub fn default_budgets() -> Vec<Budget> {
-        vec![Budget { nodes: "10%".into(), reasons: vec![], schedule: None, duration: None }]
+        vec![Budget {
+            nodes: "10%".into(),
+            reasons: vec![],
+            schedule: None,
+            duration: None,
+        }]
     }
 }
 
