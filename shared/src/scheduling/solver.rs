@@ -329,13 +329,24 @@ impl<'a> Solver<'a> {
                     .collect()
             }
         };
-        let domains = if c.template == EXISTING {
-            (0..self.zones.len()).filter(|&z| zone_allowed(reqs, &self.zones[z])).collect()
-        } else {
-            self.allowed_zones(c.template, reqs)
-        };
+        let domains = self.spread_domains(p, c.template);
         let best = self.rank_zones(p, &candidates, &domains).into_iter().next()?;
         Some(if c.zone.is_some() { None } else { Some(best) })
+    }
+
+    /// The zones a pod's zone spread is measured over: those its NodePool can launch in
+    /// and one of its node-affinity alternatives allows. Never the zone a claim happens to
+    /// be pinned to, or every count would look balanced against itself.
+    fn spread_domains(&self, p: usize, template: usize) -> Vec<usize> {
+        let pod = &self.pods[p];
+        let in_template = |z: usize| {
+            template == EXISTING
+                || (self.template_zones[template].contains(&z)
+                    && zone_allowed(&self.templates[template].requirements, &self.zones[z]))
+        };
+        (0..self.zones.len())
+            .filter(|&z| in_template(z) && pod.requirements.iter().any(|alt| zone_allowed(alt, &self.zones[z])))
+            .collect()
     }
 
     fn allowed_zones(&self, template: usize, reqs: &Requirements) -> Vec<usize> {
@@ -468,8 +479,9 @@ impl<'a> Solver<'a> {
                 }
                 let zone_choices: Vec<Option<usize>> =
                     if terms.has_zone_terms() || self.groups.member_of[p].iter().any(|&g| self.zone_anti_groups[g as usize]) {
-                        let domains = self.allowed_zones(ti, &reqs);
-                        self.rank_zones(p, &domains, &domains).into_iter().map(Some).collect()
+                        let candidates = self.allowed_zones(ti, &reqs);
+                        let domains = self.spread_domains(p, ti);
+                        self.rank_zones(p, &candidates, &domains).into_iter().map(Some).collect()
                     } else {
                         vec![None]
                     };
@@ -520,7 +532,7 @@ impl<'a> Solver<'a> {
         let t = &self.templates[ti];
         let pod = &self.pods[p];
         let demand = &self.remaining[ti];
-        let mut best: Option<(f64, usize)> = None;
+        let mut best: Option<(f64, f64, usize)> = None;
         let mut any_satisfies = false;
         let mut any_fits = false;
         let mut largest_free = Resources::default();
@@ -541,17 +553,21 @@ impl<'a> Solver<'a> {
             }
             let Some(offer) = ty.cheapest(reqs) else { continue };
             let ratio = |need: i64, have: i64| if have > 0 { need as f64 / have as f64 } else { f64::INFINITY };
+            // Whole nodes: two half-empty small nodes cost what they cost.
             let nodes = ratio(demand.cpu, ty.free.cpu)
                 .max(ratio(demand.memory, ty.free.memory))
                 .max(ratio(demand.pods, ty.free.pods))
+                .ceil()
                 .max(1.0);
             let cost = offer.price * nodes;
-            if best.is_none_or(|(c, _)| cost < c) {
-                best = Some((cost, k));
+            // On a tie in cost, fewer nodes: less overhead and fewer launches.
+            let better = best.is_none_or(|(c, n, _)| cost < c - 1e-12 || (cost <= c + 1e-12 && nodes < n));
+            if better {
+                best = Some((cost, nodes, k));
             }
         }
         match best {
-            Some((_, k)) => Ok(k),
+            Some((_, _, k)) => Ok(k),
             None if !any_satisfies => Why::no_type(&t.nodepool, reqs),
             None if !any_fits => Err(Why::TooBig {
                 pool: t.nodepool.clone(),

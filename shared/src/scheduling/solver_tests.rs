@@ -185,13 +185,16 @@ fn pods_fit_onto_existing_nodes_before_anything_is_launched() {
     };
     let snap = Snapshot { pods: pods("web", 4, |p| p, 1000, GI), nodes: vec![node.clone()], ..Default::default() };
     let plan = solve(&snap, &standard_catalog(ZONES), &[pool("default").build()], &[class("default")]);
-    assert!(plan.node_claims.is_empty(), "3.9 free cpu holds three pods; got {:?}", plan.node_claims);
-    // Only three 1-cpu pods fit in 3910m; the fourth needs a new node.
+    // 3910m free holds three 1-cpu pods; only the fourth needs a new node.
+    assert_eq!(plan.nominations.len(), 1);
+    assert_eq!(plan.nominations[0].node, "ip-10-0-0-1.ec2.internal");
+    assert_eq!(plan.nominations[0].pods.len(), 3);
+    assert_eq!(plan.node_claims.len(), 1);
+    assert_eq!(plan.node_claims[0].pods.len(), 1);
     let cordoned = ExistingNode { schedulable: false, ..node };
     let snap2 = Snapshot { pods: pods("web", 1, |p| p, 100, GI), nodes: vec![cordoned], ..Default::default() };
     let plan2 = solve(&snap2, &standard_catalog(ZONES), &[pool("default").build()], &[class("default")]);
     assert_eq!(plan2.node_claims.len(), 1, "a cordoned node is not capacity");
-    let _ = plan;
 }
 
 #[test]
