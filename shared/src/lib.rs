@@ -2,4 +2,6 @@
 
 pub mod api;
 pub mod catalog;
+pub mod eks;
+pub mod launch;
 pub mod resources;
