@@ -22,7 +22,11 @@ pub enum ClusterError {
     Describe {
         name: String,
         #[source]
-        source: Box<aws_sdk_eks::error::SdkError<aws_sdk_eks::operation::describe_cluster::DescribeClusterError>>,
+        source: Box<
+            aws_sdk_eks::error::SdkError<
+                aws_sdk_eks::operation::describe_cluster::DescribeClusterError,
+            >,
+        >,
     },
     #[error(
         "EKS cluster {name:?} has no {field} yet (status {status}); wait until the cluster is ACTIVE"

@@ -48,12 +48,13 @@ pub fn eks_client(
     cluster: &EksCluster,
     tokens: Arc<TokenSource>,
 ) -> Result<kube::Client, KubeClientError> {
-    let roots = decode_certificate_authority(&cluster.certificate_authority_data).map_err(
-        |source| KubeClientError::CertificateAuthority {
-            cluster: cluster.name.clone(),
-            source,
-        },
-    )?;
+    let roots =
+        decode_certificate_authority(&cluster.certificate_authority_data).map_err(|source| {
+            KubeClientError::CertificateAuthority {
+                cluster: cluster.name.clone(),
+                source,
+            }
+        })?;
     client_with_tokens(&cluster.endpoint, Some(roots), tokens)
 }
 
@@ -64,17 +65,19 @@ pub fn client_with_tokens(
     root_certs: Option<Vec<Vec<u8>>>,
     tokens: Arc<TokenSource>,
 ) -> Result<kube::Client, KubeClientError> {
-    let url: http::Uri = endpoint.parse().map_err(|source| KubeClientError::Endpoint {
-        endpoint: endpoint.to_owned(),
-        source,
-    })?;
+    let url: http::Uri = endpoint
+        .parse()
+        .map_err(|source| KubeClientError::Endpoint {
+            endpoint: endpoint.to_owned(),
+            source,
+        })?;
     let mut config = kube::Config::new(url);
     config.root_cert = root_certs;
     let builder = ClientBuilder::try_from(config).map_err(KubeClientError::Kube)?;
     // The default stack is a BoxService (not Clone); AsyncFilter needs a Clone inner
     // service to call after its predicate resolves, so it sits on a Buffer.
     let client = builder
-        .with_layer(&BufferLayer::new(BUFFER))
+        .with_layer(&BufferLayer::<Request<Body>>::new(BUFFER))
         .with_layer(&AsyncFilterLayer::new(BearerToken { tokens }))
         .build();
     Ok(client)

@@ -9,7 +9,9 @@ pub mod token_source;
 #[cfg(test)]
 mod tests;
 
-pub use cluster::{CaError, ClusterError, EksCluster, decode_certificate_authority, describe_cluster};
+pub use cluster::{
+    CaError, ClusterError, EksCluster, decode_certificate_authority, describe_cluster,
+};
 pub use kube_client::{KubeClientError, client_with_tokens, eks_client};
 pub use token::{Token, TokenError, presign};
 pub use token_source::{Clock, SystemClock, TokenSource};

@@ -88,7 +88,9 @@ fn botocore_vector(cluster: &str, region: &str, session_token: Option<&str>) -> 
         .env("HOME", std::env::temp_dir())
         .env("AWS_CONFIG_FILE", "/dev/null")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null");
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
     assert!(
         out.status.success(),
         "botocore script failed: {}",
@@ -156,7 +158,9 @@ fn token_signs_the_cluster_header_and_a_sixty_second_lifetime() {
     let token = token_from_url(&url);
     let b64 = token.strip_prefix("k8s-aws-v1.").unwrap();
     assert!(!b64.contains('='), "no padding");
-    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(b64).unwrap();
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(b64)
+        .unwrap();
     assert_eq!(decoded, url.as_bytes());
 }
 
@@ -172,7 +176,10 @@ fn invalid_cluster_name_or_region_is_refused_with_what_is_allowed() {
     let c = creds(None);
     for bad in ["", "my cluster", "a/b", &"x".repeat(101)] {
         let err = presign(bad, "us-east-1", &c, at(SIGNED_AT)).unwrap_err();
-        assert!(matches!(err, TokenError::InvalidClusterName { .. }), "{bad:?}");
+        assert!(
+            matches!(err, TokenError::InvalidClusterName { .. }),
+            "{bad:?}"
+        );
         assert!(err.to_string().contains("letters, digits, '-' and '_'"));
     }
     for bad in ["", "US-EAST-1", "us-east-1.evil.com/", "-x"] {
@@ -207,8 +214,12 @@ impl Clock for ManualClock {
 
 fn source_with(creds: Credentials) -> (TokenSource, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock(Mutex::new(at(SIGNED_AT))));
-    let source = TokenSource::new(SharedCredentialsProvider::new(creds), "my-cluster", "us-east-1")
-        .with_clock(clock.clone());
+    let source = TokenSource::new(
+        SharedCredentialsProvider::new(creds),
+        "my-cluster",
+        "us-east-1",
+    )
+    .with_clock(clock.clone());
     (source, clock)
 }
 
@@ -229,7 +240,13 @@ async fn token_source_reuses_its_token_until_one_minute_before_the_fourteen_minu
 
 #[tokio::test]
 async fn token_source_remints_before_the_signing_credentials_expire() {
-    let expiring = Credentials::new(AKID, SECRET, Some("session".into()), Some(at(SIGNED_AT + 300)), "test");
+    let expiring = Credentials::new(
+        AKID,
+        SECRET,
+        Some("session".into()),
+        Some(at(SIGNED_AT + 300)),
+        "test",
+    );
     let (source, clock) = source_with(expiring);
     let first = source.token().await.unwrap();
     clock.set(at(SIGNED_AT + 239));
@@ -271,7 +288,9 @@ fn certificate_authority_that_is_not_pem_is_refused_saying_so() {
 
 #[test]
 fn described_active_cluster_keeps_endpoint_ca_version_and_service_cidrs() {
-    use aws_sdk_eks::types::{Certificate, Cluster, ClusterStatus, KubernetesNetworkConfigResponse};
+    use aws_sdk_eks::types::{
+        Certificate, Cluster, ClusterStatus, KubernetesNetworkConfigResponse,
+    };
     let cluster = Cluster::builder()
         .name("test-cluster")
         .status(ClusterStatus::Active)
@@ -285,7 +304,10 @@ fn described_active_cluster_keeps_endpoint_ca_version_and_service_cidrs() {
         )
         .build();
     let eks = cluster_from_sdk("test-cluster", &cluster).unwrap();
-    assert_eq!(eks.endpoint, "https://ABC.gr7.ap-northeast-2.eks.amazonaws.com");
+    assert_eq!(
+        eks.endpoint,
+        "https://ABC.gr7.ap-northeast-2.eks.amazonaws.com"
+    );
     assert_eq!(eks.certificate_authority_data, test_ca_base64());
     assert_eq!(eks.kubernetes_version, "1.35");
     assert_eq!(eks.service_ipv4_cidr.as_deref(), Some("172.20.0.0/16"));
@@ -300,7 +322,13 @@ fn cluster_still_creating_without_endpoint_is_not_ready() {
         .status(ClusterStatus::Creating)
         .build();
     let err = cluster_from_sdk("new", &cluster).unwrap_err();
-    assert!(matches!(err, ClusterError::NotReady { field: "endpoint", .. }));
+    assert!(matches!(
+        err,
+        ClusterError::NotReady {
+            field: "endpoint",
+            ..
+        }
+    ));
     assert!(err.to_string().contains("CREATING"));
 }
 
@@ -323,7 +351,10 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>, tokio::task::Jo
                     Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
             }
-            record.lock().unwrap().push(String::from_utf8_lossy(&head).into_owned());
+            record
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
             let _ = conn
                 .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
                 .await;
@@ -335,7 +366,8 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>, tokio::task::Jo
 fn authorization(head: &str) -> Option<String> {
     head.lines().find_map(|l| {
         let (name, value) = l.split_once(':')?;
-        name.eq_ignore_ascii_case("authorization").then(|| value.trim().to_owned())
+        name.eq_ignore_ascii_case("authorization")
+            .then(|| value.trim().to_owned())
     })
 }
 
@@ -359,8 +391,13 @@ async fn kube_client_sends_the_current_eks_token_as_bearer_on_every_request() {
     let expected_first = presign("my-cluster", "us-east-1", &creds(None), at(SIGNED_AT)).unwrap();
     assert_eq!(first, format!("Bearer {}", expected_first.value));
     // After 13 minutes the client carries the re-minted token, not the first one.
-    let expected_second =
-        presign("my-cluster", "us-east-1", &creds(None), at(SIGNED_AT + 13 * 60)).unwrap();
+    let expected_second = presign(
+        "my-cluster",
+        "us-east-1",
+        &creds(None),
+        at(SIGNED_AT + 13 * 60),
+    )
+    .unwrap();
     assert_eq!(second, format!("Bearer {}", expected_second.value));
 }
 
@@ -375,10 +412,15 @@ async fn eks_client_with_a_non_pem_certificate_authority_fails_naming_the_cluste
         service_ipv4_cidr: None,
         service_ipv6_cidr: None,
     };
-    let err = super::eks_client(&cluster, Arc::new(source)).unwrap_err();
+    let err = super::eks_client(&cluster, Arc::new(source))
+        .err()
+        .expect("a non-PEM CA must be refused");
     assert!(err.to_string().contains("moto-cluster"));
     assert!(matches!(
         err,
-        super::KubeClientError::CertificateAuthority { source: CaError::NotPem, .. }
+        super::KubeClientError::CertificateAuthority {
+            source: CaError::NotPem,
+            ..
+        }
     ));
 }

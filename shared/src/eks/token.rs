@@ -62,7 +62,9 @@ pub enum TokenError {
         "EKS cluster name {name:?} is not valid: use 1-{MAX_CLUSTER_NAME} characters, letters, digits, '-' and '_'"
     )]
     InvalidClusterName { name: String },
-    #[error("AWS region {region:?} is not valid: use lowercase letters, digits and '-' (e.g. eu-west-1)")]
+    #[error(
+        "AWS region {region:?} is not valid: use lowercase letters, digits and '-' (e.g. eu-west-1)"
+    )]
     InvalidRegion { region: String },
     #[error("signing time {0:?} cannot be represented as a timestamp")]
     InvalidTime(SystemTime),
@@ -82,9 +84,13 @@ pub fn presign(
     let url = presigned_url(cluster, region, creds, now)?;
     let issued = Timestamp::try_from(now).map_err(|_| TokenError::InvalidTime(now))?;
     // aws-cli formats `utcnow() + 14 min` with `%S`: fractional seconds are dropped.
-    let whole = Timestamp::from_second(issued.as_second()).map_err(|_| TokenError::InvalidTime(now))?;
+    let whole =
+        Timestamp::from_second(issued.as_second()).map_err(|_| TokenError::InvalidTime(now))?;
     let expires_at = whole
-        .checked_add(jiff::SignedDuration::try_from(TOKEN_LIFETIME).map_err(|_| TokenError::InvalidTime(now))?)
+        .checked_add(
+            jiff::SignedDuration::try_from(TOKEN_LIFETIME)
+                .map_err(|_| TokenError::InvalidTime(now))?,
+        )
         .map_err(|_| TokenError::InvalidTime(now))?;
     Ok(Token {
         value: token_from_url(&url),

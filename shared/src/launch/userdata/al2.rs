@@ -14,10 +14,14 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
         if looks_like_mime(custom) {
             archive.parts.extend(MimeArchive::parse(custom)?.parts);
         } else {
-            archive.parts.push(MimePart::new(SHELL_CONTENT_TYPE, custom));
+            archive
+                .parts
+                .push(MimePart::new(SHELL_CONTENT_TYPE, custom));
         }
     }
-    archive.parts.push(MimePart::new(SHELL_CONTENT_TYPE, bootstrap_script(input)));
+    archive
+        .parts
+        .push(MimePart::new(SHELL_CONTENT_TYPE, bootstrap_script(input)));
     Ok(archive.serialize())
 }
 
@@ -44,6 +48,6 @@ fn bootstrap_script(input: &NodeBootstrap) -> String {
     if !args.is_empty() {
         s.push_str(&format!(" \\\n--kubelet-extra-args '{}'", args.join(" ")));
     }
-    s.push('\n');
+    // No trailing newline, as Karpenter's `al2_userdata_merged.golden`.
     s
 }

@@ -28,12 +28,18 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
         if looks_like_mime(custom) {
             archive.parts.extend(MimeArchive::parse(custom)?.parts);
         } else if serde_yaml::from_str::<Mapping>(custom).is_ok() {
-            archive.parts.push(MimePart::new(NODE_CONFIG_CONTENT_TYPE, custom));
+            archive
+                .parts
+                .push(MimePart::new(NODE_CONFIG_CONTENT_TYPE, custom));
         } else {
-            archive.parts.push(MimePart::new(SHELL_CONTENT_TYPE, custom));
+            archive
+                .parts
+                .push(MimePart::new(SHELL_CONTENT_TYPE, custom));
         }
     }
-    archive.parts.push(MimePart::new(NODE_CONFIG_CONTENT_TYPE, node_config(input)?));
+    archive
+        .parts
+        .push(MimePart::new(NODE_CONFIG_CONTENT_TYPE, node_config(input)?));
     Ok(archive.serialize())
 }
 
@@ -43,13 +49,19 @@ fn node_config(input: &NodeBootstrap) -> Result<String, UserDataError> {
     cluster.insert("apiServerEndpoint".into(), input.endpoint.clone().into());
     // nodeadm's certificateAuthority is []byte, which YAML carries as base64: the
     // DescribeCluster value as it is (Karpenter decodes then re-encodes it).
-    cluster.insert("certificateAuthority".into(), input.ca_bundle_base64.clone().into());
+    cluster.insert(
+        "certificateAuthority".into(),
+        input.ca_bundle_base64.clone().into(),
+    );
     cluster.insert("cidr".into(), input.service_cidr.clone().into());
 
     let mut kubelet_map = Mapping::new();
     let config = kubelet_config(input);
     if !config.is_empty() {
-        let config: Mapping = config.into_iter().map(|(k, v)| (Value::from(k), v)).collect();
+        let config: Mapping = config
+            .into_iter()
+            .map(|(k, v)| (Value::from(k), v))
+            .collect();
         kubelet_map.insert("config".into(), Value::Mapping(config));
     }
     let flags: Vec<Value> = [
@@ -83,19 +95,26 @@ fn kubelet_config(input: &NodeBootstrap) -> BTreeMap<&'static str, Value> {
     let mut c = BTreeMap::new();
     let dns = cluster_dns(input);
     if !dns.is_empty() {
-        c.insert("clusterDNS", Value::Sequence(dns.iter().map(|s| s.clone().into()).collect()));
+        c.insert(
+            "clusterDNS",
+            Value::Sequence(dns.iter().map(|s| s.clone().into()).collect()),
+        );
     }
     if let Some(n) = max_pods(input) {
-        c.insert("maxPods", n.into());
+        c.insert("maxPods", Value::Number(n.into()));
     }
     let Some(k) = input.kubelet.as_ref() else {
         return c;
     };
     let map = |m: &BTreeMap<String, String>| -> Value {
-        Value::Mapping(m.iter().map(|(k, v)| (k.clone().into(), v.clone().into())).collect())
+        Value::Mapping(
+            m.iter()
+                .map(|(k, v)| (k.clone().into(), v.clone().into()))
+                .collect(),
+        )
     };
     if let Some(n) = k.pods_per_core {
-        c.insert("podsPerCore", n.into());
+        c.insert("podsPerCore", Value::Number(n.into()));
     }
     for (name, m) in [
         ("systemReserved", &k.system_reserved),
@@ -109,13 +128,13 @@ fn kubelet_config(input: &NodeBootstrap) -> BTreeMap<&'static str, Value> {
         }
     }
     if let Some(n) = k.image_gc_high_threshold_percent {
-        c.insert("imageGCHighThresholdPercent", n.into());
+        c.insert("imageGCHighThresholdPercent", Value::Number(n.into()));
     }
     if let Some(n) = k.image_gc_low_threshold_percent {
-        c.insert("imageGCLowThresholdPercent", n.into());
+        c.insert("imageGCLowThresholdPercent", Value::Number(n.into()));
     }
     if let Some(b) = k.cpu_cfs_quota {
-        c.insert("cpuCFSQuota", b.into());
+        c.insert("cpuCFSQuota", Value::Bool(b));
     }
     c
 }

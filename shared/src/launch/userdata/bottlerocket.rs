@@ -32,7 +32,10 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
     let k8s = sub_table(settings, "kubernetes", "settings.kubernetes")?;
     k8s.insert("cluster-name".into(), input.cluster_name.clone().into());
     k8s.insert("api-server".into(), input.endpoint.clone().into());
-    k8s.insert("cluster-certificate".into(), input.ca_bundle_base64.clone().into());
+    k8s.insert(
+        "cluster-certificate".into(),
+        input.ca_bundle_base64.clone().into(),
+    );
     match cluster_dns(input) {
         [] => {}
         [one] => {
@@ -54,13 +57,20 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
 
     let mut taints: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for t in sorted_taints(&input.taints) {
-        let value = format!("{}:{}", t.value.as_deref().unwrap_or(""), effect_name(t.effect));
+        let value = format!(
+            "{}:{}",
+            t.value.as_deref().unwrap_or(""),
+            effect_name(t.effect)
+        );
         taints.entry(t.key.clone()).or_default().push(value.into());
     }
     if taints.is_empty() {
         k8s.remove("node-taints");
     } else {
-        let table: Table = taints.into_iter().map(|(k, v)| (k, Value::Array(v))).collect();
+        let table: Table = taints
+            .into_iter()
+            .map(|(k, v)| (k, Value::Array(v)))
+            .collect();
         k8s.insert("node-taints".into(), Value::Table(table));
     }
 
@@ -73,16 +83,25 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
             ("eviction-soft-grace-period", &k.eviction_soft_grace_period),
         ] {
             if !m.is_empty() {
-                let table: Table = m.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+                let table: Table = m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone().into()))
+                    .collect();
                 k8s.insert(name.into(), Value::Table(table));
             }
         }
         // Karpenter writes the image GC thresholds as strings.
         if let Some(n) = k.image_gc_high_threshold_percent {
-            k8s.insert("image-gc-high-threshold-percent".into(), n.to_string().into());
+            k8s.insert(
+                "image-gc-high-threshold-percent".into(),
+                n.to_string().into(),
+            );
         }
         if let Some(n) = k.image_gc_low_threshold_percent {
-            k8s.insert("image-gc-low-threshold-percent".into(), n.to_string().into());
+            k8s.insert(
+                "image-gc-low-threshold-percent".into(),
+                n.to_string().into(),
+            );
         }
         if let Some(b) = k.cpu_cfs_quota {
             k8s.insert("cpu-cfs-quota-enforced".into(), b.into());
@@ -92,7 +111,11 @@ pub(super) fn render(input: &NodeBootstrap, custom: Option<&str>) -> Result<Stri
 }
 
 /// The table under `key`, created when absent; an error naming `path` when it is not a table.
-fn sub_table<'a>(parent: &'a mut Table, key: &str, path: &'static str) -> Result<&'a mut Table, UserDataError> {
+fn sub_table<'a>(
+    parent: &'a mut Table,
+    key: &str,
+    path: &'static str,
+) -> Result<&'a mut Table, UserDataError> {
     let entry = parent
         .entry(key.to_owned())
         .or_insert_with(|| Value::Table(Table::new()));

@@ -41,7 +41,10 @@ pub(crate) fn register_with_taints_flag(taints: &[Taint]) -> Option<String> {
     if taints.is_empty() {
         return None;
     }
-    let joined: Vec<String> = sorted_taints(taints).into_iter().map(taint_string).collect();
+    let joined: Vec<String> = sorted_taints(taints)
+        .into_iter()
+        .map(taint_string)
+        .collect();
     Some(format!("--register-with-taints=\"{}\"", joined.join(",")))
 }
 
@@ -64,11 +67,19 @@ pub(crate) fn extra_args(input: &NodeBootstrap) -> Vec<String> {
     if let Some(n) = k.pods_per_core {
         args.push(format!("--pods-per-core={n}"));
     }
-    args.extend(joined_map_flag("--system-reserved", &k.system_reserved, "="));
+    args.extend(joined_map_flag(
+        "--system-reserved",
+        &k.system_reserved,
+        "=",
+    ));
     args.extend(joined_map_flag("--kube-reserved", &k.kube_reserved, "="));
     args.extend(joined_map_flag("--eviction-hard", &k.eviction_hard, "<"));
     args.extend(joined_map_flag("--eviction-soft", &k.eviction_soft, "<"));
-    args.extend(joined_map_flag("--eviction-soft-grace-period", &k.eviction_soft_grace_period, "="));
+    args.extend(joined_map_flag(
+        "--eviction-soft-grace-period",
+        &k.eviction_soft_grace_period,
+        "=",
+    ));
     if let Some(n) = k.image_gc_high_threshold_percent {
         args.push(format!("--image-gc-high-threshold={n}"));
     }
@@ -97,10 +108,15 @@ pub(crate) fn validate_kubelet(k: &KubeletConfiguration) -> Result<(), UserDataE
         ("kubelet.kubeReserved", &k.kube_reserved),
         ("kubelet.evictionHard", &k.eviction_hard),
         ("kubelet.evictionSoft", &k.eviction_soft),
-        ("kubelet.evictionSoftGracePeriod", &k.eviction_soft_grace_period),
+        (
+            "kubelet.evictionSoftGracePeriod",
+            &k.eviction_soft_grace_period,
+        ),
     ];
     let ok = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-%/".contains(&b))
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-%/".contains(&b))
     };
     for (field, map) in maps {
         for (key, value) in map {

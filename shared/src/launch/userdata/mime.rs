@@ -46,11 +46,14 @@ impl MimeArchive {
         let text = text.trim_start();
         let (head, body) = split_head(text);
         let headers = parse_headers(head)?;
-        let content_type = header(&headers, "content-type")
-            .ok_or_else(|| bad("it has no Content-Type header"))?;
+        let content_type =
+            header(&headers, "content-type").ok_or_else(|| bad("it has no Content-Type header"))?;
         let (media, params) = content_type.split_once(';').unwrap_or((content_type, ""));
         if !media.trim().to_ascii_lowercase().starts_with("multipart/") {
-            return Err(bad(&format!("its Content-Type is {:?}, not multipart/*", media.trim())));
+            return Err(bad(&format!(
+                "its Content-Type is {:?}, not multipart/*",
+                media.trim()
+            )));
         }
         let boundary = params
             .split(';')

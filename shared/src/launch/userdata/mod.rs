@@ -67,7 +67,9 @@ pub enum UserDataError {
         value: String,
         allowed: &'static str,
     },
-    #[error("EC2NodeClass userData looks like MIME (starts with MIME-Version:/Content-Type:) but {0}")]
+    #[error(
+        "EC2NodeClass userData looks like MIME (starts with MIME-Version:/Content-Type:) but {0}"
+    )]
     BadMime(String),
     #[error("EC2NodeClass userData for Bottlerocket is not valid TOML: {0}")]
     BadToml(#[source] Box<toml::de::Error>),
@@ -127,24 +129,47 @@ fn validate(input: &NodeBootstrap) -> Result<(), UserDataError> {
         allowed,
     };
     let name_ok = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     if !name_ok(&input.cluster_name) {
-        return Err(invalid("cluster name", &input.cluster_name, "letters, digits, '-' and '_'"));
+        return Err(invalid(
+            "cluster name",
+            &input.cluster_name,
+            "letters, digits, '-' and '_'",
+        ));
     }
     let url_ok = input.endpoint.starts_with("https://") || input.endpoint.starts_with("http://");
-    if !url_ok || input.endpoint.bytes().any(|b| !b.is_ascii_graphic() || b"'\"\\`$".contains(&b)) {
-        return Err(invalid("cluster endpoint", &input.endpoint, "an http(s) URL without quotes"));
+    if !url_ok
+        || input
+            .endpoint
+            .bytes()
+            .any(|b| !b.is_ascii_graphic() || b"'\"\\`$".contains(&b))
+    {
+        return Err(invalid(
+            "cluster endpoint",
+            &input.endpoint,
+            "an http(s) URL without quotes",
+        ));
     }
     let b64_ok = input
         .ca_bundle_base64
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
     if input.ca_bundle_base64.is_empty() || !b64_ok {
-        return Err(invalid("cluster CA bundle", &input.ca_bundle_base64, "standard base64"));
+        return Err(invalid(
+            "cluster CA bundle",
+            &input.ca_bundle_base64,
+            "standard base64",
+        ));
     }
     if !input.service_cidr.is_empty() && !cidr_ok(&input.service_cidr) {
-        return Err(invalid("service CIDR", &input.service_cidr, "an IP network such as 10.100.0.0/16"));
+        return Err(invalid(
+            "service CIDR",
+            &input.service_cidr,
+            "an IP network such as 10.100.0.0/16",
+        ));
     }
     for ip in cluster_dns(input) {
         if ip.parse::<std::net::IpAddr>().is_err() {
@@ -153,10 +178,18 @@ fn validate(input: &NodeBootstrap) -> Result<(), UserDataError> {
     }
     for (k, v) in &input.labels {
         if !label_key_ok(k) {
-            return Err(invalid("label key", k, "an optional DNS prefix and '/', then 1-63 of [A-Za-z0-9._-]"));
+            return Err(invalid(
+                "label key",
+                k,
+                "an optional DNS prefix and '/', then 1-63 of [A-Za-z0-9._-]",
+            ));
         }
         if !label_value_ok(v) {
-            return Err(invalid("label value", v, "0-63 of [A-Za-z0-9._-], starting and ending alphanumeric"));
+            return Err(invalid(
+                "label value",
+                v,
+                "0-63 of [A-Za-z0-9._-], starting and ending alphanumeric",
+            ));
         }
     }
     if let Some(k) = &input.kubelet {
@@ -178,7 +211,10 @@ fn validate(input: &NodeBootstrap) -> Result<(), UserDataError> {
 /// The cluster DNS IPs in effect: the resolved list, else the EC2NodeClass kubelet's.
 pub(crate) fn cluster_dns(input: &NodeBootstrap) -> &[String] {
     if input.cluster_dns.is_empty() {
-        input.kubelet.as_ref().map_or(&[], |k| k.cluster_dns.as_slice())
+        input
+            .kubelet
+            .as_ref()
+            .map_or(&[][..], |k| k.cluster_dns.as_slice())
     } else {
         &input.cluster_dns
     }
@@ -186,9 +222,13 @@ pub(crate) fn cluster_dns(input: &NodeBootstrap) -> &[String] {
 
 /// The max pods in effect: the resolved value, else the EC2NodeClass kubelet's.
 pub(crate) fn max_pods(input: &NodeBootstrap) -> Option<i64> {
-    input
-        .max_pods
-        .or_else(|| input.kubelet.as_ref().and_then(|k| k.max_pods).map(i64::from))
+    input.max_pods.or_else(|| {
+        input
+            .kubelet
+            .as_ref()
+            .and_then(|k| k.max_pods)
+            .map(i64::from)
+    })
 }
 
 fn cidr_ok(cidr: &str) -> bool {
@@ -206,7 +246,9 @@ fn name_segment_ok(s: &str) -> bool {
     let bytes = s.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 63
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(b))
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(b))
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
@@ -217,7 +259,9 @@ fn label_key_ok(key: &str) -> bool {
             prefix.len() <= 253
                 && prefix.split('.').all(|seg| {
                     !seg.is_empty()
-                        && seg.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                        && seg
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 })
                 && name_segment_ok(name)
         }
