@@ -159,9 +159,14 @@ mod tests {
         assert_eq!(discover_api_version(Some(v1)), (V1_API, None));
         let (version, warning) = discover_api_version(Some("{not json"));
         assert_eq!(version, BETA_API);
-        assert!(warning.unwrap().starts_with("Error parsing KUBERNETES_EXEC_INFO"));
-        let (version, warning) =
-            discover_api_version(Some(r#"{"apiVersion":"client.authentication.k8s.io/v1alpha1"}"#));
+        assert!(
+            warning
+                .unwrap()
+                .starts_with("Error parsing KUBERNETES_EXEC_INFO")
+        );
+        let (version, warning) = discover_api_version(Some(
+            r#"{"apiVersion":"client.authentication.k8s.io/v1alpha1"}"#,
+        ));
         assert_eq!(version, ALPHA_API);
         assert!(warning.unwrap().contains("deprecated"));
     }

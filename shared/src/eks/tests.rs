@@ -56,11 +56,14 @@ fn golden_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/eks/testdata/botocore_tokens.json")
 }
 
+fn workspace_root() -> PathBuf {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR"));
+    shared.parent().unwrap_or(shared).to_path_buf()
+}
+
 fn venv_python() -> PathBuf {
-    let venv = std::env::var_os("NODEWRIGHT_VENV").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv"),
-        PathBuf::from,
-    );
+    let venv = std::env::var_os("NODEWRIGHT_VENV")
+        .map_or_else(|| workspace_root().join(".venv"), PathBuf::from);
     venv.join("bin/python")
 }
 
@@ -73,7 +76,7 @@ fn botocore_vector(cluster: &str, region: &str, session_token: Option<&str>) -> 
          (or point NODEWRIGHT_VENV at a venv that has botocore)",
         python.display()
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/botocore_eks_token.py");
+    let script = workspace_root().join("scripts/botocore_eks_token.py");
     let mut cmd = Command::new(&python);
     cmd.arg(&script)
         .args(["--cluster", cluster, "--region", region])

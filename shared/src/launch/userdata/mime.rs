@@ -164,10 +164,10 @@ fn parse_headers(head: &str) -> Result<Vec<(String, String)>, UserDataError> {
 
 fn parse_part(lines: &[&str]) -> Result<MimePart, UserDataError> {
     let joined = lines.join("\n");
-    let (head, content) = if joined.starts_with('\n') {
-        ("", &joined[1..])
-    } else {
-        split_head(&joined)
+    // A part that starts with an empty line has no headers.
+    let (head, content) = match joined.strip_prefix('\n') {
+        Some(content) => ("", content),
+        None => split_head(&joined),
     };
     Ok(MimePart {
         headers: parse_headers(head)?,
