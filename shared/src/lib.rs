@@ -2,6 +2,8 @@
 
 pub mod api;
 pub mod catalog;
+pub mod eks;
+pub mod launch;
 pub mod resources;
 pub mod provision;
 pub mod scheduling;

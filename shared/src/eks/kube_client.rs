@@ -1,0 +1,106 @@
+//! A `kube::Client` for an EKS cluster, authenticated with a [`TokenSource`].
+//!
+//! Why a tower layer and not `AuthInfo`: kube 5 refreshes a token only for `exec` plugins
+//! (a child process per refresh, and `aws` would have to be on the Lambda image), OIDC/OAuth
+//! providers, or a `token_file` re-read once a minute; a static `AuthInfo::token` is never
+//! refreshed. kube's documented way to customise the stack is `ClientBuilder` (see kube's
+//! `custom_client` examples): we keep kube's default stack (base URI, TLS with the cluster
+//! CA, timeouts, tracing) and put one layer in front that asks the [`TokenSource`] for the
+//! current token on every request — a cache hit costs a mutex lock, a re-mint is pure
+//! SigV4 work, no process and no file.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use http::{HeaderValue, Request, header::AUTHORIZATION};
+use kube::client::{Body, ClientBuilder};
+use tower::BoxError;
+use tower::buffer::BufferLayer;
+use tower::filter::{AsyncFilterLayer, AsyncPredicate};
+
+use super::cluster::{CaError, EksCluster, decode_certificate_authority};
+use super::token_source::TokenSource;
+
+/// Requests that may wait for the inner service; kube's own `Client` buffers 1024.
+const BUFFER: usize = 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeClientError {
+    #[error("EKS cluster {cluster:?}: bad certificate authority")]
+    CertificateAuthority {
+        cluster: String,
+        #[source]
+        source: CaError,
+    },
+    #[error("EKS cluster endpoint {endpoint:?} is not a URL")]
+    Endpoint {
+        endpoint: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("building the Kubernetes client failed")]
+    Kube(#[source] kube::Error),
+}
+
+/// A client for `cluster`, trusting only the cluster's CA, with tokens from `tokens`.
+pub fn eks_client(
+    cluster: &EksCluster,
+    tokens: Arc<TokenSource>,
+) -> Result<kube::Client, KubeClientError> {
+    let roots =
+        decode_certificate_authority(&cluster.certificate_authority_data).map_err(|source| {
+            KubeClientError::CertificateAuthority {
+                cluster: cluster.name.clone(),
+                source,
+            }
+        })?;
+    client_with_tokens(&cluster.endpoint, Some(roots), tokens)
+}
+
+/// A client for `endpoint` (root certificates in DER; `None` = the platform's roots).
+/// Must be called inside a tokio runtime (the buffer spawns its worker, as kube's own does).
+pub fn client_with_tokens(
+    endpoint: &str,
+    root_certs: Option<Vec<Vec<u8>>>,
+    tokens: Arc<TokenSource>,
+) -> Result<kube::Client, KubeClientError> {
+    let url: http::Uri = endpoint
+        .parse()
+        .map_err(|source| KubeClientError::Endpoint {
+            endpoint: endpoint.to_owned(),
+            source,
+        })?;
+    let mut config = kube::Config::new(url);
+    config.root_cert = root_certs;
+    let builder = ClientBuilder::try_from(config).map_err(KubeClientError::Kube)?;
+    // The default stack is a BoxService (not Clone); AsyncFilter needs a Clone inner
+    // service to call after its predicate resolves, so it sits on a Buffer.
+    let client = builder
+        .with_layer(&BufferLayer::<Request<Body>>::new(BUFFER))
+        .with_layer(&AsyncFilterLayer::new(BearerToken { tokens }))
+        .build();
+    Ok(client)
+}
+
+/// Sets `Authorization: Bearer <token>` from the [`TokenSource`] on each request.
+#[derive(Clone)]
+pub struct BearerToken {
+    tokens: Arc<TokenSource>,
+}
+
+impl AsyncPredicate<Request<Body>> for BearerToken {
+    type Future = Pin<Box<dyn Future<Output = Result<Request<Body>, BoxError>> + Send>>;
+    type Request = Request<Body>;
+
+    fn check(&mut self, mut request: Request<Body>) -> Self::Future {
+        let tokens = Arc::clone(&self.tokens);
+        Box::pin(async move {
+            let token = tokens.token().await?;
+            let mut value = HeaderValue::try_from(format!("Bearer {}", token.value))?;
+            value.set_sensitive(true);
+            request.headers_mut().insert(AUTHORIZATION, value);
+            Ok(request)
+        })
+    }
+}

@@ -1,0 +1,3 @@
+//! Launching nodes: the user data a node boots with.
+
+pub mod userdata;

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "custom bootstrap step" >> /var/log/custom.log
