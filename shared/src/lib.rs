@@ -2,4 +2,5 @@
 
 pub mod api;
 pub mod catalog;
+pub mod kube;
 pub mod resources;
