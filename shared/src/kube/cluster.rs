@@ -104,7 +104,8 @@ impl KubeCluster {
         let api: Api<Node> = Api::all(self.client.clone());
         let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         let resource = format!("nodes/{node}");
-        self.settings.retry.run("patch", &resource, || api.patch(node, &pp, &Patch::Merge(&patch))).await?;
+        let patch = Patch::Merge(&patch);
+        self.settings.retry.run("patch", &resource, || api.patch(node, &pp, &patch)).await?;
         Ok(())
     }
 }
@@ -153,7 +154,13 @@ impl NodeOps for KubeCluster {
                 }
                 taints.push(serde_json::to_value(t).unwrap_or_default());
             }
-            taints.push(json!({"key": taint.key, "value": taint.value, "effect": effect_name(taint)}));
+            let added = k8s_openapi::api::core::v1::Taint {
+                key: taint.key.clone(),
+                value: taint.value.clone(),
+                effect: effect_name(taint).into(),
+                time_added: None,
+            };
+            taints.push(serde_json::to_value(added).unwrap_or_default());
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
                 "spec": {"taints": taints},

@@ -97,7 +97,8 @@ impl KubeCluster {
         };
         let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), d.namespace);
         let resource = format!("events.events.k8s.io/{}", d.namespace);
-        self.settings.retry.run("create", &resource, || api.create(&PostParams::default(), &event)).await?;
+        let pp = PostParams::default();
+        self.settings.retry.run("create", &resource, || api.create(&pp, &event)).await?;
         Ok(())
     }
 
@@ -120,7 +121,8 @@ impl KubeCluster {
         };
         let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), d.namespace);
         let resource = format!("events/{}", d.namespace);
-        self.settings.retry.run("create", &resource, || api.create(&PostParams::default(), &event)).await?;
+        let pp = PostParams::default();
+        self.settings.retry.run("create", &resource, || api.create(&pp, &event)).await?;
         Ok(())
     }
 }
