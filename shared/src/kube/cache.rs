@@ -43,7 +43,12 @@ impl<S: ConfigSource> CachedConfig<S> {
     }
 
     pub fn with_clock(inner: S, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
-        CachedConfig { inner, clock, ttl, last: Mutex::new(None) }
+        CachedConfig {
+            inner,
+            clock,
+            ttl,
+            last: Mutex::new(None),
+        }
     }
 
     /// Forgets the cached load (after a change nodewright itself made, for example).
@@ -89,7 +94,7 @@ mod tests {
     impl ManualClock {
         fn advance(&self, secs: i64) {
             if let Ok(mut t) = self.0.lock() {
-                *t = *t + jiff::SignedDuration::from_secs(secs);
+                *t += jiff::SignedDuration::from_secs(secs);
             }
         }
     }
@@ -110,16 +115,27 @@ mod tests {
         async fn load(&self) -> Result<ConfigLoad, KubeError> {
             let n = self.loads.fetch_add(1, Ordering::SeqCst) + 1;
             if self.failing.load(Ordering::SeqCst) {
-                return Err(KubeError::Conflict { node: "n/a".into(), attempts: n });
+                return Err(KubeError::Conflict {
+                    node: "n/a".into(),
+                    attempts: n,
+                });
             }
-            let mut inputs = Inputs::default();
-            inputs.documents = n as usize;
-            Ok(ConfigLoad { inputs, problems: vec![], source: ConfigOrigin::Default })
+            Ok(ConfigLoad {
+                inputs: Inputs {
+                    documents: n as usize,
+                    ..Inputs::default()
+                },
+                problems: vec![],
+                source: ConfigOrigin::Default,
+            })
         }
     }
 
     fn setup() -> (Arc<Counting>, Arc<ManualClock>, CachedConfig<Arc<Counting>>) {
-        let inner = Arc::new(Counting { loads: AtomicU32::new(0), failing: false.into() });
+        let inner = Arc::new(Counting {
+            loads: AtomicU32::new(0),
+            failing: false.into(),
+        });
         let clock = Arc::new(ManualClock(Mutex::new(Timestamp::UNIX_EPOCH)));
         let cached = CachedConfig::with_clock(inner.clone(), clock.clone(), DEFAULT_CONFIG_TTL);
         (inner, clock, cached)
@@ -131,14 +147,30 @@ mod tests {
         let docs = |r: Result<ConfigLoad, KubeError>| r.map(|l| l.inputs.documents).ok();
         assert_eq!(docs(cached.load().await), Some(1));
         clock.advance(29);
-        assert_eq!(docs(cached.load().await), Some(1), "29 s later the first load is reused");
+        assert_eq!(
+            docs(cached.load().await),
+            Some(1),
+            "29 s later the first load is reused"
+        );
         clock.advance(1);
-        assert_eq!(docs(cached.load().await), Some(2), "at 30 s it is loaded again");
+        assert_eq!(
+            docs(cached.load().await),
+            Some(2),
+            "at 30 s it is loaded again"
+        );
         assert_eq!(inner.loads.load(Ordering::SeqCst), 2);
         clock.advance(-60);
-        assert_eq!(docs(cached.load().await), Some(3), "a clock that went back does not keep a load forever");
+        assert_eq!(
+            docs(cached.load().await),
+            Some(3),
+            "a clock that went back does not keep a load forever"
+        );
         cached.invalidate();
-        assert_eq!(docs(cached.load().await), Some(4), "invalidate forces a load");
+        assert_eq!(
+            docs(cached.load().await),
+            Some(4),
+            "invalidate forces a load"
+        );
     }
 
     #[tokio::test]

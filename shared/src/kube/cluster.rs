@@ -16,7 +16,9 @@ use serde_json::json;
 use super::cache::{Clock, SystemClock};
 use super::config::{DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE, DefaultPoolParams};
 use super::error::{KubeError, RetryPolicy};
-use super::pending::{BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable};
+use super::pending::{
+    BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable,
+};
 use super::ports::{NodeOps, NodeSource, PodSource};
 use crate::api::Taint;
 
@@ -70,7 +72,12 @@ impl KubeCluster {
     }
 
     pub fn with_clock(client: Client, settings: ClusterSettings, clock: Arc<dyn Clock>) -> Self {
-        KubeCluster { client, settings, clock, core_events_only: Arc::new(AtomicBool::new(false)) }
+        KubeCluster {
+            client,
+            settings,
+            clock,
+            core_events_only: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     pub fn client(&self) -> &Client {
@@ -84,14 +91,23 @@ impl KubeCluster {
     /// Lists every page of `api` with `lp`'s selectors. An expired continue token (410) is
     /// returned as an error: the next poll starts over, which is cheaper than reasoning
     /// about a half-read list.
-    pub(super) async fn list_all<K>(&self, api: &Api<K>, lp: ListParams, resource: &str) -> Result<Vec<K>, KubeError>
+    pub(super) async fn list_all<K>(
+        &self,
+        api: &Api<K>,
+        lp: ListParams,
+        resource: &str,
+    ) -> Result<Vec<K>, KubeError>
     where
         K: Clone + DeserializeOwned + Debug,
     {
         let mut out = Vec::new();
         let mut lp = lp.limit(self.settings.page_size);
         loop {
-            let page = self.settings.retry.run("list", resource, || api.list(&lp)).await?;
+            let page = self
+                .settings
+                .retry
+                .run("list", resource, || api.list(&lp))
+                .await?;
             out.extend(page.items);
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
@@ -102,10 +118,16 @@ impl KubeCluster {
 
     async fn patch_node(&self, node: &str, patch: serde_json::Value) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
         let resource = format!("nodes/{node}");
         let patch = Patch::Merge(&patch);
-        self.settings.retry.run("patch", &resource, || api.patch(node, &pp, &patch)).await?;
+        self.settings
+            .retry
+            .run("patch", &resource, || api.patch(node, &pp, &patch))
+            .await?;
         Ok(())
     }
 }
@@ -133,7 +155,8 @@ impl NodeSource for KubeCluster {
 
     async fn daemon_sets(&self) -> Result<Vec<DaemonSet>, KubeError> {
         let api: Api<DaemonSet> = Api::all(self.client.clone());
-        self.list_all(&api, ListParams::default(), "daemonsets.apps").await
+        self.list_all(&api, ListParams::default(), "daemonsets.apps")
+            .await
     }
 }
 
@@ -146,9 +169,19 @@ impl NodeOps for KubeCluster {
         let api: Api<Node> = Api::all(self.client.clone());
         let resource = format!("nodes/{node}");
         for _ in 0..TAINT_CONFLICT_ATTEMPTS {
-            let current = self.settings.retry.run("get", &resource, || api.get(node)).await?;
+            let current = self
+                .settings
+                .retry
+                .run("get", &resource, || api.get(node))
+                .await?;
             let mut taints: Vec<serde_json::Value> = Vec::new();
-            for t in current.spec.as_ref().and_then(|s| s.taints.as_ref()).into_iter().flatten() {
+            for t in current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+            {
                 if t.key == taint.key && t.effect == effect_name(taint) {
                     return Ok(());
                 }
@@ -170,15 +203,20 @@ impl NodeOps for KubeCluster {
                 other => return other,
             }
         }
-        Err(KubeError::Conflict { node: node.to_owned(), attempts: TAINT_CONFLICT_ATTEMPTS })
+        Err(KubeError::Conflict {
+            node: node.to_owned(),
+            attempts: TAINT_CONFLICT_ATTEMPTS,
+        })
     }
 
     async fn cordon(&self, node: &str) -> Result<(), KubeError> {
-        self.patch_node(node, json!({"spec": {"unschedulable": true}})).await
+        self.patch_node(node, json!({"spec": {"unschedulable": true}}))
+            .await
     }
 
     async fn label(&self, node: &str, key: &str, value: &str) -> Result<(), KubeError> {
-        self.patch_node(node, json!({"metadata": {"labels": {key: value}}})).await
+        self.patch_node(node, json!({"metadata": {"labels": {key: value}}}))
+            .await
     }
 }
 

@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use super::cluster::KubeCluster;
 use super::compat::{Inputs, Problem, validate};
-use super::config::{ConfigLoad, ConfigOrigin, cluster_file, config_map_file, default_pool_inputs, holds_node_pool};
+use super::config::{
+    ConfigLoad, ConfigOrigin, cluster_file, config_map_file, default_pool_inputs, holds_node_pool,
+};
 use super::error::KubeError;
 use super::ports::ConfigSource;
 
@@ -22,10 +24,30 @@ struct CrdKind {
 
 /// Classes before pools, so a legacy Provisioner's kubelet settings find their template.
 const CRD_KINDS: &[CrdKind] = &[
-    CrdKind { group: "karpenter.k8s.aws", kind: "AWSNodeTemplate", plural: "awsnodetemplates", versions: &["v1alpha1"] },
-    CrdKind { group: "karpenter.k8s.aws", kind: "EC2NodeClass", plural: "ec2nodeclasses", versions: &["v1", "v1beta1"] },
-    CrdKind { group: "karpenter.sh", kind: "Provisioner", plural: "provisioners", versions: &["v1alpha5"] },
-    CrdKind { group: "karpenter.sh", kind: "NodePool", plural: "nodepools", versions: &["v1", "v1beta1"] },
+    CrdKind {
+        group: "karpenter.k8s.aws",
+        kind: "AWSNodeTemplate",
+        plural: "awsnodetemplates",
+        versions: &["v1alpha1"],
+    },
+    CrdKind {
+        group: "karpenter.k8s.aws",
+        kind: "EC2NodeClass",
+        plural: "ec2nodeclasses",
+        versions: &["v1", "v1beta1"],
+    },
+    CrdKind {
+        group: "karpenter.sh",
+        kind: "Provisioner",
+        plural: "provisioners",
+        versions: &["v1alpha5"],
+    },
+    CrdKind {
+        group: "karpenter.sh",
+        kind: "NodePool",
+        plural: "nodepools",
+        versions: &["v1", "v1beta1"],
+    },
 ];
 
 impl CrdKind {
@@ -47,8 +69,14 @@ fn as_document(object: &DynamicObject, resource: &ApiResource) -> Value {
     doc.insert("apiVersion".into(), resource.api_version.clone().into());
     doc.insert("kind".into(), resource.kind.clone().into());
     let mut metadata = serde_json::Map::new();
-    metadata.insert("name".into(), object.metadata.name.clone().unwrap_or_default().into());
-    for (key, map) in [("labels", &object.metadata.labels), ("annotations", &object.metadata.annotations)] {
+    metadata.insert(
+        "name".into(),
+        object.metadata.name.clone().unwrap_or_default().into(),
+    );
+    for (key, map) in [
+        ("labels", &object.metadata.labels),
+        ("annotations", &object.metadata.annotations),
+    ] {
         if let Some(Ok(v)) = map.as_ref().map(serde_json::to_value) {
             metadata.insert(key.into(), v);
         }
@@ -63,7 +91,10 @@ fn as_document(object: &DynamicObject, resource: &ApiResource) -> Value {
 impl KubeCluster {
     /// Lists one Karpenter kind, trying its versions in order. `None` when no version is
     /// served: the CRD is not installed, which is not an error.
-    async fn list_crd(&self, kind: &CrdKind) -> Result<Option<(ApiResource, Vec<DynamicObject>)>, KubeError> {
+    async fn list_crd(
+        &self,
+        kind: &CrdKind,
+    ) -> Result<Option<(ApiResource, Vec<DynamicObject>)>, KubeError> {
         for version in kind.versions {
             let resource = kind.resource(version);
             let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
@@ -81,7 +112,9 @@ impl KubeCluster {
         let mut inputs = Inputs::default();
         let mut problems = Vec::new();
         for kind in CRD_KINDS {
-            let Some((resource, objects)) = self.list_crd(kind).await? else { continue };
+            let Some((resource, objects)) = self.list_crd(kind).await? else {
+                continue;
+            };
             for object in &objects {
                 let name = object.metadata.name.as_deref().unwrap_or_default();
                 let file = cluster_file(kind.plural, kind.group, name);
@@ -93,10 +126,18 @@ impl KubeCluster {
 
     /// `None` when the ConfigMap does not exist.
     async fn load_config_map(&self) -> Result<Option<(Inputs, Vec<Problem>)>, KubeError> {
-        let (ns, name) = (&self.settings.config_map_namespace, &self.settings.config_map_name);
+        let (ns, name) = (
+            &self.settings.config_map_namespace,
+            &self.settings.config_map_name,
+        );
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
         let resource = format!("configmaps/{ns}/{name}");
-        let Some(cm) = self.settings.retry.run("get", &resource, || api.get_opt(name)).await? else {
+        let Some(cm) = self
+            .settings
+            .retry
+            .run("get", &resource, || api.get_opt(name))
+            .await?
+        else {
             return Ok(None);
         };
         let mut inputs = Inputs::default();
@@ -137,5 +178,9 @@ impl ConfigSource for KubeCluster {
 
 fn finish(inputs: Inputs, mut problems: Vec<Problem>, source: ConfigOrigin) -> ConfigLoad {
     problems.extend(validate(&inputs));
-    ConfigLoad { inputs, problems, source }
+    ConfigLoad {
+        inputs,
+        problems,
+        source,
+    }
 }

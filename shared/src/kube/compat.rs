@@ -96,7 +96,12 @@ impl Inputs {
             match Value::deserialize(doc) {
                 Ok(value) => problems.extend(self.load_value(file, i + 1, value)),
                 Err(e) => {
-                    problems.push(problem(file, describe("", "", i + 1), "", format!("not valid YAML: {e}")));
+                    problems.push(problem(
+                        file,
+                        describe("", "", i + 1),
+                        "",
+                        format!("not valid YAML: {e}"),
+                    ));
                     break;
                 }
             }
@@ -109,20 +114,39 @@ impl Inputs {
             return vec![];
         }
         self.documents += 1;
-        let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let text = |key: &str| {
+            value
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         let (kind, api_version) = (text("kind"), text("apiVersion"));
-        let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let source = Source { file: file.into(), index, kind: kind.clone(), name: name.clone() };
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let source = Source {
+            file: file.into(),
+            index,
+            kind: kind.clone(),
+            name: name.clone(),
+        };
         let document = source.describe();
         let result = match (kind.as_str(), api_version.as_str()) {
-            ("NodePool", "karpenter.sh/v1") => serde_json::from_value::<NodePool>(value).map(|np| {
-                self.node_pools.push(np);
-                self.node_pool_sources.push(source);
-            }),
-            ("EC2NodeClass", "karpenter.k8s.aws/v1") => serde_json::from_value::<EC2NodeClass>(value).map(|nc| {
-                self.node_classes.push(nc);
-                self.node_class_sources.push(source);
-            }),
+            ("NodePool", "karpenter.sh/v1") => {
+                serde_json::from_value::<NodePool>(value).map(|np| {
+                    self.node_pools.push(np);
+                    self.node_pool_sources.push(source);
+                })
+            }
+            ("EC2NodeClass", "karpenter.k8s.aws/v1") => {
+                serde_json::from_value::<EC2NodeClass>(value).map(|nc| {
+                    self.node_classes.push(nc);
+                    self.node_class_sources.push(source);
+                })
+            }
             _ => {
                 let message = format!("{kind} {api_version} needs the api branch's loader");
                 return vec![problem(file, document, "kind", message)];
@@ -136,7 +160,13 @@ impl Inputs {
 }
 
 fn problem(file: &str, document: String, field: &str, message: String) -> Problem {
-    Problem { file: file.into(), document, field: field.into(), message, severity: Severity::Error }
+    Problem {
+        file: file.into(),
+        document,
+        field: field.into(),
+        message,
+        severity: Severity::Error,
+    }
 }
 
 /// The real `validate` checks every Karpenter rule; the stand-in checks only that a
@@ -165,7 +195,9 @@ pub struct ExistingNode {
 type FieldError = (String, String);
 
 fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldError> {
-    let Some(res) = &c.resources else { return Ok(Resources::default()) };
+    let Some(res) = &c.resources else {
+        return Ok(Resources::default());
+    };
     let mut pairs: BTreeMap<&str, &str> = BTreeMap::new();
     for (k, v) in res.limits.iter().flatten() {
         pairs.insert(k, &v.0);
@@ -173,7 +205,8 @@ fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldErro
     for (k, v) in res.requests.iter().flatten() {
         pairs.insert(k, &v.0);
     }
-    Resources::parse(pairs).map_err(|(name, e)| (format!("{field}.resources.requests.{name}"), e.to_string()))
+    Resources::parse(pairs)
+        .map_err(|(name, e)| (format!("{field}.resources.requests.{name}"), e.to_string()))
 }
 
 /// Copy of `crate::scheduling::effective_requests`.
@@ -198,7 +231,10 @@ pub fn effective_requests(spec: &PodSpec) -> Result<Resources, FieldError> {
     app.max(&init_peak);
     if let Some(overhead) = &spec.overhead {
         let pairs = overhead.iter().map(|(k, v)| (k.as_str(), v.0.as_str()));
-        app.add(&Resources::parse(pairs).map_err(|(n, e)| (format!("spec.overhead.{n}"), e.to_string()))?);
+        app.add(
+            &Resources::parse(pairs)
+                .map_err(|(n, e)| (format!("spec.overhead.{n}"), e.to_string()))?,
+        );
     }
     app.set(PODS, 1000);
     Ok(app)

@@ -47,7 +47,9 @@ pub fn cluster_file(plural: &str, group: &str, name: &str) -> String {
 /// replaced by a lower-priority source.
 pub fn holds_node_pool(inputs: &Inputs, problems: &[Problem]) -> bool {
     !inputs.node_pools.is_empty()
-        || problems.iter().any(|p| p.document.starts_with("NodePool") || p.document.starts_with("Provisioner"))
+        || problems
+            .iter()
+            .any(|p| p.document.starts_with("NodePool") || p.document.starts_with("Provisioner"))
 }
 
 /// The stack parameters the default NodePool is built from (SAM template parameters).
@@ -76,11 +78,15 @@ pub const DEFAULT_POOL_FILE: &str = "stack parameters (default NodePool)";
 /// Subnets and security groups are found by the `karpenter.sh/discovery: <cluster>` tag,
 /// the convention of Karpenter's getting-started guide.
 pub fn default_pool_documents(params: &DefaultPoolParams) -> [Value; 2] {
-    let mut requirements = vec![json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]})];
+    let mut requirements =
+        vec![json!({"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]})];
     for (key, values) in [
         ("karpenter.sh/capacity-type", &params.capacity_types),
         ("kubernetes.io/arch", &params.architectures),
-        ("karpenter.k8s.aws/instance-category", &params.instance_categories),
+        (
+            "karpenter.k8s.aws/instance-category",
+            &params.instance_categories,
+        ),
     ] {
         if !values.is_empty() {
             requirements.push(json!({"key": key, "operator": "In", "values": values}));
@@ -129,15 +135,27 @@ pub fn default_pool_inputs(params: &DefaultPoolParams) -> (Inputs, Vec<Problem>)
 ///
 /// Problems are matched to documents by the `document` string the loader writes, which is
 /// what `Source::describe` returns for the document an object came from.
-pub fn usable(inputs: &Inputs, problems: &[Problem]) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<(String, String)>) {
-    let errors: Vec<&Problem> = problems.iter().filter(|p| p.is_error() && !p.document.is_empty()).collect();
+pub fn usable(
+    inputs: &Inputs,
+    problems: &[Problem],
+) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<(String, String)>) {
+    let errors: Vec<&Problem> = problems
+        .iter()
+        .filter(|p| p.is_error() && !p.document.is_empty())
+        .collect();
     let errors_of = |source: Option<&Source>| -> Option<String> {
         let s = source?;
         let document = s.describe();
         let messages: Vec<String> = errors
             .iter()
             .filter(|p| p.file == s.file && same_document(&p.document, &document))
-            .map(|p| if p.field.is_empty() { p.message.clone() } else { format!("{}: {}", p.field, p.message) })
+            .map(|p| {
+                if p.field.is_empty() {
+                    p.message.clone()
+                } else {
+                    format!("{}: {}", p.field, p.message)
+                }
+            })
             .collect();
         (!messages.is_empty()).then(|| messages.join("; "))
     };
@@ -161,8 +179,19 @@ pub fn usable(inputs: &Inputs, problems: &[Problem]) -> (Vec<NodePool>, Vec<EC2N
         }
         let class = &np.spec.template.spec.node_class_ref.name;
         if !class_names.contains(class.as_str()) {
-            let state = if inputs.node_classes.iter().any(|c| &c.metadata.name == class) { "is invalid" } else { "is not defined" };
-            dropped.push((key, format!("spec.template.spec.nodeClassRef.name: EC2NodeClass {class:?} {state}")));
+            let state = if inputs
+                .node_classes
+                .iter()
+                .any(|c| &c.metadata.name == class)
+            {
+                "is invalid"
+            } else {
+                "is not defined"
+            };
+            dropped.push((
+                key,
+                format!("spec.template.spec.nodeClassRef.name: EC2NodeClass {class:?} {state}"),
+            ));
             continue;
         }
         pools.push(np.clone());

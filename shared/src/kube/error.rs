@@ -25,7 +25,10 @@ impl KubeError {
     /// The HTTP status the API server answered with, when it answered.
     pub fn status_code(&self) -> Option<u16> {
         match self {
-            KubeError::Api { source: ::kube::Error::Api(status), .. } => Some(status.code),
+            KubeError::Api {
+                source: ::kube::Error::Api(status),
+                ..
+            } => Some(status.code),
             _ => None,
         }
     }
@@ -73,11 +76,17 @@ impl RetryPolicy {
         if attempt >= self.attempts {
             return None;
         }
-        let ::kube::Error::Api(status) = error else { return None };
+        let ::kube::Error::Api(status) = error else {
+            return None;
+        };
         if status.code != 429 && !(500..=599).contains(&status.code) {
             return None;
         }
-        let asked = status.details.as_ref().map(|d| d.retry_after_seconds).unwrap_or(0);
+        let asked = status
+            .details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .unwrap_or(0);
         if asked > 0 {
             return Some(Duration::from_secs(u64::from(asked)).min(self.max_retry_after));
         }
@@ -86,7 +95,12 @@ impl RetryPolicy {
     }
 
     /// Runs `call` until it succeeds, fails for good, or the tries are used up.
-    pub async fn run<T, F, Fut>(&self, verb: &'static str, resource: &str, mut call: F) -> Result<T, KubeError>
+    pub async fn run<T, F, Fut>(
+        &self,
+        verb: &'static str,
+        resource: &str,
+        mut call: F,
+    ) -> Result<T, KubeError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ::kube::Error>>,
@@ -101,7 +115,13 @@ impl RetryPolicy {
                         tokio::time::sleep(wait).await;
                         attempt += 1;
                     }
-                    None => return Err(KubeError::Api { verb, resource: resource.to_owned(), source: e }),
+                    None => {
+                        return Err(KubeError::Api {
+                            verb,
+                            resource: resource.to_owned(),
+                            source: e,
+                        });
+                    }
                 },
             }
         }
@@ -116,7 +136,8 @@ mod tests {
     fn api(code: u16, retry_after: u32) -> ::kube::Error {
         let mut status = Status::failure("x", "y").with_code(code);
         if retry_after > 0 {
-            status.details = serde_json::from_value(serde_json::json!({"retryAfterSeconds": retry_after})).ok();
+            status.details =
+                serde_json::from_value(serde_json::json!({"retryAfterSeconds": retry_after})).ok();
         }
         ::kube::Error::Api(status.boxed())
     }
@@ -134,12 +155,21 @@ mod tests {
             ("404 is an answer", 1, api(404, 0), None),
             ("409 is an answer", 1, api(409, 0), None),
             ("403 is an answer", 1, api(403, 0), None),
-            ("not an API error", 1, ::kube::Error::LinesCodecMaxLineLengthExceeded, None),
+            (
+                "not an API error",
+                1,
+                ::kube::Error::LinesCodecMaxLineLengthExceeded,
+                None,
+            ),
         ];
         for (what, attempt, error, want) in cases {
             assert_eq!(p.delay(*attempt, error), *want, "{what}");
         }
         let longer = RetryPolicy { attempts: 5, ..p };
-        assert_eq!(longer.delay(4, &api(502, 0)), Some(ms(400)), "waits stay capped");
+        assert_eq!(
+            longer.delay(4, &api(502, 0)),
+            Some(ms(400)),
+            "waits stay capped"
+        );
     }
 }

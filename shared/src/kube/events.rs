@@ -34,7 +34,11 @@ pub fn event_name(object: &str, now: Timestamp, sequence: u64) -> String {
     hash.update(sequence.to_be_bytes());
     hash.update(object.as_bytes());
     let digest = hash.finalize();
-    format!("{}.{}", truncate(object, MAX_NAME_STEM), hex::encode(&digest[..8]))
+    format!(
+        "{}.{}",
+        truncate(object, MAX_NAME_STEM),
+        hex::encode(&digest[..8])
+    )
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
@@ -76,13 +80,24 @@ impl KubeCluster {
         }
         match self.create_core_event(&draft, &name, now).await {
             Ok(()) => self.core_events_only.store(true, Ordering::Relaxed),
-            Err(e) => tracing::warn!(error = %e, reason = draft.reason, object, "could not write an event"),
+            Err(e) => {
+                tracing::warn!(error = %e, reason = draft.reason, object, "could not write an event")
+            }
         }
     }
 
-    async fn create_events_v1(&self, d: &Draft<'_>, name: &str, now: Timestamp) -> Result<(), KubeError> {
+    async fn create_events_v1(
+        &self,
+        d: &Draft<'_>,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<(), KubeError> {
         let event = k8s_openapi::api::events::v1::Event {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(d.namespace.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(d.namespace.into()),
+                ..Default::default()
+            },
             event_time: Some(MicroTime(now)),
             // Our reasons are verbs of what nodewright did or decided (`Nominated`,
             // `Launched`), which is what `action` asks for.
@@ -95,18 +110,31 @@ impl KubeCluster {
             type_: Some(d.type_.as_str().into()),
             ..Default::default()
         };
-        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(self.client.clone(), d.namespace);
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), d.namespace);
         let resource = format!("events.events.k8s.io/{}", d.namespace);
         let pp = PostParams::default();
-        self.settings.retry.run("create", &resource, || api.create(&pp, &event)).await?;
+        self.settings
+            .retry
+            .run("create", &resource, || api.create(&pp, &event))
+            .await?;
         Ok(())
     }
 
     /// The legacy form: first/last timestamps and a count. `eventTime` is left out because
     /// core/v1 validates an event that has one by the new API's rules (action required).
-    async fn create_core_event(&self, d: &Draft<'_>, name: &str, now: Timestamp) -> Result<(), KubeError> {
+    async fn create_core_event(
+        &self,
+        d: &Draft<'_>,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<(), KubeError> {
         let event = k8s_openapi::api::core::v1::Event {
-            metadata: ObjectMeta { name: Some(name.into()), namespace: Some(d.namespace.into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(d.namespace.into()),
+                ..Default::default()
+            },
             involved_object: d.regarding.clone(),
             reason: Some(truncate(d.reason, MAX_SHORT).into()),
             message: Some(truncate(d.message, MAX_NOTE).into()),
@@ -114,15 +142,22 @@ impl KubeCluster {
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
             count: Some(1),
-            source: Some(EventSource { component: Some(REPORTING_CONTROLLER.into()), host: None }),
+            source: Some(EventSource {
+                component: Some(REPORTING_CONTROLLER.into()),
+                host: None,
+            }),
             reporting_component: Some(REPORTING_CONTROLLER.into()),
             reporting_instance: Some(truncate(&self.settings.reporting_instance, MAX_SHORT).into()),
             ..Default::default()
         };
-        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), d.namespace);
+        let api: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), d.namespace);
         let resource = format!("events/{}", d.namespace);
         let pp = PostParams::default();
-        self.settings.retry.run("create", &resource, || api.create(&pp, &event)).await?;
+        self.settings
+            .retry
+            .run("create", &resource, || api.create(&pp, &event))
+            .await?;
         Ok(())
     }
 }
@@ -137,17 +172,38 @@ impl EventSink for KubeCluster {
             uid: Some(pod.uid.clone()).filter(|u| !u.is_empty()),
             ..Default::default()
         };
-        self.emit(Draft { namespace: &pod.namespace, regarding, reason, message, type_ }).await;
+        self.emit(Draft {
+            namespace: &pod.namespace,
+            regarding,
+            reason,
+            message,
+            type_,
+        })
+        .await;
     }
 
-    async fn object_event(&self, kind: ObjectKind, name: &str, reason: &str, message: &str, type_: EventType) {
+    async fn object_event(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        reason: &str,
+        message: &str,
+        type_: EventType,
+    ) {
         let regarding = ObjectReference {
             api_version: Some(kind.api_version().into()),
             kind: Some(kind.kind().into()),
             name: Some(name.into()),
             ..Default::default()
         };
-        self.emit(Draft { namespace: CLUSTER_EVENT_NAMESPACE, regarding, reason, message, type_ }).await;
+        self.emit(Draft {
+            namespace: CLUSTER_EVENT_NAMESPACE,
+            regarding,
+            reason,
+            message,
+            type_,
+        })
+        .await;
     }
 }
 
@@ -162,7 +218,11 @@ mod tests {
         let b = event_name("web-5d8f7-abcde", t, 1);
         assert!(a.starts_with("web-5d8f7-abcde."), "{a}");
         assert_eq!(a.len(), "web-5d8f7-abcde.".len() + 16);
-        assert!(a.rsplit('.').next().is_some_and(|h| h.bytes().all(|c| c.is_ascii_hexdigit())));
+        assert!(
+            a.rsplit('.')
+                .next()
+                .is_some_and(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+        );
         assert_ne!(a, b);
     }
 

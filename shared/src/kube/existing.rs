@@ -18,7 +18,10 @@ use crate::resources::{Resources, parse_milli};
 const INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
 /// Taints the node lifecycle controller and the cloud provider put on every new node and take
 /// off when it becomes Ready: a starting node will lose them, so pods need not tolerate them.
-const STARTUP_TAINTS: &[&str] = &["node.kubernetes.io/not-ready", "node.cloudprovider.kubernetes.io/uninitialized"];
+const STARTUP_TAINTS: &[&str] = &[
+    "node.kubernetes.io/not-ready",
+    "node.cloudprovider.kubernetes.io/uninitialized",
+];
 
 /// An instance nodewright launched (found by its tags) that has no Node object yet. The
 /// caller builds it from EC2 and the catalog.
@@ -58,7 +61,11 @@ pub fn readiness(node: &Node) -> Readiness {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-    let ours = node.metadata.labels.as_ref().is_some_and(|l| l.contains_key(labels::NODECLAIM));
+    let ours = node
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(labels::NODECLAIM));
     match ready.map(|c| c.status.as_str()) {
         Some("True") => Readiness::Ready,
         None | Some("False") if ours => Readiness::Starting,
@@ -73,22 +80,35 @@ pub fn readiness(node: &Node) -> Readiness {
 /// not being deleted is `schedulable`. An in-flight instance whose Node already exists
 /// (matched by provider ID or by nodeclaim label) is the node and is not listed twice;
 /// otherwise it is listed as `nodeclaim/<id>` with all of its allocatable free.
-pub fn existing_nodes(nodes: &[Node], bound: &HashMap<String, Vec<Pod>>, in_flight: &[InFlight]) -> Vec<ExistingNode> {
+pub fn existing_nodes(
+    nodes: &[Node],
+    bound: &HashMap<String, Vec<Pod>>,
+    in_flight: &[InFlight],
+) -> Vec<ExistingNode> {
     let mut out = Vec::with_capacity(nodes.len() + in_flight.len());
     let mut registered_instances = HashSet::new();
     let mut registered_claims = HashSet::new();
     for node in nodes {
         let spec = node.spec.as_ref();
-        if let Some(id) = spec.and_then(|s| s.provider_id.as_deref()).and_then(parse_provider_id) {
+        if let Some(id) = spec
+            .and_then(|s| s.provider_id.as_deref())
+            .and_then(parse_provider_id)
+        {
             registered_instances.insert(id.instance_id);
         }
-        let node_labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+        let node_labels: BTreeMap<String, String> =
+            node.metadata.labels.clone().unwrap_or_default();
         if let Some(claim) = node_labels.get(labels::NODECLAIM) {
             registered_claims.insert(claim.clone());
         }
         let name = node.metadata.name.clone().unwrap_or_default();
         let state = readiness(node);
-        let mut taints: Vec<Taint> = spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().filter_map(taint).collect();
+        let mut taints: Vec<Taint> = spec
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(taint)
+            .collect();
         if state == Readiness::Starting {
             taints.retain(|t| !STARTUP_TAINTS.contains(&t.key.as_str()));
         }
@@ -111,7 +131,9 @@ pub fn existing_nodes(nodes: &[Node], bound: &HashMap<String, Vec<Pod>>, in_flig
             ));
         }
         let zone = node_labels.get(labels::ZONE).cloned().or_else(|| {
-            spec.and_then(|s| s.provider_id.as_deref()).and_then(parse_provider_id).map(|p| p.zone)
+            spec.and_then(|s| s.provider_id.as_deref())
+                .and_then(parse_provider_id)
+                .map(|p| p.zone)
         });
         out.push(ExistingNode {
             nodepool: node_labels.get(labels::NODEPOOL).cloned(),
@@ -121,7 +143,9 @@ pub fn existing_nodes(nodes: &[Node], bound: &HashMap<String, Vec<Pod>>, in_flig
                 .cloned()
                 .unwrap_or_default(),
             zone: zone.unwrap_or_default(),
-            capacity_type: node_labels.get(labels::CAPACITY_TYPE).and_then(|c| capacity_type(c)),
+            capacity_type: node_labels
+                .get(labels::CAPACITY_TYPE)
+                .and_then(|c| capacity_type(c)),
             taints,
             capacity: resources(status.and_then(|s| s.capacity.as_ref())),
             allocatable: resources(status.and_then(|s| s.allocatable.as_ref())),
@@ -133,7 +157,9 @@ pub fn existing_nodes(nodes: &[Node], bound: &HashMap<String, Vec<Pod>>, in_flig
         });
     }
     for f in in_flight {
-        if registered_instances.contains(&f.instance_id) || (!f.nodeclaim.is_empty() && registered_claims.contains(&f.nodeclaim)) {
+        if registered_instances.contains(&f.instance_id)
+            || (!f.nodeclaim.is_empty() && registered_claims.contains(&f.nodeclaim))
+        {
             continue;
         }
         out.push(in_flight_node(f));
@@ -142,13 +168,19 @@ pub fn existing_nodes(nodes: &[Node], bound: &HashMap<String, Vec<Pod>>, in_flig
 }
 
 fn in_flight_node(f: &InFlight) -> ExistingNode {
-    let claim = if f.nodeclaim.is_empty() { &f.instance_id } else { &f.nodeclaim };
+    let claim = if f.nodeclaim.is_empty() {
+        &f.instance_id
+    } else {
+        &f.nodeclaim
+    };
     // The labels the kubelet and nodewright's user data will set, so affinity and topology
     // see the future node as they will see the real one.
     let mut node_labels = f.labels.clone();
     let mut fill = |key: &str, value: Option<&str>| {
         if let Some(v) = value.filter(|v| !v.is_empty()) {
-            node_labels.entry(key.to_owned()).or_insert_with(|| v.to_owned());
+            node_labels
+                .entry(key.to_owned())
+                .or_insert_with(|| v.to_owned());
         }
     };
     fill(labels::ZONE, Some(&f.zone));
@@ -187,7 +219,11 @@ fn taint(t: &k8s_openapi::api::core::v1::Taint) -> Option<Taint> {
         "NoExecute" => TaintEffect::NoExecute,
         _ => return None,
     };
-    Some(Taint { key: t.key.clone(), value: t.value.clone().filter(|v| !v.is_empty()), effect })
+    Some(Taint {
+        key: t.key.clone(),
+        value: t.value.clone().filter(|v| !v.is_empty()),
+        effect,
+    })
 }
 
 /// A node's capacity or allocatable map; a quantity the kubelet reported that does not parse

@@ -69,24 +69,36 @@ fn a_ready_node_is_schedulable_with_its_labels_read() {
     assert_eq!(e.zone, "us-east-1a");
     assert_eq!(e.instance_type, "m6i.large");
     assert_eq!(e.capacity_type, Some(CapacityType::Spot));
-    assert_eq!((e.allocatable.cpu, e.allocatable.memory, e.allocatable.pods), (1930, 7 * GI * 1000, 29_000));
+    assert_eq!(
+        (e.allocatable.cpu, e.allocatable.memory, e.allocatable.pods),
+        (1930, 7 * GI * 1000, 29_000)
+    );
     assert_eq!((e.capacity.cpu, e.capacity.memory), (2000, 8 * GI * 1000));
 }
 
 #[test]
 fn node_state_decides_whether_new_pods_may_go_there() {
-    let disrupted = json!({"spec": {"taints": [{"key": "nodewright.io/disrupted", "effect": "NoSchedule"}]}});
+    let disrupted =
+        json!({"spec": {"taints": [{"key": "nodewright.io/disrupted", "effect": "NoSchedule"}]}});
     let cases: &[(&str, Value, bool)] = &[
         ("ready", json!({}), true),
         ("cordoned", json!({"spec": {"unschedulable": true}}), false),
         ("tainted for disruption", disrupted, false),
-        ("being deleted", json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}}), false),
+        (
+            "being deleted",
+            json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}}),
+            false,
+        ),
         (
             "ours, kubelet still starting",
             json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}}),
             true,
         ),
-        ("ours, no conditions yet", json!({"status": {"conditions": null}}), true),
+        (
+            "ours, no conditions yet",
+            json!({"status": {"conditions": null}}),
+            true,
+        ),
         (
             "ours, kubelet stopped reporting",
             json!({"status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}}),
@@ -98,7 +110,11 @@ fn node_state_decides_whether_new_pods_may_go_there() {
                    "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
             false,
         ),
-        ("not ours and ready", json!({"metadata": {"labels": {"nodewright.io/nodeclaim": null}}}), true),
+        (
+            "not ours and ready",
+            json!({"metadata": {"labels": {"nodewright.io/nodeclaim": null}}}),
+            true,
+        ),
     ];
     for (what, patch, want) in cases {
         assert_eq!(one(node("n", patch.clone())).schedulable, *want, "{what}");
@@ -118,14 +134,30 @@ fn a_starting_node_sheds_the_taints_it_loses_when_ready() {
             "status": {"conditions": [{"type": "Ready", "status": "False"}]}
         }),
     ));
-    assert_eq!(e.taints, vec![Taint { key: "dedicated".into(), value: Some("gpu".into()), effect: TaintEffect::NoSchedule }]);
+    assert_eq!(
+        e.taints,
+        vec![Taint {
+            key: "dedicated".into(),
+            value: Some("gpu".into()),
+            effect: TaintEffect::NoSchedule
+        }]
+    );
 }
 
 #[test]
 fn bound_pods_fill_requested_and_topology_counts() {
     let mut bound = HashMap::new();
-    bound.insert("a".to_string(), vec![pod("web", "a", "500m", "1Gi"), pod("fluent-bit", "a", "100m", "200Mi")]);
-    bound.insert("elsewhere".to_string(), vec![pod("db", "elsewhere", "4", "16Gi")]);
+    bound.insert(
+        "a".to_string(),
+        vec![
+            pod("web", "a", "500m", "1Gi"),
+            pod("fluent-bit", "a", "100m", "200Mi"),
+        ],
+    );
+    bound.insert(
+        "elsewhere".to_string(),
+        vec![pod("db", "elsewhere", "4", "16Gi")],
+    );
     let nodes = existing_nodes(&[node("a", json!({}))], &bound, &[]);
     let e = &nodes[0];
     assert_eq!(e.requested.cpu, 600);
@@ -157,14 +189,28 @@ fn flight(instance_id: &str, nodeclaim: &str) -> InFlight {
         nodeclaim: nodeclaim.into(),
         labels: BTreeMap::from([("team".to_string(), "search".to_string())]),
         taints: vec![],
-        capacity: Resources { cpu: 4000, memory: 8 * GI * 1000, pods: 58_000, ..Default::default() },
-        allocatable: Resources { cpu: 3920, memory: 7 * GI * 1000, pods: 58_000, ..Default::default() },
+        capacity: Resources {
+            cpu: 4000,
+            memory: 8 * GI * 1000,
+            pods: 58_000,
+            ..Default::default()
+        },
+        allocatable: Resources {
+            cpu: 3920,
+            memory: 7 * GI * 1000,
+            pods: 58_000,
+            ..Default::default()
+        },
     }
 }
 
 #[test]
 fn an_in_flight_instance_is_a_schedulable_node_named_by_its_nodeclaim() {
-    let nodes = existing_nodes(&[], &HashMap::new(), &[flight("i-0aaaaaaaaaaaaaaaa", "nc-7f3a")]);
+    let nodes = existing_nodes(
+        &[],
+        &HashMap::new(),
+        &[flight("i-0aaaaaaaaaaaaaaaa", "nc-7f3a")],
+    );
     assert_eq!(nodes.len(), 1);
     let e = &nodes[0];
     assert_eq!(e.name, "nodeclaim/nc-7f3a");
@@ -188,10 +234,26 @@ fn an_in_flight_instance_is_a_schedulable_node_named_by_its_nodeclaim() {
 
 #[test]
 fn an_in_flight_instance_whose_node_registered_is_not_counted_twice() {
-    let registered_by_id = node("a", json!({"spec": {"providerID": "aws:///us-east-1b/i-0aaaaaaaaaaaaaaaa"}}));
-    let registered_by_claim = node("b", json!({"metadata": {"labels": {"nodewright.io/nodeclaim": "nc-2"}}}));
-    let in_flight = [flight("i-0aaaaaaaaaaaaaaaa", "nc-1"), flight("i-0bbbbbbbbbbbbbbbb", "nc-2"), flight("i-0cccccccccccccccc", "nc-3")];
-    let names: Vec<String> =
-        existing_nodes(&[registered_by_id, registered_by_claim], &HashMap::new(), &in_flight).into_iter().map(|e| e.name).collect();
+    let registered_by_id = node(
+        "a",
+        json!({"spec": {"providerID": "aws:///us-east-1b/i-0aaaaaaaaaaaaaaaa"}}),
+    );
+    let registered_by_claim = node(
+        "b",
+        json!({"metadata": {"labels": {"nodewright.io/nodeclaim": "nc-2"}}}),
+    );
+    let in_flight = [
+        flight("i-0aaaaaaaaaaaaaaaa", "nc-1"),
+        flight("i-0bbbbbbbbbbbbbbbb", "nc-2"),
+        flight("i-0cccccccccccccccc", "nc-3"),
+    ];
+    let names: Vec<String> = existing_nodes(
+        &[registered_by_id, registered_by_claim],
+        &HashMap::new(),
+        &in_flight,
+    )
+    .into_iter()
+    .map(|e| e.name)
+    .collect();
     assert_eq!(names, ["a", "b", "nodeclaim/nc-3"]);
 }

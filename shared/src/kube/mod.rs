@@ -19,12 +19,17 @@ mod provider_id;
 pub use cache::{CachedConfig, Clock, DEFAULT_CONFIG_TTL, SystemClock};
 pub use cluster::{ClusterSettings, KubeCluster};
 pub use config::{
-    ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE, DEFAULT_POOL_FILE, DefaultPoolParams,
-    cluster_file, config_map_file, default_pool_documents, default_pool_inputs, holds_node_pool, usable,
+    ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,
+    DEFAULT_POOL_FILE, DefaultPoolParams, cluster_file, config_map_file, default_pool_documents,
+    default_pool_inputs, holds_node_pool, usable,
 };
 pub use error::{KubeError, RetryPolicy};
 pub use events::{REPORTING_CONTROLLER, event_name};
 pub use existing::{InFlight, Readiness, existing_nodes, readiness};
-pub use pending::{BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable};
-pub use ports::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef, PodSource};
+pub use pending::{
+    BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
+};
+pub use ports::{
+    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef, PodSource,
+};
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};

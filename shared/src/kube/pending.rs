@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 /// Field selector for pods not yet bound and not finished: the API server returns only these.
 pub const PENDING_FIELD_SELECTOR: &str = "spec.nodeName=,status.phase=Pending";
 /// Field selector for pods bound to a node that still hold their resources.
-pub const BOUND_FIELD_SELECTOR: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+pub const BOUND_FIELD_SELECTOR: &str =
+    "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
 /// True for a pod the provisioner should find capacity for. Follows Karpenter's
 /// `pod.IsProvisionable`: the scheduler tried and failed (`PodScheduled=False`, reason
@@ -19,24 +20,41 @@ pub fn is_provisionable(pod: &Pod) -> bool {
     let status = pod.status.as_ref();
     let spec = pod.spec.as_ref();
     let phase_pending = status.and_then(|s| s.phase.as_deref()) == Some("Pending");
-    let unbound = spec.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+    let unbound = spec
+        .and_then(|s| s.node_name.as_deref())
+        .is_none_or(str::is_empty);
     let not_terminating = pod.metadata.deletion_timestamp.is_none();
-    let not_preempting = status.and_then(|s| s.nominated_node_name.as_deref()).is_none_or(str::is_empty);
-    let owned_elsewhere = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| (o.kind == "DaemonSet" && o.api_version.starts_with("apps/")) || (o.kind == "Node" && o.api_version == "v1"));
-    let unschedulable = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| {
-        c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+    let not_preempting = status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .is_none_or(str::is_empty);
+    let owned_elsewhere = pod.metadata.owner_references.iter().flatten().any(|o| {
+        (o.kind == "DaemonSet" && o.api_version.starts_with("apps/"))
+            || (o.kind == "Node" && o.api_version == "v1")
     });
-    phase_pending && unbound && not_terminating && not_preempting && !owned_elsewhere && unschedulable
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        });
+    phase_pending
+        && unbound
+        && not_terminating
+        && not_preempting
+        && !owned_elsewhere
+        && unschedulable
 }
 
 /// True for a pod that occupies room on its node: bound, and not finished.
 pub fn holds_resources(pod: &Pod) -> bool {
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     bound && !matches!(phase, Some("Succeeded" | "Failed"))
 }
@@ -46,7 +64,11 @@ pub fn holds_resources(pod: &Pod) -> bool {
 pub fn group_by_node(pods: Vec<Pod>) -> HashMap<String, Vec<Pod>> {
     let mut out: HashMap<String, Vec<Pod>> = HashMap::new();
     for pod in pods.into_iter().filter(holds_resources) {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         out.entry(node).or_default().push(pod);
     }
     out
@@ -91,11 +113,31 @@ mod tests {
     fn only_unschedulable_unbound_live_pods_are_provisionable() {
         let cases: &[(&str, Value, bool)] = &[
             ("an unschedulable pending pod", json!({}), true),
-            ("a pod bound to a node", json!({"spec": {"nodeName": "ip-10-0-0-1"}}), false),
-            ("a pod with an empty nodeName", json!({"spec": {"nodeName": ""}}), true),
-            ("a running pod", json!({"status": {"phase": "Running"}}), false),
-            ("a pod being deleted", json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}}), false),
-            ("a pod the scheduler has not looked at yet", json!({"status": {"conditions": null}}), false),
+            (
+                "a pod bound to a node",
+                json!({"spec": {"nodeName": "ip-10-0-0-1"}}),
+                false,
+            ),
+            (
+                "a pod with an empty nodeName",
+                json!({"spec": {"nodeName": ""}}),
+                true,
+            ),
+            (
+                "a running pod",
+                json!({"status": {"phase": "Running"}}),
+                false,
+            ),
+            (
+                "a pod being deleted",
+                json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}}),
+                false,
+            ),
+            (
+                "a pod the scheduler has not looked at yet",
+                json!({"status": {"conditions": null}}),
+                false,
+            ),
             (
                 "a pod waiting on a scheduling gate",
                 json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}),
@@ -106,7 +148,11 @@ mod tests {
                 json!({"status": {"conditions": [{"type": "PodScheduled", "status": "True"}]}}),
                 false,
             ),
-            ("a pod preempting others", json!({"status": {"nominatedNodeName": "ip-10-0-0-2"}}), false),
+            (
+                "a pod preempting others",
+                json!({"status": {"nominatedNodeName": "ip-10-0-0-2"}}),
+                false,
+            ),
             (
                 "a DaemonSet pod",
                 json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fluent-bit", "uid": "u1"}]}}),
@@ -132,7 +178,9 @@ mod tests {
     #[test]
     fn bound_pods_are_grouped_by_node_and_finished_ones_dropped() {
         let on = |node: &str, name: &str, phase: &str| {
-            pod(json!({"metadata": {"name": name}, "spec": {"nodeName": node}, "status": {"phase": phase}}))
+            pod(
+                json!({"metadata": {"name": name}, "spec": {"nodeName": node}, "status": {"phase": phase}}),
+            )
         };
         let grouped = group_by_node(vec![
             on("a", "p1", "Running"),
@@ -143,7 +191,12 @@ mod tests {
             pod(json!({"metadata": {"name": "unbound"}})),
         ]);
         let names = |node: &str| -> Vec<String> {
-            grouped.get(node).into_iter().flatten().filter_map(|p| p.metadata.name.clone()).collect()
+            grouped
+                .get(node)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.metadata.name.clone())
+                .collect()
         };
         assert_eq!(names("a"), ["p1", "p2"]);
         assert_eq!(names("b"), ["p3"]);

@@ -17,7 +17,9 @@ pub trait PodSource: Send + Sync {
     /// [`super::is_provisionable`]), across all namespaces.
     fn pending_pods(&self) -> impl Future<Output = Result<Vec<Pod>, KubeError>> + Send;
     /// Pods bound to a node and not finished, by node name (DaemonSet pods included).
-    fn bound_pods_by_node(&self) -> impl Future<Output = Result<HashMap<String, Vec<Pod>>, KubeError>> + Send;
+    fn bound_pods_by_node(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, Vec<Pod>>, KubeError>> + Send;
 }
 
 pub trait NodeSource: Send + Sync {
@@ -33,9 +35,18 @@ pub trait ConfigSource: Send + Sync {
 /// Changes to nodes. Each is idempotent: applying it twice leaves the node as once.
 pub trait NodeOps: Send + Sync {
     /// Adds `taint` unless the node already has a taint with the same key and effect.
-    fn taint(&self, node: &str, taint: &Taint) -> impl Future<Output = Result<(), KubeError>> + Send;
+    fn taint(
+        &self,
+        node: &str,
+        taint: &Taint,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
     fn cordon(&self, node: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
-    fn label(&self, node: &str, key: &str, value: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
+    fn label(
+        &self,
+        node: &str,
+        key: &str,
+        value: &str,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
 
 /// `Normal` or `Warning`, the two event types Kubernetes knows.
@@ -66,7 +77,11 @@ pub struct PodRef {
 impl PodRef {
     pub fn of(pod: &Pod) -> PodRef {
         PodRef {
-            namespace: pod.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+            namespace: pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
             name: pod.metadata.name.clone().unwrap_or_default(),
             uid: pod.metadata.uid.clone().unwrap_or_default(),
         }
@@ -108,7 +123,13 @@ impl fmt::Display for ObjectKind {
 /// Tells people what happened, through Kubernetes Events. Never fails the caller: an event
 /// that cannot be written is logged and dropped, since no decision depends on it.
 pub trait EventSink: Send + Sync {
-    fn pod_event(&self, pod: &PodRef, reason: &str, message: &str, type_: EventType) -> impl Future<Output = ()> + Send;
+    fn pod_event(
+        &self,
+        pod: &PodRef,
+        reason: &str,
+        message: &str,
+        type_: EventType,
+    ) -> impl Future<Output = ()> + Send;
     fn object_event(
         &self,
         kind: ObjectKind,

@@ -22,13 +22,20 @@ pub fn parse_provider_id(provider_id: &str) -> Option<AwsProviderId> {
     if parts.next().is_some() || zone.is_empty() || !is_instance_id(instance_id) {
         return None;
     }
-    Some(AwsProviderId { zone: zone.to_owned(), instance_id: instance_id.to_owned() })
+    Some(AwsProviderId {
+        zone: zone.to_owned(),
+        instance_id: instance_id.to_owned(),
+    })
 }
 
 /// EC2 instance ids are `i-` followed by 8 or 17 lowercase hex digits.
 fn is_instance_id(s: &str) -> bool {
-    s.strip_prefix("i-")
-        .is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    s.strip_prefix("i-").is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17)
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// The provider ID an instance's node will carry, for matching in the other direction.
@@ -42,17 +49,34 @@ mod tests {
 
     #[test]
     fn provider_ids_parse_to_zone_and_instance_or_nothing() {
-        let ok = |zone: &str, id: &str| Some(AwsProviderId { zone: zone.into(), instance_id: id.into() });
+        let ok = |zone: &str, id: &str| {
+            Some(AwsProviderId {
+                zone: zone.into(),
+                instance_id: id.into(),
+            })
+        };
         let cases: &[(&str, Option<AwsProviderId>)] = &[
-            ("aws:///us-east-1a/i-0123456789abcdef0", ok("us-east-1a", "i-0123456789abcdef0")),
-            ("aws:///eu-west-1c/i-01234567", ok("eu-west-1c", "i-01234567")),
-            ("aws://us-west-2b/i-0123456789abcdef0", ok("us-west-2b", "i-0123456789abcdef0")),
+            (
+                "aws:///us-east-1a/i-0123456789abcdef0",
+                ok("us-east-1a", "i-0123456789abcdef0"),
+            ),
+            (
+                "aws:///eu-west-1c/i-01234567",
+                ok("eu-west-1c", "i-01234567"),
+            ),
+            (
+                "aws://us-west-2b/i-0123456789abcdef0",
+                ok("us-west-2b", "i-0123456789abcdef0"),
+            ),
             ("aws:///us-east-1a/", None),
             ("aws:///us-east-1a", None),
             ("aws:////i-0123456789abcdef0", None),
             ("aws:///us-east-1a/i-0123456789ABCDEF0", None),
             ("aws:///us-east-1a/i-xyz", None),
-            ("aws:///us-east-1a/a1b2c3/fargate-ip-10-0-0-1.ec2.internal", None),
+            (
+                "aws:///us-east-1a/a1b2c3/fargate-ip-10-0-0-1.ec2.internal",
+                None,
+            ),
             ("gce://project/zone/instance", None),
             ("kind://docker/kind/kind-worker", None),
             ("", None),
@@ -67,7 +91,10 @@ mod tests {
         let id = provider_id("ap-south-1b", "i-0fedcba9876543210");
         assert_eq!(
             parse_provider_id(&id),
-            Some(AwsProviderId { zone: "ap-south-1b".into(), instance_id: "i-0fedcba9876543210".into() })
+            Some(AwsProviderId {
+                zone: "ap-south-1b".into(),
+                instance_id: "i-0fedcba9876543210".into()
+            })
         );
     }
 }
