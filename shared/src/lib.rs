@@ -3,7 +3,8 @@
 pub mod api;
 pub mod catalog;
 pub mod eks;
+pub mod kube;
 pub mod launch;
-pub mod resources;
 pub mod provision;
+pub mod resources;
 pub mod scheduling;

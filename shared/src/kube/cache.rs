@@ -1,0 +1,185 @@
+//! A briefly cached configuration for a warm Lambda container: the provisioner polls every
+//! few seconds, and NodePools change far less often than that.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::config::ConfigLoad;
+use super::error::KubeError;
+use super::ports::ConfigSource;
+
+/// Wall-clock time, injected so tests can move it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// How long a loaded configuration is reused: short enough that an edited NodePool takes
+/// effect within a couple of polls.
+pub const DEFAULT_CONFIG_TTL: Duration = Duration::from_secs(30);
+
+/// Reuses the last successful load of `inner` for `ttl`. Failures are not cached, so the
+/// next call tries again.
+pub struct CachedConfig<S> {
+    inner: S,
+    clock: Arc<dyn Clock>,
+    ttl: Duration,
+    last: Mutex<Option<(Timestamp, ConfigLoad)>>,
+}
+
+impl<S: ConfigSource> CachedConfig<S> {
+    pub fn new(inner: S) -> Self {
+        Self::with_clock(inner, Arc::new(SystemClock), DEFAULT_CONFIG_TTL)
+    }
+
+    pub fn with_clock(inner: S, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
+        CachedConfig {
+            inner,
+            clock,
+            ttl,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Forgets the cached load (after a change nodewright itself made, for example).
+    pub fn invalidate(&self) {
+        if let Ok(mut last) = self.last.lock() {
+            *last = None;
+        }
+    }
+
+    fn fresh(&self) -> Option<ConfigLoad> {
+        let now = self.clock.now();
+        let last = self.last.lock().ok()?;
+        let (at, load) = last.as_ref()?;
+        // A clock that went backwards makes the age negative: treat that as stale too.
+        let age = now.duration_since(*at);
+        (age >= jiff::SignedDuration::ZERO && age.unsigned_abs() < self.ttl).then(|| load.clone())
+    }
+}
+
+impl<S: ConfigSource> ConfigSource for CachedConfig<S> {
+    async fn load(&self) -> Result<ConfigLoad, KubeError> {
+        if let Some(load) = self.fresh() {
+            return Ok(load);
+        }
+        let loaded = self.inner.load().await?;
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some((self.clock.now(), loaded.clone()));
+        }
+        Ok(loaded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::kube::compat::Inputs;
+    use crate::kube::config::ConfigOrigin;
+
+    struct ManualClock(Mutex<Timestamp>);
+
+    impl ManualClock {
+        fn advance(&self, secs: i64) {
+            if let Ok(mut t) = self.0.lock() {
+                *t += jiff::SignedDuration::from_secs(secs);
+            }
+        }
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Timestamp {
+            self.0.lock().map(|t| *t).unwrap_or(Timestamp::UNIX_EPOCH)
+        }
+    }
+
+    /// Counts loads; fails while `failing` is set.
+    struct Counting {
+        loads: AtomicU32,
+        failing: std::sync::atomic::AtomicBool,
+    }
+
+    impl ConfigSource for Arc<Counting> {
+        async fn load(&self) -> Result<ConfigLoad, KubeError> {
+            let n = self.loads.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.failing.load(Ordering::SeqCst) {
+                return Err(KubeError::Conflict {
+                    node: "n/a".into(),
+                    attempts: n,
+                });
+            }
+            Ok(ConfigLoad {
+                inputs: Inputs {
+                    documents: n as usize,
+                    ..Inputs::default()
+                },
+                problems: vec![],
+                source: ConfigOrigin::Default,
+            })
+        }
+    }
+
+    fn setup() -> (Arc<Counting>, Arc<ManualClock>, CachedConfig<Arc<Counting>>) {
+        let inner = Arc::new(Counting {
+            loads: AtomicU32::new(0),
+            failing: false.into(),
+        });
+        let clock = Arc::new(ManualClock(Mutex::new(Timestamp::UNIX_EPOCH)));
+        let cached = CachedConfig::with_clock(inner.clone(), clock.clone(), DEFAULT_CONFIG_TTL);
+        (inner, clock, cached)
+    }
+
+    #[tokio::test]
+    async fn a_load_is_reused_within_the_ttl_and_refreshed_after_it() {
+        let (inner, clock, cached) = setup();
+        let docs = |r: Result<ConfigLoad, KubeError>| r.map(|l| l.inputs.documents).ok();
+        assert_eq!(docs(cached.load().await), Some(1));
+        clock.advance(29);
+        assert_eq!(
+            docs(cached.load().await),
+            Some(1),
+            "29 s later the first load is reused"
+        );
+        clock.advance(1);
+        assert_eq!(
+            docs(cached.load().await),
+            Some(2),
+            "at 30 s it is loaded again"
+        );
+        assert_eq!(inner.loads.load(Ordering::SeqCst), 2);
+        clock.advance(-60);
+        assert_eq!(
+            docs(cached.load().await),
+            Some(3),
+            "a clock that went back does not keep a load forever"
+        );
+        cached.invalidate();
+        assert_eq!(
+            docs(cached.load().await),
+            Some(4),
+            "invalidate forces a load"
+        );
+    }
+
+    #[tokio::test]
+    async fn failures_are_not_cached() {
+        let (inner, _clock, cached) = setup();
+        inner.failing.store(true, Ordering::SeqCst);
+        assert!(cached.load().await.is_err());
+        inner.failing.store(false, Ordering::SeqCst);
+        assert!(cached.load().await.is_ok(), "the next call tries again");
+        assert_eq!(inner.loads.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,229 @@
+//! `KubeCluster`: the ports implemented over an unmodified `kube::Client`. Every call goes
+//! through one retry helper; lists are paginated and filtered by the API server.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use ::kube::Client;
+use ::kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::cache::{Clock, SystemClock};
+use super::config::{DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE, DefaultPoolParams};
+use super::error::{KubeError, RetryPolicy};
+use super::pending::{
+    BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable,
+};
+use super::ports::{NodeOps, NodeSource, PodSource};
+use crate::api::Taint;
+
+/// What a `KubeCluster` needs besides the client.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// The ConfigMap read when no Karpenter CRD holds a NodePool.
+    pub config_map_namespace: String,
+    pub config_map_name: String,
+    /// Builds the NodePool used when neither the CRDs nor the ConfigMap hold one.
+    pub default_pool: DefaultPoolParams,
+    /// Events' `reportingInstance`: which function (and container) wrote them.
+    pub reporting_instance: String,
+    /// Items per list page. 500 is what kubectl and client-go's pager use.
+    pub page_size: u32,
+    pub retry: RetryPolicy,
+}
+
+impl ClusterSettings {
+    pub fn new(default_pool: DefaultPoolParams, reporting_instance: impl Into<String>) -> Self {
+        ClusterSettings {
+            config_map_namespace: DEFAULT_CONFIG_MAP_NAMESPACE.into(),
+            config_map_name: DEFAULT_CONFIG_MAP_NAME.into(),
+            default_pool,
+            reporting_instance: reporting_instance.into(),
+            page_size: 500,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// The cluster, through the Kubernetes API. Cheap to clone (the client is shared).
+#[derive(Clone)]
+pub struct KubeCluster {
+    pub(super) client: Client,
+    pub(super) settings: ClusterSettings,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Set once `events.k8s.io/v1` answered 404 and a core/v1 Event worked instead, so later
+    /// events go straight to core/v1.
+    pub(super) core_events_only: Arc<AtomicBool>,
+}
+
+/// Field manager recorded on our patches, so `kubectl` shows who changed a node.
+pub(super) const FIELD_MANAGER: &str = "nodewright";
+/// Times a taint patch is retried when the node changed between read and write.
+const TAINT_CONFLICT_ATTEMPTS: u32 = 3;
+
+impl KubeCluster {
+    pub fn new(client: Client, settings: ClusterSettings) -> Self {
+        Self::with_clock(client, settings, Arc::new(SystemClock))
+    }
+
+    pub fn with_clock(client: Client, settings: ClusterSettings, clock: Arc<dyn Clock>) -> Self {
+        KubeCluster {
+            client,
+            settings,
+            clock,
+            core_events_only: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn settings(&self) -> &ClusterSettings {
+        &self.settings
+    }
+
+    /// Lists every page of `api` with `lp`'s selectors. An expired continue token (410) is
+    /// returned as an error: the next poll starts over, which is cheaper than reasoning
+    /// about a half-read list.
+    pub(super) async fn list_all<K>(
+        &self,
+        api: &Api<K>,
+        lp: ListParams,
+        resource: &str,
+    ) -> Result<Vec<K>, KubeError>
+    where
+        K: Clone + DeserializeOwned + Debug,
+    {
+        let mut out = Vec::new();
+        let mut lp = lp.limit(self.settings.page_size);
+        loop {
+            let page = self
+                .settings
+                .retry
+                .run("list", resource, || api.list(&lp))
+                .await?;
+            out.extend(page.items);
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn patch_node(&self, node: &str, patch: serde_json::Value) -> Result<(), KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let resource = format!("nodes/{node}");
+        let patch = Patch::Merge(&patch);
+        self.settings
+            .retry
+            .run("patch", &resource, || api.patch(node, &pp, &patch))
+            .await?;
+        Ok(())
+    }
+}
+
+impl PodSource for KubeCluster {
+    async fn pending_pods(&self) -> Result<Vec<Pod>, KubeError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(PENDING_FIELD_SELECTOR);
+        let pods = self.list_all(&api, lp, "pods").await?;
+        Ok(pods.into_iter().filter(is_provisionable).collect())
+    }
+
+    async fn bound_pods_by_node(&self) -> Result<HashMap<String, Vec<Pod>>, KubeError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let lp = ListParams::default().fields(BOUND_FIELD_SELECTOR);
+        Ok(group_by_node(self.list_all(&api, lp, "pods").await?))
+    }
+}
+
+impl NodeSource for KubeCluster {
+    async fn nodes(&self) -> Result<Vec<Node>, KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        self.list_all(&api, ListParams::default(), "nodes").await
+    }
+
+    async fn daemon_sets(&self) -> Result<Vec<DaemonSet>, KubeError> {
+        let api: Api<DaemonSet> = Api::all(self.client.clone());
+        self.list_all(&api, ListParams::default(), "daemonsets.apps")
+            .await
+    }
+}
+
+impl NodeOps for KubeCluster {
+    /// A JSON merge patch replaces `spec.taints` whole, so the current list is read and
+    /// written back with the new taint, guarded by `resourceVersion`: a concurrent change
+    /// (the node lifecycle controller removing `not-ready`) makes the write fail with 409
+    /// instead of being undone, and the read-modify-write is repeated.
+    async fn taint(&self, node: &str, taint: &Taint) -> Result<(), KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let resource = format!("nodes/{node}");
+        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
+            let current = self
+                .settings
+                .retry
+                .run("get", &resource, || api.get(node))
+                .await?;
+            let mut taints: Vec<serde_json::Value> = Vec::new();
+            for t in current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .into_iter()
+                .flatten()
+            {
+                if t.key == taint.key && t.effect == effect_name(taint) {
+                    return Ok(());
+                }
+                taints.push(serde_json::to_value(t).unwrap_or_default());
+            }
+            let added = k8s_openapi::api::core::v1::Taint {
+                key: taint.key.clone(),
+                value: taint.value.clone(),
+                effect: effect_name(taint).into(),
+                time_added: None,
+            };
+            taints.push(serde_json::to_value(added).unwrap_or_default());
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": taints},
+            });
+            match self.patch_node(node, patch).await {
+                Err(e) if e.status_code() == Some(409) => continue,
+                other => return other,
+            }
+        }
+        Err(KubeError::Conflict {
+            node: node.to_owned(),
+            attempts: TAINT_CONFLICT_ATTEMPTS,
+        })
+    }
+
+    async fn cordon(&self, node: &str) -> Result<(), KubeError> {
+        self.patch_node(node, json!({"spec": {"unschedulable": true}}))
+            .await
+    }
+
+    async fn label(&self, node: &str, key: &str, value: &str) -> Result<(), KubeError> {
+        self.patch_node(node, json!({"metadata": {"labels": {key: value}}}))
+            .await
+    }
+}
+
+fn effect_name(t: &Taint) -> &'static str {
+    match t.effect {
+        crate::api::TaintEffect::NoSchedule => "NoSchedule",
+        crate::api::TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        crate::api::TaintEffect::NoExecute => "NoExecute",
+    }
+}

@@ -1,0 +1,35 @@
+//! The Kubernetes side of nodewright: narrow ports shaped like the domain, pure conversions
+//! from Kubernetes objects into solver inputs, and adapters over an unmodified `kube::Client`.
+//!
+//! Inside this crate the external crate is spelled `::kube::...`, because this module is
+//! itself `crate::kube`.
+
+mod cache;
+mod cluster;
+mod cluster_config;
+mod compat;
+mod config;
+mod error;
+mod events;
+mod existing;
+mod pending;
+mod ports;
+mod provider_id;
+
+pub use cache::{CachedConfig, Clock, DEFAULT_CONFIG_TTL, SystemClock};
+pub use cluster::{ClusterSettings, KubeCluster};
+pub use config::{
+    ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,
+    DEFAULT_POOL_FILE, DefaultPoolParams, cluster_file, config_map_file, default_pool_documents,
+    default_pool_inputs, holds_node_pool, usable,
+};
+pub use error::{KubeError, RetryPolicy};
+pub use events::{REPORTING_CONTROLLER, event_name};
+pub use existing::{InFlight, Readiness, existing_nodes, readiness};
+pub use pending::{
+    BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
+};
+pub use ports::{
+    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef, PodSource,
+};
+pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};

@@ -1,0 +1,472 @@
+//! `KubeCluster` against an emulated Kubernetes API server (see `emulated_api`): what the
+//! adapters send (selectors, pagination, patches, events) and how they react to the answers,
+//! until the simulated cluster (tests/src/kube_sim) is available.
+
+#[path = "kube_adapters/emulated_api.rs"]
+mod emulated_api;
+
+use std::collections::HashMap;
+
+use emulated_api::*;
+use nodewright::api::{Taint, TaintEffect};
+use nodewright::kube::{
+    ConfigOrigin, ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef,
+    PodSource, usable,
+};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------- pods and nodes
+
+#[tokio::test]
+async fn pending_pods_are_filtered_by_the_api_server_read_page_by_page_and_checked_client_side() {
+    let world = World {
+        pending_pods: vec![
+            pending_pod("web-1", "Unschedulable"),
+            pending_pod("gated", "SchedulingGated"),
+            pending_pod("web-2", "Unschedulable"),
+        ],
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 2).await;
+    let pods = server.cluster.pending_pods().await.expect("pending pods");
+    let names: Vec<_> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.as_deref())
+        .collect();
+    assert_eq!(names, ["web-1", "web-2"]);
+
+    let lists = server.requests_to("GET", "/api/v1/pods");
+    assert_eq!(lists.len(), 2, "three pods in pages of two");
+    for r in &lists {
+        assert_eq!(
+            r.query.get("fieldSelector").map(String::as_str),
+            Some("spec.nodeName=,status.phase=Pending")
+        );
+        assert_eq!(r.query.get("limit").map(String::as_str), Some("2"));
+    }
+    assert_eq!(lists[0].query.get("continue"), None);
+    assert_eq!(
+        lists[1].query.get("continue").map(String::as_str),
+        Some("2")
+    );
+}
+
+#[tokio::test]
+async fn bound_pods_are_listed_with_the_bound_selector_and_grouped_by_node() {
+    let world = World {
+        bound_pods: vec![
+            bound_pod("a1", "node-a"),
+            bound_pod("b1", "node-b"),
+            bound_pod("a2", "node-a"),
+        ],
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let by_node = server
+        .cluster
+        .bound_pods_by_node()
+        .await
+        .expect("bound pods");
+    assert_eq!(by_node.get("node-a").map(Vec::len), Some(2));
+    assert_eq!(by_node.get("node-b").map(Vec::len), Some(1));
+    let lists = server.requests_to("GET", "/api/v1/pods");
+    assert_eq!(
+        lists[0].query.get("fieldSelector").map(String::as_str),
+        Some("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
+    );
+}
+
+#[tokio::test]
+async fn a_throttled_list_is_retried_and_succeeds() {
+    let world = World {
+        throttle_nodes_once: true,
+        nodes: vec![node("node-a")],
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let nodes = server.cluster.nodes().await.expect("nodes after one 429");
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(
+        server.requests_to("GET", "/api/v1/nodes").len(),
+        2,
+        "one 429, then the answer"
+    );
+}
+
+// ---------------------------------------------------------------- configuration
+
+#[tokio::test]
+async fn without_karpenter_crds_the_configmap_is_the_configuration() {
+    let world = World {
+        crds: None,
+        config_map: Some(config_map()),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let load = server.cluster.load().await.expect("config");
+    assert_eq!(
+        load.source,
+        ConfigOrigin::ConfigMap {
+            namespace: "kube-system".into(),
+            name: "nodewright".into()
+        }
+    );
+    assert_eq!(load.problems, vec![]);
+    let (pools, classes, dropped) = usable(&load.inputs, &load.problems);
+    assert_eq!(
+        pools
+            .iter()
+            .map(|p| p.metadata.name.as_str())
+            .collect::<Vec<_>>(),
+        ["from-configmap"]
+    );
+    assert_eq!(classes.len(), 1);
+    assert!(dropped.is_empty());
+    assert_eq!(
+        load.inputs.node_pool_sources[0].file,
+        "configmap/kube-system/nodewright/pools.yaml"
+    );
+    // Every Karpenter kind was asked for (each answered 404) before the ConfigMap was read.
+    let crd_lists: Vec<String> = server
+        .requests_to("GET", "/apis/karpenter")
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    for path in [
+        "/apis/karpenter.sh/v1/nodepools",
+        "/apis/karpenter.sh/v1beta1/nodepools",
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+        "/apis/karpenter.sh/v1alpha5/provisioners",
+        "/apis/karpenter.k8s.aws/v1alpha1/awsnodetemplates",
+    ] {
+        assert!(
+            crd_lists.iter().any(|p| p == path),
+            "{path} in {crd_lists:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn karpenter_objects_in_the_cluster_take_priority_over_the_configmap() {
+    let node_pool = json!({
+        "metadata": {"name": "general", "resourceVersion": "42", "uid": "u1",
+                     "managedFields": [{"manager": "kubectl"}]},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "standard"}}}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    });
+    let node_class: Value = serde_yaml::from_str(NODE_CLASS_YAML).expect("yaml");
+    let crds = HashMap::from([
+        ("karpenter.sh/v1/nodepools", vec![node_pool]),
+        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![node_class]),
+    ]);
+    let world = World {
+        crds: Some(crds),
+        config_map: Some(config_map()),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let load = server.cluster.load().await.expect("config");
+    assert_eq!(load.source, ConfigOrigin::Crds);
+    assert_eq!(
+        load.problems,
+        vec![],
+        "status and server-set metadata are not configuration"
+    );
+    let (pools, classes, _) = usable(&load.inputs, &load.problems);
+    assert_eq!((pools.len(), classes.len()), (1, 1));
+    assert_eq!(pools[0].metadata.name, "general");
+    assert!(
+        server.requests_to("GET", "/api/v1/namespaces").is_empty(),
+        "the ConfigMap is not read"
+    );
+}
+
+#[tokio::test]
+async fn with_no_nodepool_anywhere_the_stack_default_pool_is_used() {
+    let crds = HashMap::from([
+        ("karpenter.sh/v1/nodepools", vec![]),
+        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![]),
+    ]);
+    let world = World {
+        crds: Some(crds),
+        config_map: None,
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let load = server.cluster.load().await.expect("config");
+    assert_eq!(load.source, ConfigOrigin::Default);
+    let (pools, classes, dropped) = usable(&load.inputs, &load.problems);
+    assert_eq!((pools.len(), classes.len(), dropped.len()), (1, 1, 0));
+    assert_eq!(pools[0].metadata.name, "default");
+    assert_eq!(classes[0].spec.role.as_deref(), Some("nodewright-node"));
+}
+
+#[tokio::test]
+async fn a_server_error_on_a_crd_list_fails_the_load_instead_of_falling_back() {
+    // Falling back to the ConfigMap or the default pool because the API server had a bad
+    // moment would launch nodes the user never asked for; the load fails and the next poll
+    // tries again.
+    let world = World {
+        crds_fail_with: Some(500),
+        config_map: Some(config_map()),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let err = server
+        .cluster
+        .load()
+        .await
+        .expect_err("a 500 that persists fails the load");
+    assert_eq!(err.status_code(), Some(500));
+    assert!(
+        err.to_string()
+            .starts_with("list awsnodetemplates.karpenter.k8s.aws/v1alpha1"),
+        "{err}"
+    );
+    assert_eq!(
+        server.requests_to("GET", "/apis/karpenter").len(),
+        3,
+        "three tries, then the error"
+    );
+    assert!(
+        server.requests_to("GET", "/api/v1/namespaces").is_empty(),
+        "the ConfigMap is not read"
+    );
+}
+
+#[tokio::test]
+async fn a_configmap_that_cannot_be_decoded_fails_the_load() {
+    let world = World {
+        crds: None,
+        config_map: Some(json!("not a configmap")),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let err = server
+        .cluster
+        .load()
+        .await
+        .expect_err("undecodable ConfigMap");
+    assert!(
+        err.to_string()
+            .starts_with("get configmaps/kube-system/nodewright"),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------- events
+
+#[tokio::test]
+async fn a_pod_event_is_an_events_k8s_io_event_from_the_provisioner() {
+    let world = World {
+        events_v1_served: true,
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let pod = PodRef {
+        namespace: "shop".into(),
+        name: "web-1".into(),
+        uid: "uid-web-1".into(),
+    };
+    server
+        .cluster
+        .pod_event(
+            &pod,
+            "Nominated",
+            "will run on nodeclaim/nc-1",
+            EventType::Normal,
+        )
+        .await;
+    let posts = server.requests_to("POST", "/apis/events.k8s.io/v1/namespaces/shop/events");
+    assert_eq!(posts.len(), 1);
+    let e = &posts[0].body;
+    assert_eq!(e["reportingController"], "nodewright.io/provisioner");
+    assert_eq!(e["reportingInstance"], "provisioner-test");
+    assert_eq!(e["action"], "Nominated");
+    assert_eq!(e["reason"], "Nominated");
+    assert_eq!(e["note"], "will run on nodeclaim/nc-1");
+    assert_eq!(e["type"], "Normal");
+    assert_eq!(
+        e["regarding"],
+        json!({"apiVersion": "v1", "kind": "Pod", "name": "web-1", "namespace": "shop", "uid": "uid-web-1"})
+    );
+    assert!(
+        e["eventTime"].as_str().is_some_and(|t| t.contains('T')),
+        "eventTime {}",
+        e["eventTime"]
+    );
+    assert!(
+        e["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("web-1."))
+    );
+}
+
+#[tokio::test]
+async fn without_events_k8s_io_events_fall_back_to_core_v1_and_stay_there() {
+    let world = World {
+        events_v1_served: false,
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let c = &server.cluster;
+    c.object_event(
+        ObjectKind::NodePool,
+        "general",
+        "InvalidNodePool",
+        "spec.weight: must be 1..100",
+        EventType::Warning,
+    )
+    .await;
+    c.object_event(
+        ObjectKind::NodePool,
+        "general",
+        "InvalidNodePool",
+        "again",
+        EventType::Warning,
+    )
+    .await;
+    assert_eq!(
+        server.requests_to("POST", "/apis/events.k8s.io").len(),
+        1,
+        "asked once, then remembered"
+    );
+    let core = server.requests_to("POST", "/api/v1/namespaces/default/events");
+    assert_eq!(core.len(), 2);
+    let e = &core[0].body;
+    assert_eq!(
+        e["involvedObject"],
+        json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "general"})
+    );
+    assert_eq!(
+        (e["reason"].as_str(), e["type"].as_str()),
+        (Some("InvalidNodePool"), Some("Warning"))
+    );
+    assert_eq!(e["source"]["component"], "nodewright.io/provisioner");
+}
+
+#[tokio::test]
+async fn an_event_that_cannot_be_written_does_not_fail_the_caller_or_fall_back() {
+    let world = World {
+        events_v1_served: true,
+        events_fail_with: Some(403),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let pod = PodRef {
+        namespace: "shop".into(),
+        name: "web-1".into(),
+        uid: String::new(),
+    };
+    server
+        .cluster
+        .pod_event(&pod, "Nominated", "x", EventType::Normal)
+        .await;
+    assert_eq!(
+        server.requests_to("POST", "/apis/events.k8s.io").len(),
+        1,
+        "403 is not retried"
+    );
+    assert!(
+        server.requests_to("POST", "/api/v1").is_empty(),
+        "403 is not a reason to try core/v1"
+    );
+}
+
+// ---------------------------------------------------------------- node operations
+
+fn disrupted() -> Taint {
+    Taint {
+        key: "nodewright.io/disrupted".into(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+#[tokio::test]
+async fn tainting_keeps_existing_taints_guards_the_write_and_is_idempotent() {
+    let world = World {
+        nodes: vec![node("node-a")],
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    server
+        .cluster
+        .taint("node-a", &disrupted())
+        .await
+        .expect("taint");
+    server
+        .cluster
+        .taint("node-a", &disrupted())
+        .await
+        .expect("taint again");
+    let patches = server.requests_to("PATCH", "/api/v1/nodes/node-a");
+    assert_eq!(
+        patches.len(),
+        1,
+        "the second call finds the taint and writes nothing"
+    );
+    assert_eq!(patches[0].content_type, "application/merge-patch+json");
+    assert_eq!(
+        patches[0].query.get("fieldManager").map(String::as_str),
+        Some("nodewright")
+    );
+    assert_eq!(
+        patches[0].body,
+        json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": [
+            {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
+            {"key": "nodewright.io/disrupted", "effect": "NoSchedule"}
+        ]}})
+    );
+}
+
+#[tokio::test]
+async fn a_taint_that_conflicts_is_read_again_and_reapplied() {
+    let world = World {
+        nodes: vec![node("node-a")],
+        conflict_once: true,
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    server
+        .cluster
+        .taint("node-a", &disrupted())
+        .await
+        .expect("taint after a conflict");
+    assert_eq!(server.requests_to("GET", "/api/v1/nodes/node-a").len(), 2);
+    assert_eq!(server.requests_to("PATCH", "/api/v1/nodes/node-a").len(), 2);
+}
+
+#[tokio::test]
+async fn cordon_and_label_are_merge_patches() {
+    let world = World {
+        nodes: vec![node("node-a")],
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    server.cluster.cordon("node-a").await.expect("cordon");
+    server
+        .cluster
+        .label("node-a", "nodewright.io/drifted", "true")
+        .await
+        .expect("label");
+    let bodies: Vec<Value> = server
+        .requests_to("PATCH", "/api/v1/nodes/node-a")
+        .into_iter()
+        .map(|r| r.body)
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            json!({"spec": {"unschedulable": true}}),
+            json!({"metadata": {"labels": {"nodewright.io/drifted": "true"}}})
+        ]
+    );
+    let err = server
+        .cluster
+        .cordon("missing")
+        .await
+        .expect_err("no such node");
+    assert_eq!(err.status_code(), Some(404));
+    assert!(err.to_string().starts_with("patch nodes/missing"), "{err}");
+}
