@@ -1,5 +1,6 @@
 //! `nodewright`: plan and validate NodePools offline, mint EKS tokens, and more.
 
+mod eks_token;
 mod plan;
 mod table;
 mod validate;
@@ -21,6 +22,8 @@ enum Command {
     Validate(validate::Args),
     /// Plan the capacity pending workloads need, offline, from the bundled catalog.
     Plan(plan::Args),
+    /// Print an ExecCredential with an EKS bearer token, like `aws eks get-token`.
+    EksToken(eks_token::EksTokenArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,5 +31,21 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::EksToken(args) => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(eks_token::run(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }

@@ -149,7 +149,10 @@ fn lp_lower_bound(template: &Template, demand: &Resources) -> f64 {
         let row: Vec<_> = vars.iter().map(|(v, ty)| (*v, get(&ty.free) as f64 / scale)).collect();
         lp.add_constraint(row.as_slice(), ComparisonOp::Ge, 1.0);
     }
-    lp.solve().map(|s| s.objective()).unwrap_or(f64::NAN)
+    match lp.solve() {
+        Ok(microlp::SolveOutcome::Solution(s)) => s.objective(),
+        _ => f64::NAN,
+    }
 }
 
 /// The baseline to beat: first-fit decreasing, opening each new node as the cheapest

@@ -86,7 +86,7 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use super::*;
-    use crate::kube::compat::Inputs;
+    use crate::api::Inputs;
     use crate::kube::config::ConfigOrigin;
 
     struct ManualClock(Mutex<Timestamp>);

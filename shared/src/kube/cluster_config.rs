@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
 
 use super::cluster::KubeCluster;
-use super::compat::{Inputs, Problem, validate};
+use crate::api::{Inputs, Problem, validate};
 use super::config::{
     ConfigLoad, ConfigOrigin, cluster_file, config_map_file, default_pool_inputs, holds_node_pool,
 };

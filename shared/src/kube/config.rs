@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::compat::{Inputs, Problem, Source};
+use crate::api::{Inputs, Problem, Source};
 use crate::api::{EC2NodeClass, NodePool};
 
 /// Where the configuration of one load came from, in DESIGN's priority order.

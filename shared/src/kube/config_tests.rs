@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::Operator;
-use crate::kube::compat::Severity;
+use crate::api::Severity;
 
 const TWO_POOLS: &str = r#"
 apiVersion: karpenter.k8s.aws/v1

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
-use super::compat::{ExistingNode, effective_requests};
+use crate::scheduling::{ExistingNode, effective_requests};
 use super::provider_id::parse_provider_id;
 use crate::api::{Taint, TaintEffect, labels};
 use crate::catalog::CapacityType;

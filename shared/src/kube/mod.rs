@@ -7,7 +7,6 @@
 mod cache;
 mod cluster;
 mod cluster_config;
-mod compat;
 mod config;
 mod error;
 mod events;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::pod::{AffinityTerm, PodDemand, Spread, TopologyKey};
-use super::requirements::{Requirement, Requirements};
+use super::requirements::Requirement;
 use super::selector::Selector;
 use super::taints::Toleration;
 use crate::api::*;
