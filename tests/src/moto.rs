@@ -35,6 +35,9 @@
 //!   `https://....eks.amazonaws.com/` host and `certificateAuthority.data` is random text,
 //!   not a base64 PEM certificate. Tests that talk to a cluster use the simulated cluster's
 //!   own URL and CA instead (known gap).
+//! - **IAM managed policies** exist only because the server is started with
+//!   `MOTO_IAM_LOAD_MANAGED_POLICIES=true`; without it AttachRolePolicy of
+//!   `AmazonEKSWorkerNodePolicy` fails with NoSuchEntity.
 //! - **Signatures** are not verified; any static credentials work.
 
 mod seed;
@@ -267,6 +270,9 @@ fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
         .env_remove("AWS_ENDPOINT_URL")
         .env_remove("AWS_PROFILE")
         .env("NO_PROXY", "127.0.0.1,localhost")
+        // AWS managed policies (AmazonEKSWorkerNodePolicy, ...) exist in every account;
+        // moto loads them only when asked.
+        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
