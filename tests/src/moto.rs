@@ -30,7 +30,8 @@
 //!   `Errors` entry: moto never reports insufficient capacity. ICE handling is tested with
 //!   `aws-smithy-mocks`.
 //! - **Tags with the `aws:` prefix**: moto accepts them (AWS refuses user tags starting with
-//!   `aws:`); the seed still does not set `aws:eks:cluster-name`, since AWS sets it itself.
+//!   `aws:`). The seed uses that to put `aws:eks:cluster-name=<cluster>` on the security
+//!   group, as EKS itself does on the cluster security group.
 //! - **EKS CreateCluster**: works, status `ACTIVE` at once, but the endpoint is a random
 //!   `https://....eks.amazonaws.com/` host and `certificateAuthority.data` is random text,
 //!   not a base64 PEM certificate. Tests that talk to a cluster use the simulated cluster's
@@ -87,9 +88,17 @@ pub enum MotoError {
     #[error("moto_server exited before it answered ({status}); see its log {log}")]
     Exited { status: String, log: PathBuf },
     #[error("moto_server did not answer on {url} within {timeout:?}; see its log {log}")]
-    NotReady { url: String, timeout: Duration, log: PathBuf },
+    NotReady {
+        url: String,
+        timeout: Duration,
+        log: PathBuf,
+    },
     #[error("moto_server on {url} could not be started after {attempts} attempts; last log {log}")]
-    GaveUp { url: String, attempts: u32, log: PathBuf },
+    GaveUp {
+        url: String,
+        attempts: u32,
+        log: PathBuf,
+    },
     #[error("POST {url} failed")]
     Reset { url: String, source: reqwest::Error },
 }
@@ -116,14 +125,22 @@ impl Moto {
             .no_proxy()
             .timeout(Duration::from_secs(5))
             .build()
-            .map_err(|source| MotoError::Reset { url: String::new(), source })?;
+            .map_err(|source| MotoError::Reset {
+                url: String::new(),
+                source,
+            })?;
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
             let log = log_path(port);
             let child = spawn(&python, port, &log)?;
             let url = format!("http://127.0.0.1:{port}");
-            let mut moto = Moto { child, url, log, http: http.clone() };
+            let mut moto = Moto {
+                child,
+                url,
+                log,
+                http: http.clone(),
+            };
             match moto.wait_ready().await {
                 Ok(()) => return Ok(moto),
                 // Another process won the race for the port; moto exits at once.
@@ -138,7 +155,11 @@ impl Moto {
             }
         }
         let (url, log) = last.unwrap_or_default();
-        Err(MotoError::GaveUp { url, attempts: START_ATTEMPTS, log })
+        Err(MotoError::GaveUp {
+            url,
+            attempts: START_ATTEMPTS,
+            log,
+        })
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -175,7 +196,10 @@ impl Moto {
         let probe = format!("{}/moto-api/", self.url);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(MotoError::Exited { status: status.to_string(), log: self.log.clone() });
+                return Err(MotoError::Exited {
+                    status: status.to_string(),
+                    log: self.log.clone(),
+                });
             }
             if let Ok(resp) = self.http.get(&probe).send().await
                 && resp.status().is_success()
@@ -211,7 +235,8 @@ impl Drop for Moto {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if !self.log.as_os_str().is_empty() && std::env::var_os("NODEWRIGHT_KEEP_MOTO_LOG").is_none()
+        if !self.log.as_os_str().is_empty()
+            && std::env::var_os("NODEWRIGHT_KEEP_MOTO_LOG").is_none()
         {
             let _ = std::fs::remove_file(&self.log);
         }
@@ -246,7 +271,10 @@ pub fn workspace_root() -> PathBuf {
 fn free_port() -> Result<u16, MotoError> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .map_err(|source| MotoError::FreePort { source })?;
-    let port = listener.local_addr().map_err(|source| MotoError::FreePort { source })?.port();
+    let port = listener
+        .local_addr()
+        .map_err(|source| MotoError::FreePort { source })?
+        .port();
     drop(listener);
     Ok(port)
 }
@@ -254,14 +282,22 @@ fn free_port() -> Result<u16, MotoError> {
 fn log_path(port: u16) -> PathBuf {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("nodewright-moto-{}-{n}-{port}.log", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "nodewright-moto-{}-{n}-{port}.log",
+        std::process::id()
+    ))
 }
 
 fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
     use std::os::unix::process::CommandExt;
-    let out = std::fs::File::create(log)
-        .map_err(|source| MotoError::Log { log: log.to_path_buf(), source })?;
-    let err = out.try_clone().map_err(|source| MotoError::Log { log: log.to_path_buf(), source })?;
+    let out = std::fs::File::create(log).map_err(|source| MotoError::Log {
+        log: log.to_path_buf(),
+        source,
+    })?;
+    let err = out.try_clone().map_err(|source| MotoError::Log {
+        log: log.to_path_buf(),
+        source,
+    })?;
     Command::new(python)
         .arg("-c")
         .arg(LAUNCHER)
@@ -278,5 +314,8 @@ fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
         .stderr(err)
         .process_group(0)
         .spawn()
-        .map_err(|source| MotoError::Spawn { python: python.to_path_buf(), source })
+        .map_err(|source| MotoError::Spawn {
+            python: python.to_path_buf(),
+            source,
+        })
 }

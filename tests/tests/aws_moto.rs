@@ -6,9 +6,8 @@ use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use nodewright::api::{AmiSelectorTerm, SelectorTerm};
 use nodewright::aws::launch_templates::BlockDevice;
 use nodewright::aws::{
-    Ec2Adapter, Fleet, FleetOverride, FleetRequest, ImageAdapter, ImageResolver,
-    InstanceInventory, InstanceState, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
-    pick_subnet_per_zone,
+    Ec2Adapter, Fleet, FleetOverride, FleetRequest, ImageAdapter, ImageResolver, InstanceInventory,
+    InstanceState, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery, pick_subnet_per_zone,
 };
 use nodewright::catalog::CapacityType;
 use nodewright_world::moto::{Moto, SeedSpec, Seeded, seed};
@@ -25,9 +24,16 @@ struct World {
 async fn world() -> World {
     let moto = Moto::start().await.expect("moto starts");
     let config = moto.sdk_config().await;
-    let seeded = seed(&config, &SeedSpec::new(CLUSTER)).await.expect("seeded");
+    let seeded = seed(&config, &SeedSpec::new(CLUSTER))
+        .await
+        .expect("seeded");
     let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&config), CLUSTER);
-    World { _moto: moto, config, seeded, ec2 }
+    World {
+        _moto: moto,
+        config,
+        seeded,
+        ec2,
+    }
 }
 
 fn discovery_term(value: &str) -> SelectorTerm {
@@ -60,19 +66,49 @@ fn spec(w: &World, image_id: &str) -> LaunchTemplateSpec {
 async fn subnets_and_security_groups_are_found_by_discovery_tag_and_by_key_only() {
     let w = world().await;
 
-    let by_value = w.ec2.subnets(&[discovery_term(CLUSTER)]).await.expect("subnets");
-    let by_key = w.ec2.subnets(&[discovery_term("*")]).await.expect("subnets");
-    let other = w.ec2.subnets(&[discovery_term("someone-else")]).await.expect("subnets");
+    let by_value = w
+        .ec2
+        .subnets(&[discovery_term(CLUSTER)])
+        .await
+        .expect("subnets");
+    let by_key = w
+        .ec2
+        .subnets(&[discovery_term("*")])
+        .await
+        .expect("subnets");
+    let other = w
+        .ec2
+        .subnets(&[discovery_term("someone-else")])
+        .await
+        .expect("subnets");
 
     let seeded: HashSet<&str> = w.seeded.subnets.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(by_value.iter().map(|s| s.id.as_str()).collect::<HashSet<_>>(), seeded);
-    assert_eq!(by_key.iter().map(|s| s.id.as_str()).collect::<HashSet<_>>(), seeded);
+    assert_eq!(
+        by_value
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<HashSet<_>>(),
+        seeded
+    );
+    assert_eq!(
+        by_key.iter().map(|s| s.id.as_str()).collect::<HashSet<_>>(),
+        seeded
+    );
     assert!(other.is_empty(), "{other:?}");
     let zones: Vec<String> = pick_subnet_per_zone(&by_value).into_keys().collect();
     assert_eq!(zones, ["us-east-1a", "us-east-1b", "us-east-1c"]);
-    assert!(by_value.iter().all(|s| s.available_ips > 0 && !s.zone_id.is_empty()), "{by_value:?}");
+    assert!(
+        by_value
+            .iter()
+            .all(|s| s.available_ips > 0 && !s.zone_id.is_empty()),
+        "{by_value:?}"
+    );
 
-    let groups = w.ec2.security_groups(&[discovery_term("*")]).await.expect("groups");
+    let groups = w
+        .ec2
+        .security_groups(&[discovery_term("*")])
+        .await
+        .expect("groups");
     let by_name = w
         .ec2
         .security_groups(&[SelectorTerm {
@@ -93,35 +129,85 @@ async fn al2023_latest_resolves_through_the_public_ssm_parameters_to_both_archit
         aws_sdk_ec2::Client::new(&w.config),
         aws_sdk_ssm::Client::new(&w.config),
     );
-    let alias = |a: &str| AmiSelectorTerm { alias: Some(a.to_string()), ..Default::default() };
-
-    let latest = images.resolve(&[alias("al2023@latest")], "1.32").await.expect("resolved");
-    let pinned = images.resolve(&[alias("bottlerocket@v1.20.0")], "1.32").await.expect("resolved");
-    let wrong_version = images.resolve(&[alias("al2023@latest")], "1.20").await.expect("resolved");
-
-    let got: Vec<(&str, &str)> = latest.iter().map(|i| (i.arch.as_str(), i.id.as_str())).collect();
-    let want = |family: &str, arch: &str| {
-        w.seeded.image(family, arch).map(|i| i.image_id.as_str()).unwrap_or("not seeded")
+    let alias = |a: &str| AmiSelectorTerm {
+        alias: Some(a.to_string()),
+        ..Default::default()
     };
-    assert_eq!(got, [("amd64", want("al2023", "x86_64")), ("arm64", want("al2023", "arm64"))]);
+
+    let latest = images
+        .resolve(&[alias("al2023@latest")], "1.32")
+        .await
+        .expect("resolved");
+    let pinned = images
+        .resolve(&[alias("bottlerocket@v1.20.0")], "1.32")
+        .await
+        .expect("resolved");
+    let wrong_version = images
+        .resolve(&[alias("al2023@latest")], "1.20")
+        .await
+        .expect("resolved");
+
+    let got: Vec<(&str, &str)> = latest
+        .iter()
+        .map(|i| (i.arch.as_str(), i.id.as_str()))
+        .collect();
+    let want = |family: &str, arch: &str| {
+        w.seeded
+            .image(family, arch)
+            .map(|i| i.image_id.as_str())
+            .unwrap_or("not seeded")
+    };
+    assert_eq!(
+        got,
+        [
+            ("amd64", want("al2023", "x86_64")),
+            ("arm64", want("al2023", "arm64"))
+        ]
+    );
     let got: Vec<&str> = pinned.iter().map(|i| i.id.as_str()).collect();
-    assert_eq!(got, [want("bottlerocket", "x86_64"), want("bottlerocket", "arm64")]);
+    assert_eq!(
+        got,
+        [
+            want("bottlerocket", "x86_64"),
+            want("bottlerocket", "arm64")
+        ]
+    );
     assert!(wrong_version.is_empty(), "{wrong_version:?}");
 }
 
 #[tokio::test]
 async fn ensuring_the_same_launch_template_twice_creates_it_once() {
     let w = world().await;
-    let image = w.seeded.image("al2023", "x86_64").expect("seeded").image_id.clone();
+    let image = w
+        .seeded
+        .image("al2023", "x86_64")
+        .expect("seeded")
+        .image_id
+        .clone();
 
-    let first = w.ec2.ensure_launch_template(&spec(&w, &image)).await.expect("created");
-    let second = w.ec2.ensure_launch_template(&spec(&w, &image)).await.expect("found");
+    let first = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("created");
+    let second = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("found");
 
     assert_eq!(first, second);
     let ec2 = aws_sdk_ec2::Client::new(&w.config);
-    let all = ec2.describe_launch_templates().send().await.expect("described");
-    let names: Vec<&str> =
-        all.launch_templates().iter().filter_map(|t| t.launch_template_name()).collect();
+    let all = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("described");
+    let names: Vec<&str> = all
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name())
+        .collect();
     assert_eq!(names, [first.name.as_str()]);
     assert!(first.name.starts_with("nodewright/demo/"), "{}", first.name);
 
@@ -131,15 +217,28 @@ async fn ensuring_the_same_launch_template_twice_creates_it_once() {
         .await
         .expect("nothing to delete");
     assert!(deleted.is_empty());
-    let deleted = w.ec2.delete_unused_launch_templates(&HashSet::new()).await.expect("deleted");
+    let deleted = w
+        .ec2
+        .delete_unused_launch_templates(&HashSet::new())
+        .await
+        .expect("deleted");
     assert_eq!(deleted, [first.name]);
 }
 
 #[tokio::test]
 async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_are_refused() {
     let w = world().await;
-    let image = w.seeded.image("al2023", "x86_64").expect("seeded").image_id.clone();
-    let template = w.ec2.ensure_launch_template(&spec(&w, &image)).await.expect("template");
+    let image = w
+        .seeded
+        .image("al2023", "x86_64")
+        .expect("seeded")
+        .image_id
+        .clone();
+    let template = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("template");
     let subnet = &w.seeded.subnets[1];
     let request = FleetRequest {
         client_token: "claim-0001".into(),
@@ -152,7 +251,10 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
         }],
         capacity_type: CapacityType::Spot,
         tags: BTreeMap::from([
-            ("nodewright.io/nodeclaim".to_string(), "claim-0001".to_string()),
+            (
+                "nodewright.io/nodeclaim".to_string(),
+                "claim-0001".to_string(),
+            ),
             ("karpenter.sh/nodepool".to_string(), "default".to_string()),
         ]),
     };
@@ -164,11 +266,20 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
         panic!("expected one instance, got {:?}", outcome.instances)
     };
     assert_eq!(
-        (launched.instance_type.as_str(), launched.zone.as_str(), launched.capacity_type),
+        (
+            launched.instance_type.as_str(),
+            launched.zone.as_str(),
+            launched.capacity_type
+        ),
         ("m5.large", subnet.zone.as_str(), CapacityType::Spot)
     );
     let ec2 = aws_sdk_ec2::Client::new(&w.config);
-    let described = ec2.describe_instances().instance_ids(&launched.id).send().await.expect("described");
+    let described = ec2
+        .describe_instances()
+        .instance_ids(&launched.id)
+        .send()
+        .await
+        .expect("described");
     let tags: BTreeMap<&str, &str> = described
         .reservations()
         .iter()
@@ -180,9 +291,18 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
     assert_eq!(tags.get("nodewright.io/nodeclaim"), Some(&"claim-0001"));
 
     let owned = w.ec2.list_owned().await.expect("listed");
-    let listed: Vec<(&str, InstanceState, CapacityType)> =
-        owned.iter().map(|i| (i.id.as_str(), i.state, i.capacity_type)).collect();
-    assert_eq!(listed, [(launched.id.as_str(), InstanceState::Running, CapacityType::Spot)]);
+    let listed: Vec<(&str, InstanceState, CapacityType)> = owned
+        .iter()
+        .map(|i| (i.id.as_str(), i.state, i.capacity_type))
+        .collect();
+    assert_eq!(
+        listed,
+        [(
+            launched.id.as_str(),
+            InstanceState::Running,
+            CapacityType::Spot
+        )]
+    );
     assert!(owned[0].private_dns_name.is_some() && owned[0].launch_time.is_some());
 
     let foreign = ec2
@@ -201,14 +321,28 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
         .send()
         .await
         .expect("foreign instance");
-    let foreign_id = foreign.instances()[0].instance_id().expect("id").to_string();
+    let foreign_id = foreign.instances()[0]
+        .instance_id()
+        .expect("id")
+        .to_string();
 
-    let first = w.ec2.terminate(&[launched.id.clone(), foreign_id.clone()]).await.expect("terminated");
-    let again = w.ec2.terminate(&[launched.id.clone()]).await.expect("repeat is fine");
+    let first = w
+        .ec2
+        .terminate(&[launched.id.clone(), foreign_id.clone()])
+        .await
+        .expect("terminated");
+    let again = w
+        .ec2
+        .terminate(std::slice::from_ref(&launched.id))
+        .await
+        .expect("repeat is fine");
 
-    assert_eq!(first.terminated, [launched.id.clone()]);
-    assert_eq!(first.refused, [foreign_id.clone()]);
-    assert!(again.terminated.is_empty() && again.refused.is_empty(), "{again:?}");
+    assert_eq!(first.terminated, [launched.id.as_str()]);
+    assert_eq!(first.refused, [foreign_id.as_str()]);
+    assert!(
+        again.terminated.is_empty() && again.refused.is_empty(),
+        "{again:?}"
+    );
     let state = |id: String| {
         let ec2 = ec2.clone();
         async move {
@@ -218,7 +352,9 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
                 .send()
                 .await
                 .expect("described");
-            out.reservations()[0].instances()[0].state().and_then(|s| s.name().cloned())
+            out.reservations()[0].instances()[0]
+                .state()
+                .and_then(|s| s.name().cloned())
         }
     };
     use aws_sdk_ec2::types::InstanceStateName::{Running, Terminated};

@@ -11,7 +11,10 @@ pub(crate) fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
         .collect()
 }
 
-pub(crate) fn tag_spec(resource: ResourceType, tags: &BTreeMap<String, String>) -> TagSpecification {
+pub(crate) fn tag_spec(
+    resource: ResourceType,
+    tags: &BTreeMap<String, String>,
+) -> TagSpecification {
     let mut spec = TagSpecification::builder().resource_type(resource);
     for (k, v) in tags {
         spec = spec.tags(Tag::builder().key(k).value(v).build());
@@ -20,7 +23,10 @@ pub(crate) fn tag_spec(resource: ResourceType, tags: &BTreeMap<String, String>) 
 }
 
 pub(crate) fn filter(name: &str, values: &[String]) -> Filter {
-    Filter::builder().name(name).set_values(Some(values.to_vec())).build()
+    Filter::builder()
+        .name(name)
+        .set_values(Some(values.to_vec()))
+        .build()
 }
 
 /// An SDK timestamp as a `jiff` one (None if out of jiff's range).

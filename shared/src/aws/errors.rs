@@ -135,7 +135,10 @@ pub fn classify_code(code: &str) -> ErrorClass {
 /// connection, unparsable answer) is `Other`.
 pub fn classify<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> ErrorClass {
     match err {
-        SdkError::ServiceError(service) => service.err().code().map_or(ErrorClass::Other, classify_code),
+        SdkError::ServiceError(service) => service
+            .err()
+            .code()
+            .map_or(ErrorClass::Other, classify_code),
         _ => ErrorClass::Other,
     }
 }
@@ -166,7 +169,12 @@ impl ApiError {
             ),
             other => (None, other.to_string()),
         };
-        ApiError { class, code, message, source: Box::new(err) }
+        ApiError {
+            class,
+            code,
+            message,
+            source: Box::new(err),
+        }
     }
 }
 
@@ -200,7 +208,10 @@ pub enum AwsError {
     #[error("SSM GetParameters failed")]
     GetParameters { source: ApiError },
     #[error("CreateFleet failed for client token {client_token}")]
-    CreateFleet { client_token: String, source: ApiError },
+    CreateFleet {
+        client_token: String,
+        source: ApiError,
+    },
     #[error("DescribeLaunchTemplates failed for {name}")]
     DescribeLaunchTemplates { name: String, source: ApiError },
     #[error("CreateLaunchTemplate failed for {name}")]
@@ -214,12 +225,19 @@ pub enum AwsError {
     #[error("CreateTags failed for {ids:?}")]
     CreateTags { ids: Vec<String>, source: ApiError },
     #[error("cannot build the {request} request")]
-    BuildRequest { request: &'static str, source: aws_smithy_types::error::operation::BuildError },
+    BuildRequest {
+        request: &'static str,
+        source: aws_smithy_types::error::operation::BuildError,
+    },
     #[error(
         "CreateFleet request {client_token} names {count} instance types; at most {max} are \
          allowed (Karpenter's limit per launch)"
     )]
-    TooManyInstanceTypes { client_token: String, count: usize, max: usize },
+    TooManyInstanceTypes {
+        client_token: String,
+        count: usize,
+        max: usize,
+    },
     #[error("CreateFleet request {client_token} has no overrides: nothing could be launched")]
     NoOverrides { client_token: String },
     #[error("launch template {name} was reported to exist but cannot be found")]
@@ -267,14 +285,26 @@ mod tests {
     fn error_codes_fall_into_the_classes_karpenter_uses() {
         let table = [
             ("InvalidInstanceID.NotFound", ErrorClass::NotFound),
-            ("InvalidLaunchTemplateName.NotFoundException", ErrorClass::NotFound),
+            (
+                "InvalidLaunchTemplateName.NotFoundException",
+                ErrorClass::NotFound,
+            ),
             ("ParameterNotFound", ErrorClass::NotFound),
-            ("InsufficientInstanceCapacity", ErrorClass::InsufficientCapacity),
-            ("MaxSpotInstanceCountExceeded", ErrorClass::InsufficientCapacity),
+            (
+                "InsufficientInstanceCapacity",
+                ErrorClass::InsufficientCapacity,
+            ),
+            (
+                "MaxSpotInstanceCountExceeded",
+                ErrorClass::InsufficientCapacity,
+            ),
             ("VcpuLimitExceeded", ErrorClass::InsufficientCapacity),
             ("UnfulfillableCapacity", ErrorClass::InsufficientCapacity),
             ("Unsupported", ErrorClass::InsufficientCapacity),
-            ("InsufficientFreeAddressesInSubnet", ErrorClass::InsufficientCapacity),
+            (
+                "InsufficientFreeAddressesInSubnet",
+                ErrorClass::InsufficientCapacity,
+            ),
             ("RequestLimitExceeded", ErrorClass::Throttled),
             ("Throttling", ErrorClass::Throttled),
             ("UnauthorizedOperation", ErrorClass::Unauthorized),

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_ec2::operation::create_fleet::CreateFleetOutput;
 use aws_sdk_ec2::types::{
     DefaultTargetCapacityType, FleetLaunchTemplateConfigRequest,
-    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest, FleetType,
-    InstanceLifecycle, InstanceType as SdkInstanceType, OnDemandOptionsRequest, ResourceType,
-    SpotAllocationStrategy, SpotOptionsRequest, TargetCapacitySpecificationRequest,
-    FleetOnDemandAllocationStrategy,
+    FleetLaunchTemplateOverridesRequest, FleetLaunchTemplateSpecificationRequest,
+    FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle, InstanceType as SdkInstanceType,
+    OnDemandOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest,
+    TargetCapacitySpecificationRequest,
 };
 
 use crate::catalog::CapacityType;
@@ -73,14 +73,24 @@ pub struct FleetOutcome {
 /// The capacity type of an instance from its lifecycle: spot if EC2 says so, otherwise
 /// on-demand (capacity blocks and scheduled instances are paid like on-demand).
 pub fn capacity_type_of(lifecycle: Option<&str>) -> CapacityType {
-    if lifecycle == Some("spot") { CapacityType::Spot } else { CapacityType::OnDemand }
+    if lifecycle == Some("spot") {
+        CapacityType::Spot
+    } else {
+        CapacityType::OnDemand
+    }
 }
 
 fn validate(request: &FleetRequest) -> Result<(), AwsError> {
     if request.overrides.is_empty() {
-        return Err(AwsError::NoOverrides { client_token: request.client_token.clone() });
+        return Err(AwsError::NoOverrides {
+            client_token: request.client_token.clone(),
+        });
     }
-    let types: BTreeSet<&str> = request.overrides.iter().map(|o| o.instance_type.as_str()).collect();
+    let types: BTreeSet<&str> = request
+        .overrides
+        .iter()
+        .map(|o| o.instance_type.as_str())
+        .collect();
     if types.len() > MAX_INSTANCE_TYPES {
         return Err(AwsError::TooManyInstanceTypes {
             client_token: request.client_token.clone(),
@@ -164,13 +174,20 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
         zone.map(str::to_string)
             .or_else(|| {
                 let subnet = subnet?;
-                request.overrides.iter().find(|o| o.subnet_id == subnet).map(|o| o.zone.clone())
+                request
+                    .overrides
+                    .iter()
+                    .find(|o| o.subnet_id == subnet)
+                    .map(|o| o.zone.clone())
             })
             .unwrap_or_default()
     };
     let mut result = FleetOutcome::default();
     for launched in out.instances() {
-        let overrides = launched.launch_template_and_overrides.as_ref().and_then(|l| l.overrides.as_ref());
+        let overrides = launched
+            .launch_template_and_overrides
+            .as_ref()
+            .and_then(|l| l.overrides.as_ref());
         let zone = zone_of(
             overrides.and_then(|o| o.availability_zone.as_deref()),
             overrides.and_then(|o| o.subnet_id.as_deref()),
@@ -196,7 +213,10 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
         }
     }
     for e in out.errors() {
-        let overrides = e.launch_template_and_overrides.as_ref().and_then(|l| l.overrides.as_ref());
+        let overrides = e
+            .launch_template_and_overrides
+            .as_ref()
+            .and_then(|l| l.overrides.as_ref());
         let code = e.error_code.clone().unwrap_or_default();
         result.errors.push(FleetError {
             instance_type: overrides
@@ -218,9 +238,14 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
 impl Fleet for Ec2Adapter {
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
         validate(request)?;
-        let out = self.fleet_call(request).send().await.map_err(api(|source| {
-            AwsError::CreateFleet { client_token: request.client_token.clone(), source }
-        }))?;
+        let out = self
+            .fleet_call(request)
+            .send()
+            .await
+            .map_err(api(|source| AwsError::CreateFleet {
+                client_token: request.client_token.clone(),
+                source,
+            }))?;
         Ok(outcome(request, &out))
     }
 }

@@ -64,7 +64,11 @@ impl AmiAlias {
         };
         let version = match version {
             "latest" => AliasVersion::Latest,
-            "" => return Err(invalid("the version after @ is empty; use latest or a release")),
+            "" => {
+                return Err(invalid(
+                    "the version after @ is empty; use latest or a release",
+                ));
+            }
             v => AliasVersion::Pinned(v.to_string()),
         };
         Ok(AmiAlias { family, version })
@@ -77,7 +81,11 @@ pub const ALIAS_ARCHES: [&str; 2] = ["x86_64", "arm64"];
 /// The public SSM parameter holding the image id of an alias for a Kubernetes
 /// `major.minor` and an EC2 architecture (`x86_64`, `arm64`); None for other
 /// architectures.
-pub fn ssm_parameter_path(alias: &AmiAlias, kubernetes_version: &str, arch: &str) -> Option<String> {
+pub fn ssm_parameter_path(
+    alias: &AmiAlias,
+    kubernetes_version: &str,
+    arch: &str,
+) -> Option<String> {
     if !ALIAS_ARCHES.contains(&arch) {
         return None;
     }
@@ -214,7 +222,9 @@ impl ImageAdapter {
             ids.push(id.clone());
         }
         if let Some(parameter) = &term.ssm_parameter {
-            let values = self.parameter_values(std::slice::from_ref(parameter)).await?;
+            let values = self
+                .parameter_values(std::slice::from_ref(parameter))
+                .await?;
             if values.is_empty() {
                 return Ok(Vec::new());
             }
@@ -275,7 +285,11 @@ mod tests {
                 "arm64",
                 "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/amazon-eks-node-al2023-arm64-standard-1.30-v20240807/image_id",
             ),
-            ("al2@latest", "x86_64", "/aws/service/eks/optimized-ami/1.30/amazon-linux-2/recommended/image_id"),
+            (
+                "al2@latest",
+                "x86_64",
+                "/aws/service/eks/optimized-ami/1.30/amazon-linux-2/recommended/image_id",
+            ),
             (
                 "al2@latest",
                 "arm64",
@@ -286,12 +300,24 @@ mod tests {
                 "arm64",
                 "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-arm64/amazon-eks-arm64-node-1.30-v20240807/image_id",
             ),
-            ("bottlerocket@latest", "arm64", "/aws/service/bottlerocket/aws-k8s-1.30/arm64/latest/image_id"),
-            ("bottlerocket@v1.20.0", "x86_64", "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/1.20.0/image_id"),
+            (
+                "bottlerocket@latest",
+                "arm64",
+                "/aws/service/bottlerocket/aws-k8s-1.30/arm64/latest/image_id",
+            ),
+            (
+                "bottlerocket@v1.20.0",
+                "x86_64",
+                "/aws/service/bottlerocket/aws-k8s-1.30/x86_64/1.20.0/image_id",
+            ),
         ];
         for (alias, arch, path) in table {
             let parsed = AmiAlias::parse(alias).expect(alias);
-            assert_eq!(ssm_parameter_path(&parsed, "1.30", arch).as_deref(), Some(path), "{alias} {arch}");
+            assert_eq!(
+                ssm_parameter_path(&parsed, "1.30", arch).as_deref(),
+                Some(path),
+                "{alias} {arch}"
+            );
         }
     }
 
@@ -304,7 +330,12 @@ mod tests {
     }
 
     fn image(id: &str, arch: &str, date: &str) -> Image {
-        Image { id: id.into(), name: String::new(), arch: arch.into(), creation_date: date.into() }
+        Image {
+            id: id.into(),
+            name: String::new(),
+            arch: arch.into(),
+            creation_date: date.into(),
+        }
     }
 
     #[test]

@@ -57,7 +57,9 @@ impl InstanceTypeSource for Ec2Adapter {
             .send()
             .collect::<Result<Vec<_>, _>>()
             .await
-            .map_err(api(|source| AwsError::DescribeInstanceTypeOfferings { source }))?;
+            .map_err(api(|source| AwsError::DescribeInstanceTypeOfferings {
+                source,
+            }))?;
         let mut offerings: Vec<TypeOffering> = items
             .into_iter()
             .filter_map(|o| {
@@ -97,7 +99,12 @@ fn spot_price(p: &SdkSpotPrice) -> Option<SpotPrice> {
         zone: p.availability_zone.clone()?,
         // A price EC2 reports that is not a number is skipped: no price means the
         // offering is not priced, never priced at zero.
-        price: p.spot_price.as_deref()?.parse().ok().filter(|p: &f64| p.is_finite())?,
+        price: p
+            .spot_price
+            .as_deref()?
+            .parse()
+            .ok()
+            .filter(|p: &f64| p.is_finite())?,
         timestamp: p.timestamp.as_ref().and_then(timestamp),
     })
 }
@@ -135,7 +142,12 @@ pub(crate) fn instance_type(info: &InstanceTypeInfo) -> Option<InstanceType> {
     let gpu = info.gpu_info.as_ref().and_then(|g| {
         let first = g.gpus().first()?;
         Some(Gpu {
-            count: g.gpus().iter().filter_map(|d| d.count).map(|c| u32::try_from(c).unwrap_or(0)).sum(),
+            count: g
+                .gpus()
+                .iter()
+                .filter_map(|d| d.count)
+                .map(|c| u32::try_from(c).unwrap_or(0))
+                .sum(),
             name: first.name.clone().unwrap_or_default(),
             manufacturer: first.manufacturer.clone().unwrap_or_default(),
             memory_mib: first
@@ -167,7 +179,11 @@ pub(crate) fn instance_type(info: &InstanceTypeInfo) -> Option<InstanceType> {
         vcpu,
         memory_mib,
         arch: arch.to_string(),
-        hypervisor: info.hypervisor.as_ref().map(|h| h.as_str().to_string()).unwrap_or_default(),
+        hypervisor: info
+            .hypervisor
+            .as_ref()
+            .map(|h| h.as_str().to_string())
+            .unwrap_or_default(),
         bare_metal: info.bare_metal.unwrap_or(false),
         burstable: info.burstable_performance_supported.unwrap_or(false),
         max_enis: network
@@ -197,8 +213,10 @@ struct ParsedName {
 fn parse_name(name: &str) -> Option<ParsedName> {
     let (family, size) = name.split_once('.')?;
     let category: String = family.chars().take_while(|c| !c.is_ascii_digit()).collect();
-    let digits: String =
-        family[category.len()..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    let digits: String = family[category.len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     Some(ParsedName {
         family: family.to_string(),
         category,
@@ -231,7 +249,10 @@ mod tests {
         let newest = newest_per_pair(prices);
         assert_eq!(
             newest,
-            vec![price("m5.large", "us-east-1a", 0.04, 200), price("m5.large", "us-east-1b", 0.07, 100)]
+            vec![
+                price("m5.large", "us-east-1a", 0.04, 200),
+                price("m5.large", "us-east-1b", 0.07, 100)
+            ]
         );
     }
 
@@ -246,7 +267,12 @@ mod tests {
         for (name, family, category, generation, size) in table {
             let p = parse_name(name).expect(name);
             assert_eq!(
-                (p.family.as_str(), p.category.as_str(), p.generation, p.size.as_str()),
+                (
+                    p.family.as_str(),
+                    p.category.as_str(),
+                    p.generation,
+                    p.size.as_str()
+                ),
                 (family, category, generation, size),
                 "{name}"
             );

@@ -70,8 +70,16 @@ const IDS_PER_CALL: usize = 100;
 fn owned_instance(i: &Instance) -> Option<OwnedInstance> {
     Some(OwnedInstance {
         id: i.instance_id.clone()?,
-        instance_type: i.instance_type.as_ref().map(|t| t.as_str().to_string()).unwrap_or_default(),
-        zone: i.placement.as_ref().and_then(|p| p.availability_zone.clone()).unwrap_or_default(),
+        instance_type: i
+            .instance_type
+            .as_ref()
+            .map(|t| t.as_str().to_string())
+            .unwrap_or_default(),
+        zone: i
+            .placement
+            .as_ref()
+            .and_then(|p| p.availability_zone.clone())
+            .unwrap_or_default(),
         state: InstanceState::from_sdk(i.state.as_ref()?.name.as_ref()?)?,
         capacity_type: capacity_type_of(i.instance_lifecycle.as_ref().map(|l| l.as_str())),
         launch_time: i.launch_time.as_ref().and_then(timestamp),
@@ -92,7 +100,12 @@ fn sort_for_termination(
         match described.iter().find(|i| &i.id == id) {
             None => outcome.gone.push(id.clone()),
             Some(i) if i.state == InstanceState::Terminated => outcome.gone.push(id.clone()),
-            Some(i) if i.tags.get(crate::api::labels::OWNERSHIP_TAG).map(String::as_str) != Some(cluster) => {
+            Some(i)
+                if i.tags
+                    .get(crate::api::labels::OWNERSHIP_TAG)
+                    .map(String::as_str)
+                    != Some(cluster) =>
+            {
                 outcome.refused.push(id.clone())
             }
             Some(_) => to_terminate.push(id.clone()),
@@ -116,7 +129,11 @@ impl Ec2Adapter {
             .collect::<Result<Vec<_>, _>>()
             .await
             .map_err(api(|source| AwsError::DescribeInstances { source }))?;
-        Ok(reservations.iter().flat_map(|r| r.instances()).filter_map(owned_instance).collect())
+        Ok(reservations
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(owned_instance)
+            .collect())
     }
 }
 
@@ -124,8 +141,11 @@ impl InstanceInventory for Ec2Adapter {
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
         let (k, v) = self.ownership();
         let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
-        self.describe(vec![filter(&format!("tag:{k}"), &[v]), filter("instance-state-name", &states)])
-            .await
+        self.describe(vec![
+            filter(&format!("tag:{k}"), &[v]),
+            filter("instance-state-name", &states),
+        ])
+        .await
     }
 
     async fn terminate(&self, ids: &[String]) -> Result<TerminateOutcome, AwsError> {
@@ -164,7 +184,11 @@ impl InstanceInventory for Ec2Adapter {
         Ok(total)
     }
 
-    async fn create_tags(&self, ids: &[String], tags: &BTreeMap<String, String>) -> Result<(), AwsError> {
+    async fn create_tags(
+        &self,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), AwsError> {
         if ids.is_empty() || tags.is_empty() {
             return Ok(());
         }
@@ -175,7 +199,10 @@ impl InstanceInventory for Ec2Adapter {
             .set_tags(spec.tags)
             .send()
             .await
-            .map_err(api(|source| AwsError::CreateTags { ids: ids.to_vec(), source }))?;
+            .map_err(api(|source| AwsError::CreateTags {
+                ids: ids.to_vec(),
+                source,
+            }))?;
         Ok(())
     }
 }
@@ -208,10 +235,16 @@ mod tests {
             instance("i-other-cluster", Some("prod"), InstanceState::Running),
             instance("i-done", Some("demo"), InstanceState::Terminated),
         ];
-        let asked: Vec<String> = ["i-owned", "i-untagged", "i-other-cluster", "i-done", "i-unknown"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let asked: Vec<String> = [
+            "i-owned",
+            "i-untagged",
+            "i-other-cluster",
+            "i-done",
+            "i-unknown",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let (to_terminate, outcome) = sort_for_termination("demo", &asked, &described);
         assert_eq!(to_terminate, ["i-owned"]);
         assert_eq!(outcome.refused, ["i-untagged", "i-other-cluster"]);
@@ -221,7 +254,10 @@ mod tests {
     #[test]
     fn spot_lifecycle_means_spot_and_anything_else_on_demand() {
         assert_eq!(capacity_type_of(Some("spot")), CapacityType::Spot);
-        assert_eq!(capacity_type_of(Some("capacity-block")), CapacityType::OnDemand);
+        assert_eq!(
+            capacity_type_of(Some("capacity-block")),
+            CapacityType::OnDemand
+        );
         assert_eq!(capacity_type_of(None), CapacityType::OnDemand);
     }
 }

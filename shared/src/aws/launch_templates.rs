@@ -8,7 +8,8 @@ use aws_sdk_ec2::types::{
     LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6, RequestLaunchTemplateData, ResourceType, VolumeType,
+    LaunchTemplateInstanceMetadataProtocolIpv6, RequestLaunchTemplateData, ResourceType,
+    VolumeType,
 };
 use base64::Engine;
 use serde::Serialize;
@@ -159,8 +160,16 @@ impl LaunchTemplateSpec {
 }
 
 impl Ec2Adapter {
-    async fn find_launch_template(&self, name: &str) -> Result<Option<LaunchTemplateRef>, AwsError> {
-        let result = self.client.describe_launch_templates().launch_template_names(name).send().await;
+    async fn find_launch_template(
+        &self,
+        name: &str,
+    ) -> Result<Option<LaunchTemplateRef>, AwsError> {
+        let result = self
+            .client
+            .describe_launch_templates()
+            .launch_template_names(name)
+            .send()
+            .await;
         match result {
             Ok(out) => Ok(out.launch_templates().iter().find_map(|t| {
                 Some(LaunchTemplateRef {
@@ -173,7 +182,11 @@ impl Ec2Adapter {
                     name: name.to_string(),
                     source,
                 })(e);
-                if err.class() == ErrorClass::NotFound { Ok(None) } else { Err(err) }
+                if err.class() == ErrorClass::NotFound {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
             }
         }
     }
@@ -217,7 +230,10 @@ impl LaunchTemplates for Ec2Adapter {
                     .await?
                     .ok_or(AwsError::LaunchTemplateVanished { name })
             }
-            Err(e) => Err(api(|source| AwsError::CreateLaunchTemplate { name, source })(e)),
+            Err(e) => Err(api(|source| AwsError::CreateLaunchTemplate {
+                name,
+                source,
+            })(e)),
         }
     }
 
@@ -242,15 +258,25 @@ impl LaunchTemplates for Ec2Adapter {
         let prefix = format!("nodewright/{}/", self.cluster);
         let mut deleted = Vec::new();
         for t in templates {
-            let Some(name) = t.launch_template_name else { continue };
+            let Some(name) = t.launch_template_name else {
+                continue;
+            };
             if !name.starts_with(&prefix) || in_use.contains(&name) {
                 continue;
             }
-            let result = self.client.delete_launch_template().launch_template_name(&name).send().await;
+            let result = self
+                .client
+                .delete_launch_template()
+                .launch_template_name(&name)
+                .send()
+                .await;
             match result {
                 Ok(_) => deleted.push(name),
                 Err(e) => {
-                    let err = api(|source| AwsError::DeleteLaunchTemplate { name: name.clone(), source })(e);
+                    let err = api(|source| AwsError::DeleteLaunchTemplate {
+                        name: name.clone(),
+                        source,
+                    })(e);
                     if err.class() != ErrorClass::NotFound {
                         return Err(err);
                     }
@@ -267,12 +293,18 @@ mod tests {
 
     #[test]
     fn equal_specs_share_a_name_and_any_change_gives_a_new_one() {
-        let spec = LaunchTemplateSpec { image_id: "ami-1".into(), ..Default::default() };
+        let spec = LaunchTemplateSpec {
+            image_id: "ami-1".into(),
+            ..Default::default()
+        };
         let name = spec.name("demo");
         assert!(name.starts_with("nodewright/demo/"), "{name}");
         assert_eq!(name.len(), "nodewright/demo/".len() + HASH_HEX_LEN);
         assert_eq!(spec.clone().name("demo"), name);
-        let changed = LaunchTemplateSpec { user_data: "x".into(), ..spec.clone() };
+        let changed = LaunchTemplateSpec {
+            user_data: "x".into(),
+            ..spec.clone()
+        };
         assert_ne!(changed.name("demo"), name);
     }
 }

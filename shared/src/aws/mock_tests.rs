@@ -5,9 +5,8 @@ use aws_sdk_ec2::operation::create_fleet::{CreateFleetError, CreateFleetOutput};
 use aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput;
 use aws_sdk_ec2::types::{
     ArchitectureType, CreateFleetError as SdkFleetError, CreateFleetInstance,
-    InstanceLifecycle, InstanceType as SdkInstanceType, InstanceTypeInfo,
-    LaunchTemplateAndOverridesResponse, FleetLaunchTemplateOverrides, MemoryInfo, ProcessorInfo,
-    VCpuInfo,
+    FleetLaunchTemplateOverrides, InstanceLifecycle, InstanceType as SdkInstanceType,
+    InstanceTypeInfo, LaunchTemplateAndOverridesResponse, MemoryInfo, ProcessorInfo, VCpuInfo,
 };
 use aws_smithy_mocks::{MockResponseInterceptor, Rule, RuleMode, mock};
 use aws_smithy_types::error::ErrorMetadata;
@@ -29,7 +28,9 @@ fn ec2(rules: &[&Rule]) -> aws_sdk_ec2::Client {
     let config = aws_sdk_ec2::Config::builder()
         .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
         .region(aws_sdk_ec2::config::Region::new("us-east-1"))
-        .credentials_provider(aws_credential_types::Credentials::new("AKIDTEST", "secret", None, None, "test"))
+        .credentials_provider(aws_credential_types::Credentials::new(
+            "AKIDTEST", "secret", None, None, "test",
+        ))
         .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
         .http_client(aws_smithy_mocks::create_mock_http_client())
         .interceptor(interceptor)
@@ -40,7 +41,10 @@ fn ec2(rules: &[&Rule]) -> aws_sdk_ec2::Client {
 fn request(capacity_type: CapacityType) -> FleetRequest {
     FleetRequest {
         client_token: "claim-1".into(),
-        launch_template: LaunchTemplateRef { id: "lt-1".into(), name: "nodewright/demo/abc".into() },
+        launch_template: LaunchTemplateRef {
+            id: "lt-1".into(),
+            name: "nodewright/demo/abc".into(),
+        },
         overrides: vec![
             FleetOverride {
                 instance_type: "m5.large".into(),
@@ -92,25 +96,53 @@ async fn insufficient_capacity_per_override_is_reported_as_fleet_errors_classifi
         })
         .then_output(|| {
             CreateFleetOutput::builder()
-                .errors(fleet_error("m5.large", "subnet-a", "InsufficientInstanceCapacity"))
-                .errors(fleet_error("c5.large", "subnet-b", "MaxSpotInstanceCountExceeded"))
+                .errors(fleet_error(
+                    "m5.large",
+                    "subnet-a",
+                    "InsufficientInstanceCapacity",
+                ))
+                .errors(fleet_error(
+                    "c5.large",
+                    "subnet-b",
+                    "MaxSpotInstanceCountExceeded",
+                ))
                 .build()
         });
     let adapter = Ec2Adapter::new(ec2(&[&rule]), "demo");
 
-    let outcome = adapter.create_fleet(&request(CapacityType::Spot)).await.expect("answered");
+    let outcome = adapter
+        .create_fleet(&request(CapacityType::Spot))
+        .await
+        .expect("answered");
 
     assert!(outcome.instances.is_empty());
     let errors: Vec<(&str, &str, &str, ErrorClass)> = outcome
         .errors
         .iter()
-        .map(|e| (e.instance_type.as_str(), e.zone.as_str(), e.code.as_str(), e.class))
+        .map(|e| {
+            (
+                e.instance_type.as_str(),
+                e.zone.as_str(),
+                e.code.as_str(),
+                e.class,
+            )
+        })
         .collect();
     assert_eq!(
         errors,
         [
-            ("m5.large", "us-east-1a", "InsufficientInstanceCapacity", ErrorClass::InsufficientCapacity),
-            ("c5.large", "us-east-1b", "MaxSpotInstanceCountExceeded", ErrorClass::InsufficientCapacity),
+            (
+                "m5.large",
+                "us-east-1a",
+                "InsufficientInstanceCapacity",
+                ErrorClass::InsufficientCapacity
+            ),
+            (
+                "c5.large",
+                "us-east-1b",
+                "MaxSpotInstanceCountExceeded",
+                ErrorClass::InsufficientCapacity
+            ),
         ]
     );
     assert_eq!(rule.num_calls(), 1);
@@ -137,19 +169,36 @@ async fn a_launched_spot_instance_is_reported_with_its_zone_from_the_request() {
                     .instance_type(SdkInstanceType::from("c5.large"))
                     .build(),
             )
-            .errors(fleet_error("m5.large", "subnet-a", "InsufficientInstanceCapacity"))
+            .errors(fleet_error(
+                "m5.large",
+                "subnet-a",
+                "InsufficientInstanceCapacity",
+            ))
             .build()
     });
     let adapter = Ec2Adapter::new(ec2(&[&rule]), "demo");
 
-    let outcome = adapter.create_fleet(&request(CapacityType::Spot)).await.expect("answered");
+    let outcome = adapter
+        .create_fleet(&request(CapacityType::Spot))
+        .await
+        .expect("answered");
 
     let launched: Vec<(&str, &str, &str, CapacityType)> = outcome
         .instances
         .iter()
-        .map(|i| (i.id.as_str(), i.instance_type.as_str(), i.zone.as_str(), i.capacity_type))
+        .map(|i| {
+            (
+                i.id.as_str(),
+                i.instance_type.as_str(),
+                i.zone.as_str(),
+                i.capacity_type,
+            )
+        })
         .collect();
-    assert_eq!(launched, [("i-1", "c5.large", "us-east-1b", CapacityType::Spot)]);
+    assert_eq!(
+        launched,
+        [("i-1", "c5.large", "us-east-1b", CapacityType::Spot)]
+    );
     assert_eq!(outcome.errors.len(), 1);
 }
 
@@ -157,12 +206,18 @@ async fn a_launched_spot_instance_is_reported_with_its_zone_from_the_request() {
 async fn a_throttled_create_fleet_is_classified_as_throttled() {
     let rule = mock!(aws_sdk_ec2::Client::create_fleet).then_error(|| {
         CreateFleetError::generic(
-            ErrorMetadata::builder().code("RequestLimitExceeded").message("Request limit exceeded.").build(),
+            ErrorMetadata::builder()
+                .code("RequestLimitExceeded")
+                .message("Request limit exceeded.")
+                .build(),
         )
     });
     let adapter = Ec2Adapter::new(ec2(&[&rule]), "demo");
 
-    let err = adapter.create_fleet(&request(CapacityType::OnDemand)).await.unwrap_err();
+    let err = adapter
+        .create_fleet(&request(CapacityType::OnDemand))
+        .await
+        .unwrap_err();
 
     assert_eq!(err.class(), ErrorClass::Throttled, "{err:?}");
     assert!(err.to_string().contains("claim-1"), "{err}");
@@ -192,7 +247,11 @@ async fn more_than_sixty_instance_types_are_refused_before_calling_ec2() {
 fn type_info(name: &str, arch: ArchitectureType) -> InstanceTypeInfo {
     InstanceTypeInfo::builder()
         .instance_type(SdkInstanceType::from(name))
-        .processor_info(ProcessorInfo::builder().supported_architectures(arch).build())
+        .processor_info(
+            ProcessorInfo::builder()
+                .supported_architectures(arch)
+                .build(),
+        )
         .v_cpu_info(VCpuInfo::builder().default_v_cpus(2).build())
         .memory_info(MemoryInfo::builder().size_in_mib(8192).build())
         .build()
@@ -219,8 +278,10 @@ async fn instance_types_from_every_page_are_returned() {
 
     let types = adapter.instance_types().await.expect("answered");
 
-    let names: Vec<(&str, &str, u32)> =
-        types.iter().map(|t| (t.name.as_str(), t.arch.as_str(), t.generation)).collect();
+    let names: Vec<(&str, &str, u32)> = types
+        .iter()
+        .map(|t| (t.name.as_str(), t.arch.as_str(), t.generation))
+        .collect();
     assert_eq!(names, [("m5.large", "amd64", 5), ("m7g.large", "arm64", 7)]);
     assert_eq!((first.num_calls(), second.num_calls()), (1, 1));
 }

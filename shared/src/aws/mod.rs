@@ -36,7 +36,10 @@ pub struct Ec2Adapter {
 
 impl Ec2Adapter {
     pub fn new(client: aws_sdk_ec2::Client, cluster: impl Into<String>) -> Ec2Adapter {
-        Ec2Adapter { client, cluster: cluster.into() }
+        Ec2Adapter {
+            client,
+            cluster: cluster.into(),
+        }
     }
 
     pub fn cluster(&self) -> &str {

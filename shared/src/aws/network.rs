@@ -32,13 +32,13 @@ pub enum SelectorKind {
     SecurityGroup,
 }
 
+/// EC2 filters as (name, values) pairs.
+pub type Filters = Vec<(String, Vec<String>)>;
+
 /// The EC2 filters (name, values) of one selector term, ANDed by EC2. A tag value `*`
 /// means "has the key" (filter `tag-key`). A term with no field selects nothing (None):
 /// an empty filter list would select every subnet of the account.
-pub fn term_filters(
-    kind: SelectorKind,
-    term: &SelectorTerm,
-) -> Result<Option<Vec<(String, Vec<String>)>>, AwsError> {
+pub fn term_filters(kind: SelectorKind, term: &SelectorTerm) -> Result<Option<Filters>, AwsError> {
     let field = match kind {
         SelectorKind::Subnet => "subnetSelectorTerms",
         SelectorKind::SecurityGroup => "securityGroupSelectorTerms",
@@ -55,7 +55,9 @@ pub fn term_filters(
         if kind == SelectorKind::Subnet {
             return Err(AwsError::InvalidSelector {
                 field,
-                reason: format!("`name` ({name:?}) selects security groups only; use `id` or `tags`"),
+                reason: format!(
+                    "`name` ({name:?}) selects security groups only; use `id` or `tags`"
+                ),
             });
         }
         filters.push(("group-name".to_string(), vec![name.clone()]));
@@ -77,8 +79,10 @@ pub fn pick_subnet_per_zone(subnets: &[Subnet]) -> BTreeMap<String, Subnet> {
     for s in subnets {
         let better = match picked.get(&s.zone) {
             None => true,
-            Some(kept) => (s.available_ips, std::cmp::Reverse(&s.id))
-                > (kept.available_ips, std::cmp::Reverse(&kept.id)),
+            Some(kept) => {
+                (s.available_ips, std::cmp::Reverse(&s.id))
+                    > (kept.available_ips, std::cmp::Reverse(&kept.id))
+            }
         };
         if better {
             picked.insert(s.zone.clone(), s.clone());
@@ -95,7 +99,9 @@ impl NetworkDiscovery for Ec2Adapter {
     async fn subnets(&self, terms: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
         let mut found: BTreeMap<String, Subnet> = BTreeMap::new();
         for term in terms {
-            let Some(filters) = term_filters(SelectorKind::Subnet, term)? else { continue };
+            let Some(filters) = term_filters(SelectorKind::Subnet, term)? else {
+                continue;
+            };
             let items = self
                 .client
                 .describe_subnets()
@@ -127,10 +133,15 @@ impl NetworkDiscovery for Ec2Adapter {
         Ok(found.into_values().collect())
     }
 
-    async fn security_groups(&self, terms: &[SelectorTerm]) -> Result<Vec<SecurityGroup>, AwsError> {
+    async fn security_groups(
+        &self,
+        terms: &[SelectorTerm],
+    ) -> Result<Vec<SecurityGroup>, AwsError> {
         let mut found: BTreeMap<String, SecurityGroup> = BTreeMap::new();
         for term in terms {
-            let Some(filters) = term_filters(SelectorKind::SecurityGroup, term)? else { continue };
+            let Some(filters) = term_filters(SelectorKind::SecurityGroup, term)? else {
+                continue;
+            };
             let items = self
                 .client
                 .describe_security_groups()
@@ -142,7 +153,9 @@ impl NetworkDiscovery for Ec2Adapter {
                 .await
                 .map_err(api(|source| AwsError::DescribeSecurityGroups { source }))?;
             for g in items {
-                let Some(id) = g.group_id.clone() else { continue };
+                let Some(id) = g.group_id.clone() else {
+                    continue;
+                };
                 let name = g.group_name.clone().unwrap_or_default();
                 found.insert(id.clone(), SecurityGroup { id, name });
             }
@@ -167,7 +180,8 @@ mod tests {
 
     #[test]
     fn the_subnet_with_most_free_addresses_is_picked_in_each_zone() {
-        let table: Vec<(Vec<Subnet>, Vec<(&str, &str)>)> = vec![
+        type Case = (Vec<Subnet>, Vec<(&'static str, &'static str)>);
+        let table: Vec<Case> = vec![
             (vec![], vec![]),
             (vec![subnet("subnet-a", "z1", 10)], vec![("z1", "subnet-a")]),
             (
@@ -188,8 +202,10 @@ mod tests {
                 .into_iter()
                 .map(|(zone, s)| (zone, s.id))
                 .collect();
-            let expected: Vec<(String, String)> =
-                expected.iter().map(|(z, s)| (z.to_string(), s.to_string())).collect();
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|(z, s)| (z.to_string(), s.to_string()))
+                .collect();
             assert_eq!(picked, expected, "subnets {subnets:?}");
         }
     }
@@ -198,11 +214,14 @@ mod tests {
         SelectorTerm {
             id: id.map(str::to_string),
             name: name.map(str::to_string),
-            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
-    fn pairs(f: Option<Vec<(String, Vec<String>)>>) -> Option<Vec<(String, String)>> {
+    fn pairs(f: Option<Filters>) -> Option<Vec<(String, String)>> {
         f.map(|v| v.into_iter().map(|(n, vals)| (n, vals.join(","))).collect())
     }
 
@@ -210,20 +229,46 @@ mod tests {
     fn selector_terms_become_ec2_filters_with_star_meaning_key_exists() {
         use SelectorKind::*;
         let table = [
-            (Subnet, term(Some("subnet-1"), None, &[]), Some(vec![("subnet-id", "subnet-1")])),
-            (SecurityGroup, term(Some("sg-1"), None, &[]), Some(vec![("group-id", "sg-1")])),
-            (SecurityGroup, term(None, Some("nodes"), &[]), Some(vec![("group-name", "nodes")])),
             (
                 Subnet,
-                term(None, None, &[("karpenter.sh/discovery", "demo"), ("tier", "*")]),
-                Some(vec![("tag:karpenter.sh/discovery", "demo"), ("tag-key", "tier")]),
+                term(Some("subnet-1"), None, &[]),
+                Some(vec![("subnet-id", "subnet-1")]),
+            ),
+            (
+                SecurityGroup,
+                term(Some("sg-1"), None, &[]),
+                Some(vec![("group-id", "sg-1")]),
+            ),
+            (
+                SecurityGroup,
+                term(None, Some("nodes"), &[]),
+                Some(vec![("group-name", "nodes")]),
+            ),
+            (
+                Subnet,
+                term(
+                    None,
+                    None,
+                    &[("karpenter.sh/discovery", "demo"), ("tier", "*")],
+                ),
+                Some(vec![
+                    ("tag:karpenter.sh/discovery", "demo"),
+                    ("tag-key", "tier"),
+                ]),
             ),
             (Subnet, term(None, None, &[]), None),
         ];
         for (kind, t, expected) in table {
-            let expected =
-                expected.map(|v| v.into_iter().map(|(a, b)| (a.to_string(), b.to_string())).collect());
-            assert_eq!(pairs(term_filters(kind, &t).expect("valid term")), expected, "{t:?}");
+            let expected = expected.map(|v| {
+                v.into_iter()
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .collect()
+            });
+            assert_eq!(
+                pairs(term_filters(kind, &t).expect("valid term")),
+                expected,
+                "{t:?}"
+            );
         }
     }
 

@@ -12,8 +12,8 @@ use crate::catalog::InstanceType;
 use super::errors::AwsError;
 use super::fleet::{FleetOutcome, FleetRequest};
 use super::images::Image;
-use super::instances::{OwnedInstance, TerminateOutcome};
 use super::instance_types::{SpotPrice, TypeOffering};
+use super::instances::{OwnedInstance, TerminateOutcome};
 use super::launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
 use super::network::{SecurityGroup, Subnet};
 

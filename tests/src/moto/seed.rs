@@ -23,11 +23,17 @@ pub struct SeedError {
 }
 
 fn at<E: StdError + Send + Sync + 'static>(step: &'static str) -> impl FnOnce(E) -> SeedError {
-    move |e| SeedError { step, source: Box::new(e) }
+    move |e| SeedError {
+        step,
+        source: Box::new(e),
+    }
 }
 
 fn missing(step: &'static str, what: &str) -> SeedError {
-    SeedError { step, source: format!("moto's answer has no {what}").into() }
+    SeedError {
+        step,
+        source: format!("moto's answer has no {what}").into(),
+    }
 }
 
 /// What to seed.
@@ -41,7 +47,10 @@ pub struct SeedSpec {
 
 impl SeedSpec {
     pub fn new(cluster: impl Into<String>) -> SeedSpec {
-        SeedSpec { cluster: cluster.into(), kubernetes_version: DEFAULT_KUBERNETES_VERSION.into() }
+        SeedSpec {
+            cluster: cluster.into(),
+            kubernetes_version: DEFAULT_KUBERNETES_VERSION.into(),
+        }
     }
 }
 
@@ -100,7 +109,9 @@ pub struct Seeded {
 impl Seeded {
     /// The seeded image of a family (`al2023`) and EC2 architecture (`x86_64`).
     pub fn image(&self, family: &str, arch: &str) -> Option<&SeededImage> {
-        self.images.iter().find(|i| i.family == family && i.arch == arch)
+        self.images
+            .iter()
+            .find(|i| i.family == family && i.arch == arch)
     }
 }
 
@@ -161,8 +172,10 @@ async fn seed_network(ec2: &aws_sdk_ec2::Client, spec: &SeedSpec) -> Result<Netw
         .send()
         .await
         .map_err(at("CreateVpc"))?;
-    let vpc_id =
-        vpc.vpc.and_then(|v| v.vpc_id).ok_or_else(|| missing("CreateVpc", "Vpc.VpcId"))?;
+    let vpc_id = vpc
+        .vpc
+        .and_then(|v| v.vpc_id)
+        .ok_or_else(|| missing("CreateVpc", "Vpc.VpcId"))?;
     let mut subnets = Vec::new();
     for (i, zone) in ZONES.iter().enumerate() {
         // /20 subnets, so each zone has room for thousands of nodes as in a real VPC.
@@ -184,7 +197,11 @@ async fn seed_network(ec2: &aws_sdk_ec2::Client, spec: &SeedSpec) -> Result<Netw
             .subnet
             .and_then(|s| s.subnet_id)
             .ok_or_else(|| missing("CreateSubnet", "Subnet.SubnetId"))?;
-        subnets.push(SeededSubnet { id, zone: (*zone).to_string(), cidr });
+        subnets.push(SeededSubnet {
+            id,
+            zone: (*zone).to_string(),
+            cidr,
+        });
     }
     let security_group_name = format!("eks-cluster-sg-{cluster}");
     // `aws:eks:cluster-name` is set by EKS itself on the cluster security group; AWS refuses
@@ -196,14 +213,24 @@ async fn seed_network(ec2: &aws_sdk_ec2::Client, spec: &SeedSpec) -> Result<Netw
         .vpc_id(&vpc_id)
         .tag_specifications(tags(
             ResourceType::SecurityGroup,
-            &[("Name", &security_group_name), discovery, ("aws:eks:cluster-name", cluster)],
+            &[
+                ("Name", &security_group_name),
+                discovery,
+                ("aws:eks:cluster-name", cluster),
+            ],
         ))
         .send()
         .await
         .map_err(at("CreateSecurityGroup"))?;
-    let security_group_id =
-        sg.group_id.ok_or_else(|| missing("CreateSecurityGroup", "GroupId"))?;
-    Ok(Network { vpc_id, subnets, security_group_id, security_group_name })
+    let security_group_id = sg
+        .group_id
+        .ok_or_else(|| missing("CreateSecurityGroup", "GroupId"))?;
+    Ok(Network {
+        vpc_id,
+        subnets,
+        security_group_id,
+        security_group_name,
+    })
 }
 
 /// One family x architecture: the AMI name AWS gives it and the SSM parameter paths.
@@ -276,7 +303,9 @@ async fn seed_images(
             .send()
             .await
             .map_err(at("CopyImage"))?;
-        let image_id = copy.image_id.ok_or_else(|| missing("CopyImage", "ImageId"))?;
+        let image_id = copy
+            .image_id
+            .ok_or_else(|| missing("CopyImage", "ImageId"))?;
         for parameter in &parameters {
             ssm.put_parameter()
                 .name(parameter)
@@ -287,7 +316,13 @@ async fn seed_images(
                 .await
                 .map_err(at("PutParameter"))?;
         }
-        images.push(SeededImage { family, arch, image_id, name, parameters });
+        images.push(SeededImage {
+            family,
+            arch,
+            image_id,
+            name,
+            parameters,
+        });
     }
     Ok(images)
 }
@@ -327,7 +362,10 @@ async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<Iam, See
         .send()
         .await
         .map_err(at("CreateRole"))?;
-    let role_arn = role.role.map(|r| r.arn).ok_or_else(|| missing("CreateRole", "Role.Arn"))?;
+    let role_arn = role
+        .role
+        .map(|r| r.arn)
+        .ok_or_else(|| missing("CreateRole", "Role.Arn"))?;
     for policy in [
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
@@ -358,7 +396,12 @@ async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<Iam, See
         .send()
         .await
         .map_err(at("AddRoleToInstanceProfile"))?;
-    Ok(Iam { role_name, role_arn, profile_name, profile_arn })
+    Ok(Iam {
+        role_name,
+        role_arn,
+        profile_name,
+        profile_arn,
+    })
 }
 
 async fn seed_cluster(
@@ -380,8 +423,12 @@ async fn seed_cluster(
         .send()
         .await
         .map_err(at("CreateCluster"))?;
-    let cluster = out.cluster.ok_or_else(|| missing("CreateCluster", "cluster"))?;
-    let arn = cluster.arn.ok_or_else(|| missing("CreateCluster", "cluster.arn"))?;
+    let cluster = out
+        .cluster
+        .ok_or_else(|| missing("CreateCluster", "cluster"))?;
+    let arn = cluster
+        .arn
+        .ok_or_else(|| missing("CreateCluster", "cluster.arn"))?;
     let endpoint = cluster.endpoint.unwrap_or_default();
     Ok((arn, endpoint))
 }

@@ -12,10 +12,26 @@ const MAX_RECEIVE_COUNT: u32 = 5;
 
 /// (rule name suffix, source, detail-type) of the events nodewright reacts to (DESIGN.md).
 const RULES: [(&str, &str, &str); 5] = [
-    ("spot-interruption", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
-    ("rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
-    ("state-change", "aws.ec2", "EC2 Instance State-change Notification"),
-    ("capacity-reservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
+    (
+        "spot-interruption",
+        "aws.ec2",
+        "EC2 Spot Instance Interruption Warning",
+    ),
+    (
+        "rebalance",
+        "aws.ec2",
+        "EC2 Instance Rebalance Recommendation",
+    ),
+    (
+        "state-change",
+        "aws.ec2",
+        "EC2 Instance State-change Notification",
+    ),
+    (
+        "capacity-reservation",
+        "aws.ec2",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+    ),
     ("scheduled-change", "aws.health", "AWS Health Event"),
 ];
 
@@ -28,11 +44,17 @@ pub(super) struct Queues {
 }
 
 fn err(step: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> SeedError {
-    SeedError { step, source: Box::new(e) }
+    SeedError {
+        step,
+        source: Box::new(e),
+    }
 }
 
 fn missing(step: &'static str, what: &str) -> SeedError {
-    SeedError { step, source: format!("moto's answer has no {what}").into() }
+    SeedError {
+        step,
+        source: format!("moto's answer has no {what}").into(),
+    }
 }
 
 async fn queue(
@@ -73,9 +95,14 @@ pub(super) async fn seed_queue_and_rules(
     spec: &SeedSpec,
 ) -> Result<Queues, SeedError> {
     let sqs = aws_sdk_sqs::Client::new(config);
-    let (dlq_url, dlq_arn) = queue(&sqs, &format!("{}-interruption-dlq", spec.cluster), None).await?;
-    let (queue_url, queue_arn) =
-        queue(&sqs, &format!("{}-interruption", spec.cluster), Some(&dlq_arn)).await?;
+    let (dlq_url, dlq_arn) =
+        queue(&sqs, &format!("{}-interruption-dlq", spec.cluster), None).await?;
+    let (queue_url, queue_arn) = queue(
+        &sqs,
+        &format!("{}-interruption", spec.cluster),
+        Some(&dlq_arn),
+    )
+    .await?;
     let events = aws_sdk_eventbridge::Client::new(config);
     let mut rule_names = Vec::new();
     for (suffix, source, detail_type) in RULES {
@@ -102,5 +129,11 @@ pub(super) async fn seed_queue_and_rules(
             .map_err(|e| err("PutTargets", e))?;
         rule_names.push(name);
     }
-    Ok(Queues { queue_url, queue_arn, dlq_url, dlq_arn, rule_names })
+    Ok(Queues {
+        queue_url,
+        queue_arn,
+        dlq_url,
+        dlq_arn,
+        rule_names,
+    })
 }
