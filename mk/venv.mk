@@ -1,13 +1,21 @@
-# The project-local Python environment: moto's server (the AWS emulator of the local world)
-# and botocore (the reference SigV4 presigner the EKS token test compares against).
-VENV ?= .venv
-PYTHON ?= python3
+# The Python virtual environment that holds moto's server, the local stand-in for AWS
+# used by the integration tests and the demo (tests/src/moto.rs finds it at
+# <workspace>/.venv unless NODEWRIGHT_VENV says otherwise).
+#
+# moto 5.2.5 is the version the harness and its documented gaps were checked against;
+# change it only together with the doc comment at the top of tests/src/moto.rs.
 MOTO_VERSION ?= 5.2.5
+PYTHON ?= python3
+VENV ?= .venv
 
 .PHONY: venv
 venv: $(VENV)/.stamp
 
+# The stamp records the pinned versions, so changing the pin re-installs and a second
+# run with nothing changed does nothing.
 $(VENV)/.stamp: mk/venv.mk
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)' botocore
-	touch $@
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		"moto[server]==$(MOTO_VERSION)" botocore
+	$(VENV)/bin/moto_server --help >/dev/null
+	echo "moto[server]==$(MOTO_VERSION)" > $@

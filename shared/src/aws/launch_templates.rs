@@ -1,0 +1,310 @@
+//! Launch templates, content-addressed: the name is `nodewright/<cluster>/<hash>` where the
+//! hash covers everything in the spec, so an unchanged spec reuses its template and a
+//! changed one gets a new template (old ones are deleted once unused).
+
+use std::collections::{BTreeMap, HashSet};
+
+use aws_sdk_ec2::types::{
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    LaunchTemplateInstanceMetadataProtocolIpv6, RequestLaunchTemplateData, ResourceType,
+    VolumeType,
+};
+use base64::Engine;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::Ec2Adapter;
+use super::convert::{filter, tag_spec};
+use super::errors::{AwsError, ErrorClass, api};
+use super::ports::LaunchTemplates;
+
+/// Hex digits of the spec hash in the name: 64 bits, as Karpenter's template hash.
+const HASH_HEX_LEN: usize = 16;
+
+/// Everything a node's launch template says.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LaunchTemplateSpec {
+    pub image_id: String,
+    /// Plain text; base64-encoded when sent.
+    pub user_data: String,
+    pub security_group_ids: Vec<String>,
+    pub instance_profile: String,
+    pub block_devices: Vec<BlockDevice>,
+    pub metadata: MetadataOptions,
+    pub associate_public_ip_address: Option<bool>,
+    pub detailed_monitoring: bool,
+    /// Tags of the template itself (the EC2NodeClass tags); instances get theirs from the
+    /// CreateFleet call.
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BlockDevice {
+    pub device_name: String,
+    pub volume_size_gib: Option<i32>,
+    pub volume_type: Option<String>,
+    pub iops: Option<i32>,
+    pub throughput: Option<i32>,
+    pub encrypted: Option<bool>,
+    pub kms_key_id: Option<String>,
+    pub snapshot_id: Option<String>,
+    pub delete_on_termination: Option<bool>,
+}
+
+/// Instance metadata service options; the default is Karpenter's (IMDSv2 required, hop
+/// limit 1, IPv6 endpoint off).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetadataOptions {
+    pub http_endpoint_enabled: bool,
+    pub http_tokens_required: bool,
+    pub http_put_response_hop_limit: i32,
+    pub http_protocol_ipv6: bool,
+}
+
+impl Default for MetadataOptions {
+    fn default() -> Self {
+        MetadataOptions {
+            http_endpoint_enabled: true,
+            http_tokens_required: true,
+            http_put_response_hop_limit: 1,
+            http_protocol_ipv6: false,
+        }
+    }
+}
+
+/// A template to launch from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchTemplateRef {
+    pub id: String,
+    pub name: String,
+}
+
+impl LaunchTemplateSpec {
+    /// `nodewright/<cluster>/<first 16 hex digits of sha256(spec)>`.
+    pub fn name(&self, cluster: &str) -> String {
+        // Serialising a struct of strings, numbers and a BTreeMap cannot fail; should it
+        // ever, the Debug form is an equally stable input.
+        let bytes = serde_json::to_vec(self).unwrap_or_else(|_| format!("{self:?}").into_bytes());
+        let hash = hex::encode(Sha256::digest(&bytes));
+        format!("nodewright/{cluster}/{}", &hash[..HASH_HEX_LEN])
+    }
+
+    fn data(&self) -> RequestLaunchTemplateData {
+        let m = &self.metadata;
+        let metadata = LaunchTemplateInstanceMetadataOptionsRequest::builder()
+            .http_endpoint(if m.http_endpoint_enabled {
+                LaunchTemplateInstanceMetadataEndpointState::Enabled
+            } else {
+                LaunchTemplateInstanceMetadataEndpointState::Disabled
+            })
+            .http_tokens(if m.http_tokens_required {
+                LaunchTemplateHttpTokensState::Required
+            } else {
+                LaunchTemplateHttpTokensState::Optional
+            })
+            .http_put_response_hop_limit(m.http_put_response_hop_limit)
+            .http_protocol_ipv6(if m.http_protocol_ipv6 {
+                LaunchTemplateInstanceMetadataProtocolIpv6::Enabled
+            } else {
+                LaunchTemplateInstanceMetadataProtocolIpv6::Disabled
+            })
+            .build();
+        let mut data = RequestLaunchTemplateData::builder()
+            .image_id(&self.image_id)
+            .user_data(base64::engine::general_purpose::STANDARD.encode(&self.user_data))
+            .set_security_group_ids(Some(self.security_group_ids.clone()))
+            .iam_instance_profile(
+                LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                    .name(&self.instance_profile)
+                    .build(),
+            )
+            .metadata_options(metadata)
+            .monitoring(
+                aws_sdk_ec2::types::LaunchTemplatesMonitoringRequest::builder()
+                    .enabled(self.detailed_monitoring)
+                    .build(),
+            );
+        for d in &self.block_devices {
+            let ebs = LaunchTemplateEbsBlockDeviceRequest::builder()
+                .set_volume_size(d.volume_size_gib)
+                .set_volume_type(d.volume_type.as_deref().map(VolumeType::from))
+                .set_iops(d.iops)
+                .set_throughput(d.throughput)
+                .set_encrypted(d.encrypted)
+                .set_kms_key_id(d.kms_key_id.clone())
+                .set_snapshot_id(d.snapshot_id.clone())
+                .set_delete_on_termination(d.delete_on_termination)
+                .build();
+            data = data.block_device_mappings(
+                LaunchTemplateBlockDeviceMappingRequest::builder()
+                    .device_name(&d.device_name)
+                    .ebs(ebs)
+                    .build(),
+            );
+        }
+        if let Some(public) = self.associate_public_ip_address {
+            data = data.network_interfaces(
+                aws_sdk_ec2::types::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                    .device_index(0)
+                    .associate_public_ip_address(public)
+                    .set_groups(Some(self.security_group_ids.clone()))
+                    .build(),
+            );
+            // Security groups go on the interface when one is specified (EC2 refuses both).
+            data = data.set_security_group_ids(None);
+        }
+        data.build()
+    }
+}
+
+impl Ec2Adapter {
+    async fn find_launch_template(
+        &self,
+        name: &str,
+    ) -> Result<Option<LaunchTemplateRef>, AwsError> {
+        let result = self
+            .client
+            .describe_launch_templates()
+            .launch_template_names(name)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(out.launch_templates().iter().find_map(|t| {
+                Some(LaunchTemplateRef {
+                    id: t.launch_template_id.clone()?,
+                    name: t.launch_template_name.clone()?,
+                })
+            })),
+            Err(e) => {
+                let err = api(|source| AwsError::DescribeLaunchTemplates {
+                    name: name.to_string(),
+                    source,
+                })(e);
+                if err.class() == ErrorClass::NotFound {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+}
+
+impl LaunchTemplates for Ec2Adapter {
+    async fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> Result<LaunchTemplateRef, AwsError> {
+        let name = spec.name(&self.cluster);
+        if let Some(found) = self.find_launch_template(&name).await? {
+            return Ok(found);
+        }
+        let mut tags = spec.tags.clone();
+        let (k, v) = self.ownership();
+        tags.insert(k, v);
+        let created = self
+            .client
+            .create_launch_template()
+            .launch_template_name(&name)
+            .launch_template_data(spec.data())
+            .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &tags))
+            .send()
+            .await;
+        match created {
+            Ok(out) => {
+                let id = out
+                    .launch_template
+                    .and_then(|t| t.launch_template_id)
+                    .ok_or_else(|| AwsError::LaunchTemplateVanished { name: name.clone() })?;
+                Ok(LaunchTemplateRef { id, name })
+            }
+            // Another invocation created it between our describe and create: theirs is
+            // identical (same hash), use it.
+            Err(e)
+                if aws_smithy_types::error::metadata::ProvideErrorMetadata::code(&e)
+                    == Some("InvalidLaunchTemplateName.AlreadyExistsException") =>
+            {
+                self.find_launch_template(&name)
+                    .await?
+                    .ok_or(AwsError::LaunchTemplateVanished { name })
+            }
+            Err(e) => Err(api(|source| AwsError::CreateLaunchTemplate {
+                name,
+                source,
+            })(e)),
+        }
+    }
+
+    async fn delete_unused_launch_templates(
+        &self,
+        in_use: &HashSet<String>,
+    ) -> Result<Vec<String>, AwsError> {
+        let (k, v) = self.ownership();
+        let templates = self
+            .client
+            .describe_launch_templates()
+            .filters(filter(&format!("tag:{k}"), &[v]))
+            .into_paginator()
+            .items()
+            .send()
+            .collect::<Result<Vec<_>, _>>()
+            .await
+            .map_err(api(|source| AwsError::DescribeLaunchTemplates {
+                name: format!("nodewright/{}/*", self.cluster),
+                source,
+            }))?;
+        let prefix = format!("nodewright/{}/", self.cluster);
+        let mut deleted = Vec::new();
+        for t in templates {
+            let Some(name) = t.launch_template_name else {
+                continue;
+            };
+            if !name.starts_with(&prefix) || in_use.contains(&name) {
+                continue;
+            }
+            let result = self
+                .client
+                .delete_launch_template()
+                .launch_template_name(&name)
+                .send()
+                .await;
+            match result {
+                Ok(_) => deleted.push(name),
+                Err(e) => {
+                    let err = api(|source| AwsError::DeleteLaunchTemplate {
+                        name: name.clone(),
+                        source,
+                    })(e);
+                    if err.class() != ErrorClass::NotFound {
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_specs_share_a_name_and_any_change_gives_a_new_one() {
+        let spec = LaunchTemplateSpec {
+            image_id: "ami-1".into(),
+            ..Default::default()
+        };
+        let name = spec.name("demo");
+        assert!(name.starts_with("nodewright/demo/"), "{name}");
+        assert_eq!(name.len(), "nodewright/demo/".len() + HASH_HEX_LEN);
+        assert_eq!(spec.clone().name("demo"), name);
+        let changed = LaunchTemplateSpec {
+            user_data: "x".into(),
+            ..spec.clone()
+        };
+        assert_ne!(changed.name("demo"), name);
+    }
+}

@@ -1,0 +1,56 @@
+//! AWS adapters: narrow ports ([`ports`]) and their EC2/SSM implementations, one module per
+//! AWS resource. SDK types are converted to the core's own types as they arrive and never
+//! reach a decision.
+
+pub mod errors;
+pub mod fleet;
+pub mod images;
+pub mod instance_types;
+pub mod instances;
+pub mod launch_templates;
+pub mod network;
+pub mod ports;
+
+mod convert;
+
+pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code};
+pub use fleet::{FleetError, FleetOutcome, FleetOverride, FleetRequest, LaunchedInstance};
+pub use images::{AliasVersion, AmiAlias, AmiFamily, Image, ImageAdapter, ssm_parameter_path};
+pub use instance_types::{SpotPrice, TypeOffering};
+pub use instances::{InstanceState, OwnedInstance, TerminateOutcome};
+pub use launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
+pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
+pub use ports::{
+    Fleet, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
+};
+
+use crate::api::labels::OWNERSHIP_TAG;
+
+/// The EC2 adapter of one cluster: implements [`InstanceTypeSource`], [`NetworkDiscovery`],
+/// [`Fleet`], [`LaunchTemplates`] and [`InstanceInventory`].
+#[derive(Debug, Clone)]
+pub struct Ec2Adapter {
+    client: aws_sdk_ec2::Client,
+    cluster: String,
+}
+
+impl Ec2Adapter {
+    pub fn new(client: aws_sdk_ec2::Client, cluster: impl Into<String>) -> Ec2Adapter {
+        Ec2Adapter {
+            client,
+            cluster: cluster.into(),
+        }
+    }
+
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    /// The ownership tag pair every instance and template this adapter creates carries.
+    fn ownership(&self) -> (String, String) {
+        (OWNERSHIP_TAG.to_string(), self.cluster.clone())
+    }
+}
+
+#[cfg(test)]
+mod mock_tests;

@@ -1,0 +1,93 @@
+//! The ports: what the core asks of AWS, in the core's own types. Each trait is narrow so
+//! a caller (and its test double) needs only the capability it uses.
+//!
+//! Futures are `Send` so adapters work from a multi-threaded tokio runtime.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+
+use crate::api::{AmiSelectorTerm, SelectorTerm};
+use crate::catalog::InstanceType;
+
+use super::errors::AwsError;
+use super::fleet::{FleetOutcome, FleetRequest};
+use super::images::Image;
+use super::instance_types::{SpotPrice, TypeOffering};
+use super::instances::{OwnedInstance, TerminateOutcome};
+use super::launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
+use super::network::{SecurityGroup, Subnet};
+
+/// Instance types, where they are offered, and what spot costs.
+pub trait InstanceTypeSource {
+    /// Every instance type of the region (DescribeInstanceTypes, all pages).
+    fn instance_types(&self) -> impl Future<Output = Result<Vec<InstanceType>, AwsError>> + Send;
+    /// Which types each zone offers (DescribeInstanceTypeOfferings by availability zone).
+    fn offerings(&self) -> impl Future<Output = Result<Vec<TypeOffering>, AwsError>> + Send;
+    /// The newest Linux/UNIX spot price per (type, zone).
+    fn spot_prices(&self) -> impl Future<Output = Result<Vec<SpotPrice>, AwsError>> + Send;
+}
+
+/// Subnets and security groups chosen by an EC2NodeClass's selector terms.
+pub trait NetworkDiscovery {
+    /// Subnets matching any of the terms (terms are ORed, fields in a term ANDed).
+    fn subnets(
+        &self,
+        terms: &[SelectorTerm],
+    ) -> impl Future<Output = Result<Vec<Subnet>, AwsError>> + Send;
+    /// Security groups matching any of the terms.
+    fn security_groups(
+        &self,
+        terms: &[SelectorTerm],
+    ) -> impl Future<Output = Result<Vec<SecurityGroup>, AwsError>> + Send;
+}
+
+/// AMIs chosen by an EC2NodeClass's `amiSelectorTerms`.
+pub trait ImageResolver {
+    /// The newest image per architecture matching the terms, for a Kubernetes
+    /// `major.minor` version (used by aliases).
+    fn resolve(
+        &self,
+        terms: &[AmiSelectorTerm],
+        kubernetes_version: &str,
+    ) -> impl Future<Output = Result<Vec<Image>, AwsError>> + Send;
+}
+
+/// Launching capacity: one CreateFleet `instant` call per node claim.
+pub trait Fleet {
+    fn create_fleet(
+        &self,
+        request: &FleetRequest,
+    ) -> impl Future<Output = Result<FleetOutcome, AwsError>> + Send;
+}
+
+/// Launch templates named `nodewright/<cluster>/<hash of the spec>`.
+pub trait LaunchTemplates {
+    /// The template for this spec, created if it does not exist yet.
+    fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> impl Future<Output = Result<LaunchTemplateRef, AwsError>> + Send;
+    /// Deletes this cluster's templates whose names are not in `in_use`; returns the
+    /// deleted names.
+    fn delete_unused_launch_templates(
+        &self,
+        in_use: &HashSet<String>,
+    ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
+}
+
+/// The instances this cluster's nodewright owns (tag `nodewright.io/cluster=<cluster>`).
+pub trait InstanceInventory {
+    /// Owned instances that are not terminated.
+    fn list_owned(&self) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send;
+    /// Terminates those of `ids` that still carry this cluster's ownership tag; the rest
+    /// are refused. Already gone is success, so repeating is safe.
+    fn terminate(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<TerminateOutcome, AwsError>> + Send;
+    fn create_tags(
+        &self,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), AwsError>> + Send;
+}

@@ -1,0 +1,321 @@
+//! AWS on loopback: moto's server, started per test, and the seed that gives it what an
+//! EKS account has and moto does not ship.
+//!
+//! The SDK is pointed at moto only through its endpoint URL (as `AWS_ENDPOINT_URL` would),
+//! with static test credentials; product code cannot tell moto from AWS.
+//!
+//! # moto gaps (checked against moto 5.2.5, the version `mk/venv.mk` pins)
+//!
+//! What moto does differently from AWS, and what follows for tests:
+//! - **SSM public parameters**: moto ships none under `/aws/service/eks/` or
+//!   `/aws/service/bottlerocket/` and refuses every PutParameter under `/aws/` as reserved.
+//!   The server is therefore started through `moto/launch.py`, which lets exactly those two
+//!   prefixes be written; [`seed`] writes them. Nothing in product code knows.
+//! - **AMIs**: RegisterImage ignores `Architecture` (the image has none). The seed uses
+//!   CopyImage from moto's own x86_64/arm64 Amazon images instead, which keeps the
+//!   architecture. Copies are owned by moto's account `123456789012`, not by the EKS or
+//!   Bottlerocket publishers (`602401143452`, `092701018921`... in AWS); owner-based AMI
+//!   selector terms must name `self` or that account in tests.
+//! - **DescribeSpotPriceHistory**: one constant price (`0.00001`) for every type and zone,
+//!   timestamp 2006-01-02, product description `Linux/UNIX (Amazon VPC)`; the
+//!   `ProductDescriptions` and `StartTime` arguments and `MaxResults` are ignored and there
+//!   is never a `NextToken`. Spot prices from moto carry no ordering information.
+//! - **DescribeInstanceTypes / DescribeInstanceTypeOfferings**: `MaxResults` is ignored,
+//!   every result (about 1,400 types) comes in one page; offerings by `availability-zone`
+//!   work and differ per zone. Pagination is tested with `aws-smithy-mocks` instead.
+//! - **No Pricing API**: on-demand prices cannot come from moto.
+//! - **CreateFleet `instant`**: launches the first override (in order) with the requested
+//!   lifecycle (spot instances report `InstanceLifecycle=spot`), applies the request's
+//!   instance and launch-template tags, returns `Instances[].InstanceIds` and never an
+//!   `Errors` entry: moto never reports insufficient capacity. ICE handling is tested with
+//!   `aws-smithy-mocks`.
+//! - **Tags with the `aws:` prefix**: moto accepts them (AWS refuses user tags starting with
+//!   `aws:`). The seed uses that to put `aws:eks:cluster-name=<cluster>` on the security
+//!   group, as EKS itself does on the cluster security group.
+//! - **EKS CreateCluster**: works, status `ACTIVE` at once, but the endpoint is a random
+//!   `https://....eks.amazonaws.com/` host and `certificateAuthority.data` is random text,
+//!   not a base64 PEM certificate. Tests that talk to a cluster use the simulated cluster's
+//!   own URL and CA instead (known gap).
+//! - **IAM managed policies** exist only because the server is started with
+//!   `MOTO_IAM_LOAD_MANAGED_POLICIES=true`; without it AttachRolePolicy of
+//!   `AmazonEKSWorkerNodePolicy` fails with NoSuchEntity.
+//! - **Signatures** are not verified; any static credentials work.
+
+mod seed;
+mod seed_events;
+
+use std::io;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::Credentials;
+
+pub use seed::{SeedError, SeedSpec, Seeded, SeededImage, SeededSubnet, seed};
+
+/// The region every test world lives in.
+pub const REGION: &str = "us-east-1";
+/// moto's fixed account id (moto's `DEFAULT_ACCOUNT_ID`).
+pub const ACCOUNT_ID: &str = "123456789012";
+/// AWS's documentation example key pair; moto does not verify signatures.
+const ACCESS_KEY_ID: &str = "AKIAIOSFODNN7EXAMPLE";
+const SECRET_ACCESS_KEY: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+/// How long moto may take to answer after it was started; a cold Python start with moto's
+/// imports takes 1-3 s on the 2-core machine, the margin covers a loaded CI box.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a port collision (another process took the free port first) is retried.
+const START_ATTEMPTS: u32 = 5;
+
+const LAUNCHER: &str = include_str!("moto/launch.py");
+
+#[derive(Debug, thiserror::Error)]
+pub enum MotoError {
+    #[error(
+        "no Python venv with moto at {venv}: run `make venv` in the workspace root, or set \
+         NODEWRIGHT_VENV to a venv that has `moto[server]`"
+    )]
+    NoVenv { venv: PathBuf },
+    #[error("cannot find a free loopback port")]
+    FreePort { source: io::Error },
+    #[error("cannot create moto's log file {log}")]
+    Log { log: PathBuf, source: io::Error },
+    #[error("cannot start {python}")]
+    Spawn { python: PathBuf, source: io::Error },
+    #[error("moto_server exited before it answered ({status}); see its log {log}")]
+    Exited { status: String, log: PathBuf },
+    #[error("moto_server did not answer on {url} within {timeout:?}; see its log {log}")]
+    NotReady {
+        url: String,
+        timeout: Duration,
+        log: PathBuf,
+    },
+    #[error("moto_server on {url} could not be started after {attempts} attempts; last log {log}")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        log: PathBuf,
+    },
+    #[error("POST {url} failed")]
+    Reset { url: String, source: reqwest::Error },
+}
+
+/// A running moto server on 127.0.0.1; stopped (with its process group) when dropped.
+#[derive(Debug)]
+pub struct Moto {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    http: reqwest::Client,
+}
+
+impl Moto {
+    /// Starts moto from the venv ([`venv_dir`]) on a free loopback port and waits until it
+    /// answers.
+    pub async fn start() -> Result<Moto, MotoError> {
+        let venv = venv_dir();
+        let python = venv.join("bin").join("python");
+        if !venv.join("bin").join("moto_server").is_file() || !python.exists() {
+            return Err(MotoError::NoVenv { venv });
+        }
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|source| MotoError::Reset {
+                url: String::new(),
+                source,
+            })?;
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port()?;
+            let log = log_path(port);
+            let child = spawn(&python, port, &log)?;
+            let url = format!("http://127.0.0.1:{port}");
+            let mut moto = Moto {
+                child,
+                url,
+                log,
+                http: http.clone(),
+            };
+            match moto.wait_ready().await {
+                Ok(()) => return Ok(moto),
+                // Another process won the race for the port; moto exits at once.
+                Err(MotoError::Exited { .. }) => {
+                    last = Some((moto.url.clone(), moto.log.clone()));
+                    moto.keep_log();
+                }
+                Err(e) => {
+                    moto.keep_log();
+                    return Err(e);
+                }
+            }
+        }
+        let (url, log) = last.unwrap_or_default();
+        Err(MotoError::GaveUp {
+            url,
+            attempts: START_ATTEMPTS,
+            log,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// moto's log file (removed when the server is dropped, unless starting failed or
+    /// `NODEWRIGHT_KEEP_MOTO_LOG` is set).
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Forgets every resource in every service (`POST /moto-api/reset`).
+    pub async fn reset(&self) -> Result<(), MotoError> {
+        let url = format!("{}/moto-api/reset", self.url);
+        self.http
+            .post(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(|source| MotoError::Reset { url, source })?;
+        Ok(())
+    }
+
+    /// An SDK configuration that reaches this moto and nothing else: region `us-east-1`,
+    /// static test credentials, endpoint URL = [`Moto::url`].
+    pub async fn sdk_config(&self) -> SdkConfig {
+        sdk_config_for(&self.url).await
+    }
+
+    async fn wait_ready(&mut self) -> Result<(), MotoError> {
+        let started = Instant::now();
+        let probe = format!("{}/moto-api/", self.url);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(MotoError::Exited {
+                    status: status.to_string(),
+                    log: self.log.clone(),
+                });
+            }
+            if let Ok(resp) = self.http.get(&probe).send().await
+                && resp.status().is_success()
+            {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(MotoError::NotReady {
+                    url: self.url.clone(),
+                    timeout: READY_TIMEOUT,
+                    log: self.log.clone(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn keep_log(&mut self) {
+        self.log = PathBuf::new();
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        // moto runs in its own process group (see `spawn`): kill the group so nothing it
+        // started survives, then the child itself, and reap it so no zombie is left.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !self.log.as_os_str().is_empty()
+            && std::env::var_os("NODEWRIGHT_KEEP_MOTO_LOG").is_none()
+        {
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
+/// An SDK configuration for a moto server at `url` (see [`Moto::sdk_config`]).
+pub async fn sdk_config_for(url: &str) -> SdkConfig {
+    let credentials = Credentials::new(ACCESS_KEY_ID, SECRET_ACCESS_KEY, None, None, "moto");
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .credentials_provider(credentials)
+        .endpoint_url(url)
+        .load()
+        .await
+}
+
+/// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.
+pub fn venv_dir() -> PathBuf {
+    if let Some(venv) = std::env::var_os("NODEWRIGHT_VENV") {
+        return PathBuf::from(venv);
+    }
+    workspace_root().join(".venv")
+}
+
+/// The workspace root: the parent of this crate's directory (`tests/`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn free_port() -> Result<u16, MotoError> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|source| MotoError::FreePort { source })?;
+    let port = listener
+        .local_addr()
+        .map_err(|source| MotoError::FreePort { source })?
+        .port();
+    drop(listener);
+    Ok(port)
+}
+
+fn log_path(port: u16) -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "nodewright-moto-{}-{n}-{port}.log",
+        std::process::id()
+    ))
+}
+
+fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log).map_err(|source| MotoError::Log {
+        log: log.to_path_buf(),
+        source,
+    })?;
+    let err = out.try_clone().map_err(|source| MotoError::Log {
+        log: log.to_path_buf(),
+        source,
+    })?;
+    Command::new(python)
+        .arg("-c")
+        .arg(LAUNCHER)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        // moto must not pick up a developer's AWS settings or proxy.
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_PROFILE")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        // AWS managed policies (AmazonEKSWorkerNodePolicy, ...) exist in every account;
+        // moto loads them only when asked.
+        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|source| MotoError::Spawn {
+            python: python.to_path_buf(),
+            source,
+        })
+}

@@ -1,0 +1,364 @@
+//! The AWS adapters against a real moto server seeded like an EKS account.
+
+use std::collections::{BTreeMap, HashSet};
+
+use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+use nodewright::api::{AmiSelectorTerm, SelectorTerm};
+use nodewright::aws::launch_templates::BlockDevice;
+use nodewright::aws::{
+    Ec2Adapter, Fleet, FleetOverride, FleetRequest, ImageAdapter, ImageResolver, InstanceInventory,
+    InstanceState, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery, pick_subnet_per_zone,
+};
+use nodewright::catalog::CapacityType;
+use nodewright_world::moto::{Moto, SeedSpec, Seeded, seed};
+
+const CLUSTER: &str = "demo";
+
+struct World {
+    _moto: Moto,
+    config: aws_config::SdkConfig,
+    seeded: Seeded,
+    ec2: Ec2Adapter,
+}
+
+async fn world() -> World {
+    let moto = Moto::start().await.expect("moto starts");
+    let config = moto.sdk_config().await;
+    let seeded = seed(&config, &SeedSpec::new(CLUSTER))
+        .await
+        .expect("seeded");
+    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&config), CLUSTER);
+    World {
+        _moto: moto,
+        config,
+        seeded,
+        ec2,
+    }
+}
+
+fn discovery_term(value: &str) -> SelectorTerm {
+    SelectorTerm {
+        tags: [("karpenter.sh/discovery".to_string(), value.to_string())].into(),
+        ..Default::default()
+    }
+}
+
+fn spec(w: &World, image_id: &str) -> LaunchTemplateSpec {
+    LaunchTemplateSpec {
+        image_id: image_id.to_string(),
+        user_data: "[settings.kubernetes]\ncluster-name = \"demo\"\n".into(),
+        security_group_ids: vec![w.seeded.security_group_id.clone()],
+        instance_profile: w.seeded.instance_profile_name.clone(),
+        block_devices: vec![BlockDevice {
+            device_name: "/dev/xvda".into(),
+            volume_size_gib: Some(20),
+            volume_type: Some("gp3".into()),
+            encrypted: Some(true),
+            delete_on_termination: Some(true),
+            ..Default::default()
+        }],
+        tags: [("team".to_string(), "platform".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn subnets_and_security_groups_are_found_by_discovery_tag_and_by_key_only() {
+    let w = world().await;
+
+    let by_value = w
+        .ec2
+        .subnets(&[discovery_term(CLUSTER)])
+        .await
+        .expect("subnets");
+    let by_key = w
+        .ec2
+        .subnets(&[discovery_term("*")])
+        .await
+        .expect("subnets");
+    let other = w
+        .ec2
+        .subnets(&[discovery_term("someone-else")])
+        .await
+        .expect("subnets");
+
+    let seeded: HashSet<&str> = w.seeded.subnets.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(
+        by_value
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect::<HashSet<_>>(),
+        seeded
+    );
+    assert_eq!(
+        by_key.iter().map(|s| s.id.as_str()).collect::<HashSet<_>>(),
+        seeded
+    );
+    assert!(other.is_empty(), "{other:?}");
+    let zones: Vec<String> = pick_subnet_per_zone(&by_value).into_keys().collect();
+    assert_eq!(zones, ["us-east-1a", "us-east-1b", "us-east-1c"]);
+    assert!(
+        by_value
+            .iter()
+            .all(|s| s.available_ips > 0 && !s.zone_id.is_empty()),
+        "{by_value:?}"
+    );
+
+    let groups = w
+        .ec2
+        .security_groups(&[discovery_term("*")])
+        .await
+        .expect("groups");
+    let by_name = w
+        .ec2
+        .security_groups(&[SelectorTerm {
+            name: Some(w.seeded.security_group_name.clone()),
+            ..Default::default()
+        }])
+        .await
+        .expect("groups");
+    let ids: Vec<&str> = groups.iter().map(|g| g.id.as_str()).collect();
+    assert_eq!(ids, [w.seeded.security_group_id.as_str()]);
+    assert_eq!(by_name, groups);
+}
+
+#[tokio::test]
+async fn al2023_latest_resolves_through_the_public_ssm_parameters_to_both_architectures() {
+    let w = world().await;
+    let images = ImageAdapter::new(
+        aws_sdk_ec2::Client::new(&w.config),
+        aws_sdk_ssm::Client::new(&w.config),
+    );
+    let alias = |a: &str| AmiSelectorTerm {
+        alias: Some(a.to_string()),
+        ..Default::default()
+    };
+
+    let latest = images
+        .resolve(&[alias("al2023@latest")], "1.32")
+        .await
+        .expect("resolved");
+    let pinned = images
+        .resolve(&[alias("bottlerocket@v1.20.0")], "1.32")
+        .await
+        .expect("resolved");
+    let wrong_version = images
+        .resolve(&[alias("al2023@latest")], "1.20")
+        .await
+        .expect("resolved");
+
+    let got: Vec<(&str, &str)> = latest
+        .iter()
+        .map(|i| (i.arch.as_str(), i.id.as_str()))
+        .collect();
+    let want = |family: &str, arch: &str| {
+        w.seeded
+            .image(family, arch)
+            .map(|i| i.image_id.as_str())
+            .unwrap_or("not seeded")
+    };
+    assert_eq!(
+        got,
+        [
+            ("amd64", want("al2023", "x86_64")),
+            ("arm64", want("al2023", "arm64"))
+        ]
+    );
+    let got: Vec<&str> = pinned.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(
+        got,
+        [
+            want("bottlerocket", "x86_64"),
+            want("bottlerocket", "arm64")
+        ]
+    );
+    assert!(wrong_version.is_empty(), "{wrong_version:?}");
+}
+
+#[tokio::test]
+async fn ensuring_the_same_launch_template_twice_creates_it_once() {
+    let w = world().await;
+    let image = w
+        .seeded
+        .image("al2023", "x86_64")
+        .expect("seeded")
+        .image_id
+        .clone();
+
+    let first = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("created");
+    let second = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("found");
+
+    assert_eq!(first, second);
+    let ec2 = aws_sdk_ec2::Client::new(&w.config);
+    let all = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("described");
+    let names: Vec<&str> = all
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name())
+        .collect();
+    assert_eq!(names, [first.name.as_str()]);
+    assert!(first.name.starts_with("nodewright/demo/"), "{}", first.name);
+
+    let deleted = w
+        .ec2
+        .delete_unused_launch_templates(&HashSet::from([first.name.clone()]))
+        .await
+        .expect("nothing to delete");
+    assert!(deleted.is_empty());
+    let deleted = w
+        .ec2
+        .delete_unused_launch_templates(&HashSet::new())
+        .await
+        .expect("deleted");
+    assert_eq!(deleted, [first.name]);
+}
+
+#[tokio::test]
+async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_are_refused() {
+    let w = world().await;
+    let image = w
+        .seeded
+        .image("al2023", "x86_64")
+        .expect("seeded")
+        .image_id
+        .clone();
+    let template = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("template");
+    let subnet = &w.seeded.subnets[1];
+    let request = FleetRequest {
+        client_token: "claim-0001".into(),
+        launch_template: template,
+        overrides: vec![FleetOverride {
+            instance_type: "m5.large".into(),
+            subnet_id: subnet.id.clone(),
+            zone: subnet.zone.clone(),
+            priority: None,
+        }],
+        capacity_type: CapacityType::Spot,
+        tags: BTreeMap::from([
+            (
+                "nodewright.io/nodeclaim".to_string(),
+                "claim-0001".to_string(),
+            ),
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+        ]),
+    };
+
+    let outcome = w.ec2.create_fleet(&request).await.expect("launched");
+
+    assert!(outcome.errors.is_empty(), "{:?}", outcome.errors);
+    let [launched] = outcome.instances.as_slice() else {
+        panic!("expected one instance, got {:?}", outcome.instances)
+    };
+    assert_eq!(
+        (
+            launched.instance_type.as_str(),
+            launched.zone.as_str(),
+            launched.capacity_type
+        ),
+        ("m5.large", subnet.zone.as_str(), CapacityType::Spot)
+    );
+    let ec2 = aws_sdk_ec2::Client::new(&w.config);
+    let described = ec2
+        .describe_instances()
+        .instance_ids(&launched.id)
+        .send()
+        .await
+        .expect("described");
+    let tags: BTreeMap<&str, &str> = described
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .flat_map(|i| i.tags())
+        .filter_map(|t| Some((t.key()?, t.value()?)))
+        .collect();
+    assert_eq!(tags.get("nodewright.io/cluster"), Some(&CLUSTER));
+    assert_eq!(tags.get("nodewright.io/nodeclaim"), Some(&"claim-0001"));
+
+    let owned = w.ec2.list_owned().await.expect("listed");
+    let listed: Vec<(&str, InstanceState, CapacityType)> = owned
+        .iter()
+        .map(|i| (i.id.as_str(), i.state, i.capacity_type))
+        .collect();
+    assert_eq!(
+        listed,
+        [(
+            launched.id.as_str(),
+            InstanceState::Running,
+            CapacityType::Spot
+        )]
+    );
+    assert!(owned[0].private_dns_name.is_some() && owned[0].launch_time.is_some());
+
+    let foreign = ec2
+        .run_instances()
+        .image_id(&image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .subnet_id(&subnet.id)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Instance)
+                .tags(Tag::builder().key("Name").value("not-ours").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("foreign instance");
+    let foreign_id = foreign.instances()[0]
+        .instance_id()
+        .expect("id")
+        .to_string();
+
+    let first = w
+        .ec2
+        .terminate(&[launched.id.clone(), foreign_id.clone()])
+        .await
+        .expect("terminated");
+    let again = w
+        .ec2
+        .terminate(std::slice::from_ref(&launched.id))
+        .await
+        .expect("repeat is fine");
+
+    assert_eq!(first.terminated, [launched.id.as_str()]);
+    assert_eq!(first.refused, [foreign_id.as_str()]);
+    assert!(
+        again.terminated.is_empty() && again.refused.is_empty(),
+        "{again:?}"
+    );
+    let state = |id: String| {
+        let ec2 = ec2.clone();
+        async move {
+            let out = ec2
+                .describe_instances()
+                .filters(Filter::builder().name("instance-id").values(id).build())
+                .send()
+                .await
+                .expect("described");
+            out.reservations()[0].instances()[0]
+                .state()
+                .and_then(|s| s.name().cloned())
+        }
+    };
+    use aws_sdk_ec2::types::InstanceStateName::{Running, Terminated};
+    assert_eq!(state(launched.id.clone()).await, Some(Terminated));
+    assert_eq!(state(foreign_id).await, Some(Running));
+    assert!(w.ec2.list_owned().await.expect("listed").is_empty());
+}
