@@ -10,7 +10,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "nodewright", version, about = "Just-in-time worker nodes for Amazon EKS")]
+#[command(
+    name = "nodewright",
+    version,
+    about = "Just-in-time worker nodes for Amazon EKS"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -32,7 +36,10 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::EksToken(args) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("error: cannot start the async runtime: {e}");

@@ -38,7 +38,10 @@ pub struct Args {
 
 pub fn run(args: &Args) -> ExitCode {
     if !(0.0..1.0).contains(&args.spot_discount) {
-        eprintln!("error: --spot-discount must be at least 0 and below 1, got {}", args.spot_discount);
+        eprintln!(
+            "error: --spot-discount must be at least 0 and below 1, got {}",
+            args.spot_discount
+        );
         return ExitCode::from(2);
     }
     let (inputs, problems) = crate::validate::load(&args.files);
@@ -63,9 +66,17 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let plan = solve(&snapshot, &catalog, &inputs.node_pools, &inputs.node_classes);
+    let plan = solve(
+        &snapshot,
+        &catalog,
+        &inputs.node_pools,
+        &inputs.node_classes,
+    );
     match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&to_json(&plan, &catalog, &zones)).unwrap_or_default()),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&plan, &catalog, &zones)).unwrap_or_default()
+        ),
         Output::Table => print!("{}", to_table(&plan, &catalog, args.spot_discount)),
     }
     ExitCode::SUCCESS
@@ -82,7 +93,11 @@ fn zones(args: &Args, inputs: &Inputs) -> Vec<String> {
         .filter(|r| r.key == labels::ZONE && r.operator == Operator::In)
         .flat_map(|r| r.values.iter().cloned())
         .collect();
-    if named.is_empty() { DEFAULT_ZONES.iter().map(|z| z.to_string()).collect() } else { named.into_iter().collect() }
+    if named.is_empty() {
+        DEFAULT_ZONES.iter().map(|z| z.to_string()).collect()
+    } else {
+        named.into_iter().collect()
+    }
 }
 
 fn claim_json(c: &PlannedClaim) -> serde_json::Value {
@@ -123,7 +138,11 @@ fn used_of(c: &PlannedClaim, name: &str) -> String {
     let bytes = is_byte_resource(name);
     let mut used = c.requests.clone();
     used.add(&c.daemon_overhead);
-    format!("{}/{}", format_milli(used.get(name), bytes), format_milli(c.allocatable.get(name), bytes))
+    format!(
+        "{}/{}",
+        format_milli(used.get(name), bytes),
+        format_milli(c.allocatable.get(name), bytes)
+    )
 }
 
 fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String {
@@ -145,7 +164,17 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String
         })
         .collect();
     let mut out = table::render(
-        &["NODEPOOL", "INSTANCE TYPE", "ALTERNATIVES", "CAPACITY", "ZONE", "PODS", "CPU USED/ALLOC", "MEMORY USED/ALLOC", "$/HOUR"],
+        &[
+            "NODEPOOL",
+            "INSTANCE TYPE",
+            "ALTERNATIVES",
+            "CAPACITY",
+            "ZONE",
+            "PODS",
+            "CPU USED/ALLOC",
+            "MEMORY USED/ALLOC",
+            "$/HOUR",
+        ],
         &rows,
         &[2, 5, 6, 7, 8],
     );
@@ -157,8 +186,16 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String
         plan.unschedulable.len(),
         plan.total_price_per_hour()
     ));
-    if catalog.spot_prices_estimated && plan.node_claims.iter().any(|c| c.capacity_type.as_str() == labels::SPOT) {
-        out.push_str(&format!(" (spot prices are estimates: on-demand less {:.0}%)", discount * 100.0));
+    if catalog.spot_prices_estimated
+        && plan
+            .node_claims
+            .iter()
+            .any(|c| c.capacity_type.as_str() == labels::SPOT)
+    {
+        out.push_str(&format!(
+            " (spot prices are estimates: on-demand less {:.0}%)",
+            discount * 100.0
+        ));
     }
     out.push('\n');
     if !plan.unschedulable.is_empty() {

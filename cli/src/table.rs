@@ -13,7 +13,13 @@ pub fn render(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String
         let parts: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| if right.contains(&i) { format!("{c:>w$}", w = widths[i]) } else { format!("{c:<w$}", w = widths[i]) })
+            .map(|(i, c)| {
+                if right.contains(&i) {
+                    format!("{c:>w$}", w = widths[i])
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
             .collect();
         parts.join("  ").trim_end().to_string()
     };
@@ -30,7 +36,14 @@ pub fn render(headers: &[&str], rows: &[Vec<String>], right: &[usize]) -> String
 mod tests {
     #[test]
     fn columns_are_aligned_to_the_widest_cell() {
-        let out = super::render(&["A", "NUM"], &[vec!["long-name".into(), "1".into()], vec!["x".into(), "100".into()]], &[1]);
+        let out = super::render(
+            &["A", "NUM"],
+            &[
+                vec!["long-name".into(), "1".into()],
+                vec!["x".into(), "100".into()],
+            ],
+            &[1],
+        );
         assert_eq!(out, "A          NUM\nlong-name    1\nx          100\n");
     }
 }

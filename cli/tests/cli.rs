@@ -9,17 +9,27 @@ use nodewright::resources::parse_milli;
 use serde_json::Value;
 
 fn example(name: &str) -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("examples").join(name);
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("examples")
+        .join(name);
     root.to_string_lossy().into_owned()
 }
 
 fn nodewright(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nodewright")).args(args).output().expect("the binary runs")
+    Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
 }
 
 fn plan_json(file: &str) -> Value {
     let out = nodewright(&["plan", "-f", &example(file), "--output", "json"]);
-    assert!(out.status.success(), "plan {file} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "plan {file} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("plan prints JSON")
 }
 
@@ -30,18 +40,33 @@ fn claims(plan: &Value) -> &Vec<Value> {
 /// Every listed instance type must hold the claim's pods plus DaemonSet overhead; checked
 /// here from the bundled catalog's allocatable, not from anything the solver reports.
 fn assert_every_type_holds_its_pods(plan: &Value) {
-    let zones: Vec<String> = plan["zones"].as_array().unwrap().iter().map(|z| z.as_str().unwrap().to_string()).collect();
+    let zones: Vec<String> = plan["zones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|z| z.as_str().unwrap().to_string())
+        .collect();
     let catalog = Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).unwrap();
     for claim in claims(plan) {
         for name in claim["instance_types"].as_array().unwrap() {
-            let it = &catalog.get(name.as_str().unwrap()).expect("a bundled type").instance_type;
+            let it = &catalog
+                .get(name.as_str().unwrap())
+                .expect("a bundled type")
+                .instance_type;
             let alloc = it.allocatable(None);
             for (resource, amount) in claim["requests"].as_object().unwrap() {
                 let mut need = parse_milli(amount.as_str().unwrap()).unwrap();
-                if let Some(ds) = claim["daemonset_overhead"].get(resource).and_then(Value::as_str) {
+                if let Some(ds) = claim["daemonset_overhead"]
+                    .get(resource)
+                    .and_then(Value::as_str)
+                {
                     need += parse_milli(ds).unwrap();
                 }
-                assert!(need <= alloc.get(resource), "{name} has {} {resource}, the claim needs {need}", alloc.get(resource));
+                assert!(
+                    need <= alloc.get(resource),
+                    "{name} has {} {resource}, the claim needs {need}",
+                    alloc.get(resource)
+                );
             }
         }
     }
@@ -56,8 +81,16 @@ fn every_valid_example_validates_and_counts_its_documents() {
         ("getting-started.yaml", 3),
     ] {
         let out = nodewright(&["validate", "-f", &example(file)]);
-        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("ok: {docs} documents"), "{file}");
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("ok: {docs} documents"),
+            "{file}"
+        );
     }
 }
 
@@ -68,7 +101,10 @@ fn invalid_input_exits_one_with_a_line_per_problem_naming_file_document_and_fiel
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.lines().count() >= 3, "{err}");
     for line in err.lines() {
-        assert!(line.contains("invalid.yaml: "), "a problem line without its file: {line}");
+        assert!(
+            line.contains("invalid.yaml: "),
+            "a problem line without its file: {line}"
+        );
     }
     assert!(err.contains("operator"), "{err}");
     assert!(err.contains("weight"), "{err}");
@@ -107,7 +143,10 @@ fn provisioner2_with_five_one_cpu_pods_gets_exactly_two_c5_xlarge_in_ap_northeas
         assert_eq!(c["capacity_type"], "on-demand");
         assert_eq!(c["zone"], "ap-northeast-1a");
     }
-    let pods: usize = claims.iter().map(|c| c["pods"].as_array().unwrap().len()).sum();
+    let pods: usize = claims
+        .iter()
+        .map(|c| c["pods"].as_array().unwrap().len())
+        .sum();
     assert_eq!(pods, 5);
     assert_every_type_holds_its_pods(&plan);
 }
@@ -126,13 +165,19 @@ fn provisioner1_launches_spot() {
 fn the_getting_started_pool_places_every_pod_and_the_total_is_the_sum_of_claims() {
     let plan = plan_json("getting-started.yaml");
     assert_eq!(plan["unschedulable"], serde_json::json!([]));
-    let sum: f64 = claims(&plan).iter().map(|c| c["price_per_hour"].as_f64().unwrap()).sum();
+    let sum: f64 = claims(&plan)
+        .iter()
+        .map(|c| c["price_per_hour"].as_f64().unwrap())
+        .sum();
     assert!((sum - plan["total_price_per_hour"].as_f64().unwrap()).abs() < 1e-3);
     for c in claims(&plan) {
         assert!(c["instance_types"].as_array().unwrap().len() <= 60);
         for t in c["instance_types"].as_array().unwrap() {
             let family = t.as_str().unwrap().split('.').next().unwrap();
-            assert!(family.starts_with(['c', 'm', 'r']), "{t} is outside the pool's c/m/r categories");
+            assert!(
+                family.starts_with(['c', 'm', 'r']),
+                "{t} is outside the pool's c/m/r categories"
+            );
         }
     }
     assert_every_type_holds_its_pods(&plan);
@@ -144,6 +189,15 @@ fn the_table_names_the_pool_type_and_price_and_lists_unschedulable_pods() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("NODEPOOL"), "{text}");
-    assert_eq!(text.lines().filter(|l| l.starts_with("provisioner2") && l.contains("c5.xlarge")).count(), 2, "{text}");
-    assert!(text.contains("2 node claims for 5 pods, 0 unschedulable"), "{text}");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("provisioner2") && l.contains("c5.xlarge"))
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("2 node claims for 5 pods, 0 unschedulable"),
+        "{text}"
+    );
 }

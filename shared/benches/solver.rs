@@ -45,7 +45,14 @@ fn selector(app: &str) -> Selector {
 fn karpenter_shape(n: usize, seed: u64) -> Vec<PodDemand> {
     let mut rng = Rng(seed);
     let cpus = [100, 250, 500, 1000, 1500];
-    let mems = [100 * MI, 256 * MI, 512 * MI, 1024 * MI, 2048 * MI, 4096 * MI];
+    let mems = [
+        100 * MI,
+        256 * MI,
+        512 * MI,
+        1024 * MI,
+        2048 * MI,
+        4096 * MI,
+    ];
     (0..n)
         .map(|i| {
             let kind = i % 5;
@@ -53,13 +60,29 @@ fn karpenter_shape(n: usize, seed: u64) -> Vec<PodDemand> {
             let mut p = PodDemand::simple(
                 "default",
                 &format!("pod-{i}"),
-                Resources { cpu: rng.pick(&cpus), memory: rng.pick(&mems), ..Default::default() },
+                Resources {
+                    cpu: rng.pick(&cpus),
+                    memory: rng.pick(&mems),
+                    ..Default::default()
+                },
             );
             p.labels.insert("app".into(), app.clone());
-            let term = |key| AffinityTerm { key, selector: selector(&app), namespaces: vec!["default".into()] };
+            let term = |key| AffinityTerm {
+                key,
+                selector: selector(&app),
+                namespaces: vec!["default".into()],
+            };
             match kind {
-                1 => p.spread.push(Spread { key: TopologyKey::Zone, max_skew: 1, selector: selector(&app) }),
-                2 => p.spread.push(Spread { key: TopologyKey::Hostname, max_skew: 1, selector: selector(&app) }),
+                1 => p.spread.push(Spread {
+                    key: TopologyKey::Zone,
+                    max_skew: 1,
+                    selector: selector(&app),
+                }),
+                2 => p.spread.push(Spread {
+                    key: TopologyKey::Hostname,
+                    max_skew: 1,
+                    selector: selector(&app),
+                }),
                 3 => p.affinity.push(term(TopologyKey::Zone)),
                 4 => p.anti_affinity.push(term(TopologyKey::Hostname)),
                 _ => {}
@@ -83,7 +106,13 @@ spec:
         - {key: kubernetes.io/arch, operator: In, values: [amd64, arm64]}
 "#;
     let pool: NodePool = serde_yaml::from_str(yaml).expect("literal NodePool");
-    let class = EC2NodeClass { metadata: Meta { name: "default".into(), ..Default::default() }, spec: Default::default() };
+    let class = EC2NodeClass {
+        metadata: Meta {
+            name: "default".into(),
+            ..Default::default()
+        },
+        spec: Default::default(),
+    };
     (pool, class)
 }
 
@@ -94,24 +123,41 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 
 fn throughput(catalog: &Catalog) {
     let (pool, class) = default_pool();
-    println!("## Throughput (Karpenter benchmark shape, full bundled catalog: {} types)", catalog.entries.len());
+    println!(
+        "## Throughput (Karpenter benchmark shape, full bundled catalog: {} types)",
+        catalog.entries.len()
+    );
     println!("| pods | runs | median | pods/s | vs Karpenter | node claims | unschedulable |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     for (n, runs) in [(1_000, 9), (5_000, 7), (10_000, 5), (20_000, 5)] {
-        let snapshot = Snapshot { pods: karpenter_shape(n, 42), ..Default::default() };
+        let snapshot = Snapshot {
+            pods: karpenter_shape(n, 42),
+            ..Default::default()
+        };
         let mut times = vec![];
         let mut last = None;
         for _ in 0..runs {
             let start = Instant::now();
-            let plan = solve(&snapshot, catalog, std::slice::from_ref(&pool), std::slice::from_ref(&class));
+            let plan = solve(
+                &snapshot,
+                catalog,
+                std::slice::from_ref(&pool),
+                std::slice::from_ref(&class),
+            );
             times.push(start.elapsed());
             last = Some(plan);
         }
         let m = median(times);
         let rate = n as f64 / m.as_secs_f64();
         let anchor = match n {
-            20_000 => format!("{:.1}x (anchor {KARPENTER_SECONDS_20K} s)", KARPENTER_SECONDS_20K / m.as_secs_f64()),
-            _ => format!("{:.1}x (anchor {KARPENTER_PODS_PER_SEC_10K} pods/s)", rate / KARPENTER_PODS_PER_SEC_10K),
+            20_000 => format!(
+                "{:.1}x (anchor {KARPENTER_SECONDS_20K} s)",
+                KARPENTER_SECONDS_20K / m.as_secs_f64()
+            ),
+            _ => format!(
+                "{:.1}x (anchor {KARPENTER_PODS_PER_SEC_10K} pods/s)",
+                rate / KARPENTER_PODS_PER_SEC_10K
+            ),
         };
         let plan = last.expect("at least one run");
         println!(
@@ -126,11 +172,21 @@ fn throughput(catalog: &Catalog) {
 
 fn peak_rss_child(catalog: &Catalog) {
     let (pool, class) = default_pool();
-    let snapshot = Snapshot { pods: karpenter_shape(20_000, 42), ..Default::default() };
+    let snapshot = Snapshot {
+        pods: karpenter_shape(20_000, 42),
+        ..Default::default()
+    };
     let plan = solve(&snapshot, catalog, &[pool], &[class]);
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let hwm = status.lines().find(|l| l.starts_with("VmHWM")).unwrap_or("VmHWM: ? kB");
-    println!("{} claims; {}", plan.node_claims.len(), hwm.split_whitespace().skip(1).collect::<Vec<_>>().join(" "));
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM"))
+        .unwrap_or("VmHWM: ? kB");
+    println!(
+        "{} claims; {}",
+        plan.node_claims.len(),
+        hwm.split_whitespace().skip(1).collect::<Vec<_>>().join(" ")
+    );
 }
 
 /// The LP relaxation: the cheapest fractional mix of instance types whose summed free
@@ -144,9 +200,16 @@ fn lp_lower_bound(template: &Template, demand: &Resources) -> f64 {
             vars.push((lp.add_var(o.price, (0.0, f64::INFINITY)), ty));
         }
     }
-    for get in [|r: &Resources| r.cpu, |r: &Resources| r.memory, |r: &Resources| r.pods] {
+    for get in [
+        |r: &Resources| r.cpu,
+        |r: &Resources| r.memory,
+        |r: &Resources| r.pods,
+    ] {
         let scale = get(demand) as f64;
-        let row: Vec<_> = vars.iter().map(|(v, ty)| (*v, get(&ty.free) as f64 / scale)).collect();
+        let row: Vec<_> = vars
+            .iter()
+            .map(|(v, ty)| (*v, get(&ty.free) as f64 / scale))
+            .collect();
         lp.add_constraint(row.as_slice(), ComparisonOp::Ge, 1.0);
     }
     match lp.solve() {
@@ -159,7 +222,9 @@ fn lp_lower_bound(template: &Template, demand: &Resources) -> f64 {
 /// type that holds the pod that did not fit anywhere.
 fn ffd_cheapest_fit(template: &Template, pods: &[PodDemand]) -> f64 {
     let mut order: Vec<&PodDemand> = pods.iter().collect();
-    order.sort_by(|a, b| (b.requests.cpu, b.requests.memory).cmp(&(a.requests.cpu, a.requests.memory)));
+    order.sort_by(|a, b| {
+        (b.requests.cpu, b.requests.memory).cmp(&(a.requests.cpu, a.requests.memory))
+    });
     let mut nodes: Vec<(Resources, f64)> = vec![];
     for p in order {
         if let Some(n) = nodes.iter_mut().find(|(free, _)| p.requests.fits_in(free)) {
@@ -184,31 +249,73 @@ fn ffd_cheapest_fit(template: &Template, pods: &[PodDemand]) -> f64 {
 fn cost_quality(catalog: &Catalog) {
     let (pool, class) = default_pool();
     let template = Template::build(&pool, std::slice::from_ref(&class), catalog, &[]);
-    println!("\n## Cost quality (unconstrained pods; $/h of the plan / LP lower bound; target <= 1.10)");
-    println!("| mix | pods | plan $/h | nodes | LP bound $/h | plan / LP | FFD-cheapest-fit $/h | FFD / LP |");
+    println!(
+        "\n## Cost quality (unconstrained pods; $/h of the plan / LP lower bound; target <= 1.10)"
+    );
+    println!(
+        "| mix | pods | plan $/h | nodes | LP bound $/h | plan / LP | FFD-cheapest-fit $/h | FFD / LP |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut rng = Rng(7);
     let mixes: Vec<(&str, Vec<(i64, i64)>)> = vec![
-        ("karpenter shape", (0..1000).map(|_| (rng.pick(&[100, 250, 500, 1000, 1500]), rng.pick(&[100, 256, 512, 1024, 2048, 4096]) * MI)).collect()),
+        (
+            "karpenter shape",
+            (0..1000)
+                .map(|_| {
+                    (
+                        rng.pick(&[100, 250, 500, 1000, 1500]),
+                        rng.pick(&[100, 256, 512, 1024, 2048, 4096]) * MI,
+                    )
+                })
+                .collect(),
+        ),
         ("web 500m/1Gi x 300", vec![(500, 1024 * MI); 300]),
         ("cpu-heavy 2 cpu/2Gi x 100", vec![(2000, 2048 * MI); 100]),
         ("memory-heavy 500m/8Gi x 100", vec![(500, 8192 * MI); 100]),
         ("tiny 50m/64Mi x 2000", vec![(50, 64 * MI); 2000]),
         ("large 7 cpu/28Gi x 20", vec![(7000, 28 * 1024 * MI); 20]),
         ("few 1 cpu/1.5Gi x 5", vec![(1000, 1536 * MI); 5]),
-        ("mixed sizes", (0..400).map(|_| (rng.pick(&[250, 1000, 4000]), rng.pick(&[512, 4096, 16384]) * MI)).collect()),
+        (
+            "mixed sizes",
+            (0..400)
+                .map(|_| {
+                    (
+                        rng.pick(&[250, 1000, 4000]),
+                        rng.pick(&[512, 4096, 16384]) * MI,
+                    )
+                })
+                .collect(),
+        ),
     ];
     for (name, shapes) in mixes {
         let pods: Vec<PodDemand> = shapes
             .iter()
             .enumerate()
-            .map(|(i, (c, m))| PodDemand::simple("default", &format!("p{i}"), Resources { cpu: *c, memory: *m, ..Default::default() }))
+            .map(|(i, (c, m))| {
+                PodDemand::simple(
+                    "default",
+                    &format!("p{i}"),
+                    Resources {
+                        cpu: *c,
+                        memory: *m,
+                        ..Default::default()
+                    },
+                )
+            })
             .collect();
         let mut demand = Resources::default();
         for p in &pods {
             demand.add(&p.requests);
         }
-        let plan = solve(&Snapshot { pods: pods.clone(), ..Default::default() }, catalog, std::slice::from_ref(&pool), std::slice::from_ref(&class));
+        let plan = solve(
+            &Snapshot {
+                pods: pods.clone(),
+                ..Default::default()
+            },
+            catalog,
+            std::slice::from_ref(&pool),
+            std::slice::from_ref(&class),
+        );
         let bound = lp_lower_bound(&template, &demand);
         let ffd = ffd_cheapest_fit(&template, &pods);
         let price = plan.total_price_per_hour();
@@ -224,16 +331,22 @@ fn cost_quality(catalog: &Catalog) {
 
 fn main() {
     let zones: Vec<String> = ZONES.iter().map(|z| z.to_string()).collect();
-    let catalog = Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).expect("the bundled catalog loads");
+    let catalog =
+        Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).expect("the bundled catalog loads");
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--rss-child") {
         peak_rss_child(&catalog);
         return;
     }
     throughput(&catalog);
-    let out = std::process::Command::new(std::env::current_exe().expect("own path")).arg("--rss-child").output();
+    let out = std::process::Command::new(std::env::current_exe().expect("own path"))
+        .arg("--rss-child")
+        .output();
     match out {
-        Ok(o) => println!("\n## Memory\nPeak RSS planning 20,000 pods (separate process, whole process incl. catalog): {}", String::from_utf8_lossy(&o.stdout).trim()),
+        Ok(o) => println!(
+            "\n## Memory\nPeak RSS planning 20,000 pods (separate process, whole process incl. catalog): {}",
+            String::from_utf8_lossy(&o.stdout).trim()
+        ),
         Err(e) => println!("\n## Memory\ncould not run the child process: {e}"),
     }
     cost_quality(&catalog);

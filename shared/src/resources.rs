@@ -23,7 +23,10 @@ pub struct QuantityError {
 /// decimal exponent (e3, E-2). Fractions finer than a milli-unit round up, as the API server
 /// rounds requests up rather than down.
 pub fn parse_milli(input: &str) -> Result<i64, QuantityError> {
-    let err = |reason| QuantityError { input: input.to_string(), reason };
+    let err = |reason| QuantityError {
+        input: input.to_string(),
+        reason,
+    };
     let s = input.trim();
     if s.is_empty() {
         return Err(err("empty"));
@@ -66,19 +69,31 @@ pub fn parse_milli(input: &str) -> Result<i64, QuantityError> {
             let e: i32 = other[1..].parse().map_err(|_| err("bad exponent"))?;
             (e, 0)
         }
-        _ => return Err(err("unknown suffix (use m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei)")),
+        _ => {
+            return Err(err(
+                "unknown suffix (use m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei)",
+            ));
+        }
     };
     // Work in i128 on the digits so "0.1Gi" and "1.5" are exact before the final rounding.
     let mantissa_digits = format!("{whole}{frac}");
     let mantissa: i128 = mantissa_digits.trim_start_matches('0').parse().unwrap_or(0);
     let scale = exp10 + 3 - frac.len() as i32; // +3: milli-units
-    let mut value = mantissa.checked_mul(1i128 << exp2).ok_or_else(|| err("too large"))?;
+    let mut value = mantissa
+        .checked_mul(1i128 << exp2)
+        .ok_or_else(|| err("too large"))?;
     if scale >= 0 {
         value = value
-            .checked_mul(10i128.checked_pow(scale as u32).ok_or_else(|| err("too large"))?)
+            .checked_mul(
+                10i128
+                    .checked_pow(scale as u32)
+                    .ok_or_else(|| err("too large"))?,
+            )
             .ok_or_else(|| err("too large"))?;
     } else {
-        let div = 10i128.checked_pow((-scale) as u32).ok_or_else(|| err("too small"))?;
+        let div = 10i128
+            .checked_pow((-scale) as u32)
+            .ok_or_else(|| err("too small"))?;
         value = (value + div - 1) / div; // round up
     }
     let value = i64::try_from(value).map_err(|_| err("too large"))?;
@@ -93,7 +108,14 @@ pub fn format_milli(milli: i64, binary: bool) -> String {
     }
     let units = milli / 1000;
     if binary && units != 0 {
-        for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
+        for (suffix, shift) in [
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ] {
             if units % (1i64 << shift) == 0 {
                 return format!("{}{suffix}", units >> shift);
             }
@@ -235,7 +257,11 @@ pub fn is_byte_resource(name: &str) -> bool {
 
 impl fmt::Display for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.to_map().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let parts: Vec<String> = self
+            .to_map()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         write!(f, "{}", parts.join(","))
     }
 }
@@ -287,9 +313,18 @@ mod tests {
 
     #[test]
     fn fits_in_treats_missing_extended_resources_as_zero() {
-        let mut gpu_pod = Resources { cpu: 1000, ..Default::default() };
+        let mut gpu_pod = Resources {
+            cpu: 1000,
+            ..Default::default()
+        };
         gpu_pod.set("nvidia.com/gpu", 1000);
-        let cpu_node = Resources { cpu: 4000, memory: 1, ephemeral_storage: 1, pods: 10_000, ..Default::default() };
+        let cpu_node = Resources {
+            cpu: 4000,
+            memory: 1,
+            ephemeral_storage: 1,
+            pods: 10_000,
+            ..Default::default()
+        };
         assert!(!gpu_pod.fits_in(&cpu_node));
         assert_eq!(gpu_pod.first_exceeding(&cpu_node), Some("nvidia.com/gpu"));
         let mut gpu_node = cpu_node.clone();
@@ -299,8 +334,16 @@ mod tests {
 
     #[test]
     fn init_containers_take_the_maximum_not_the_sum() {
-        let mut app = Resources { cpu: 500, memory: 100, ..Default::default() };
-        app.max(&Resources { cpu: 2000, memory: 50, ..Default::default() });
+        let mut app = Resources {
+            cpu: 500,
+            memory: 100,
+            ..Default::default()
+        };
+        app.max(&Resources {
+            cpu: 2000,
+            memory: 50,
+            ..Default::default()
+        });
         assert_eq!((app.cpu, app.memory), (2000, 100));
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    EphemeralNvmeSupport, InstanceTypeInfo, LocationType, SpotPrice as SdkSpotPrice,
+    EphemeralNvmeSupport, InstanceTypeInfo, LocationType, SpotPrice as SdkSpotPrice, UsageClassType,
 };
 
 use crate::catalog::{Gpu, InstanceType};
@@ -185,8 +185,17 @@ pub(crate) fn instance_type(info: &InstanceTypeInfo) -> Option<InstanceType> {
             .unwrap_or_default(),
         bare_metal: info.bare_metal.unwrap_or(false),
         burstable: info.burstable_performance_supported.unwrap_or(false),
+        // The VPC CNI attaches ENIs on the default network card only, so its limit (not
+        // the instance-wide one) bounds max pods, as in the bundled catalog.
         max_enis: network
-            .and_then(|n| n.maximum_network_interfaces)
+            .and_then(|n| {
+                let default_card = n.default_network_card_index.unwrap_or(0);
+                n.network_cards()
+                    .iter()
+                    .find(|c| c.network_card_index == Some(default_card))
+                    .and_then(|c| c.maximum_network_interfaces)
+                    .or(n.maximum_network_interfaces)
+            })
             .and_then(|v| u32::try_from(v).ok())
             .unwrap_or(0),
         ipv4_per_eni: network
@@ -196,6 +205,10 @@ pub(crate) fn instance_type(info: &InstanceTypeInfo) -> Option<InstanceType> {
         gpu,
         local_nvme_gb,
         network_bandwidth_mbps,
+        spot: info
+            .supported_usage_classes()
+            .contains(&UsageClassType::Spot),
+        ..InstanceType::default()
     })
 }
 

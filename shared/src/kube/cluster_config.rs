@@ -6,12 +6,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::Value;
 
 use super::cluster::KubeCluster;
-use crate::api::{Inputs, Problem, validate};
 use super::config::{
     ConfigLoad, ConfigOrigin, cluster_file, config_map_file, default_pool_inputs, holds_node_pool,
 };
 use super::error::KubeError;
 use super::ports::ConfigSource;
+use crate::api::{Inputs, Problem, validate};
 
 /// One Karpenter kind and the versions tried, newest first. The `ApiResource`s are written
 /// out rather than discovered, to save a discovery round trip on every load.

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::api::{Inputs, Problem, Source};
 use crate::api::{EC2NodeClass, NodePool};
+use crate::api::{Inputs, Problem, Source};
 
 /// Where the configuration of one load came from, in DESIGN's priority order.
 #[derive(Debug, Clone, PartialEq, Eq)]

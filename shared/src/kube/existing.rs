@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
-use crate::scheduling::{ExistingNode, effective_requests};
 use super::provider_id::parse_provider_id;
 use crate::api::{Taint, TaintEffect, labels};
 use crate::catalog::CapacityType;
 use crate::resources::{Resources, parse_milli};
+use crate::scheduling::{ExistingNode, effective_requests};
 
 /// The kubelet's own label for the instance type (`node.kubernetes.io/instance-type`), with
 /// the beta label older AMIs still set as a fallback.

@@ -12,7 +12,10 @@ pub struct BatchWindow {
 
 impl Default for BatchWindow {
     fn default() -> Self {
-        BatchWindow { idle: Duration::from_secs(1), max: Duration::from_secs(10) }
+        BatchWindow {
+            idle: Duration::from_secs(1),
+            max: Duration::from_secs(10),
+        }
     }
 }
 
@@ -31,7 +34,11 @@ impl BatchWindow {
         let idle_until = last_new + self.idle;
         let max_until = first + self.max;
         let until = idle_until.min(max_until);
-        if now >= until { Batch::Ready } else { Batch::Wait(until - now) }
+        if now >= until {
+            Batch::Ready
+        } else {
+            Batch::Wait(until - now)
+        }
     }
 }
 
@@ -58,7 +65,10 @@ mod tests {
         for (first, last, now, want) in cases {
             let got = w.decide(s(first), s(last), s(now));
             match (got, want) {
-                (Batch::Wait(a), Batch::Wait(b)) => assert!((a.as_secs_f64() - b.as_secs_f64()).abs() < 1e-9, "{first} {last} {now}: {a:?} vs {b:?}"),
+                (Batch::Wait(a), Batch::Wait(b)) => assert!(
+                    (a.as_secs_f64() - b.as_secs_f64()).abs() < 1e-9,
+                    "{first} {last} {now}: {a:?} vs {b:?}"
+                ),
                 _ => assert_eq!(got, want, "{first} {last} {now}"),
             }
         }

@@ -15,11 +15,26 @@ pub struct UnavailableOfferings {
 }
 
 impl UnavailableOfferings {
-    pub fn mark(&mut self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: SystemTime) {
-        self.until.insert((instance_type.to_string(), zone.to_string(), capacity_type), now + UNAVAILABLE_TTL);
+    pub fn mark(
+        &mut self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        now: SystemTime,
+    ) {
+        self.until.insert(
+            (instance_type.to_string(), zone.to_string(), capacity_type),
+            now + UNAVAILABLE_TTL,
+        );
     }
 
-    pub fn is_unavailable(&self, instance_type: &str, zone: &str, capacity_type: CapacityType, now: SystemTime) -> bool {
+    pub fn is_unavailable(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        now: SystemTime,
+    ) -> bool {
         self.until
             .get(&(instance_type.to_string(), zone.to_string(), capacity_type))
             .is_some_and(|until| now < *until)
@@ -67,7 +82,11 @@ mod tests {
             ("m6i.large", "us-east-1a", CapacityType::Spot, 0, false),
         ];
         for (ty, zone, ct, after, want) in cases {
-            assert_eq!(u.is_unavailable(ty, zone, ct, t0 + Duration::from_secs(after)), want, "{ty} {zone} {ct} +{after}s");
+            assert_eq!(
+                u.is_unavailable(ty, zone, ct, t0 + Duration::from_secs(after)),
+                want,
+                "{ty} {zone} {ct} +{after}s"
+            );
         }
     }
 }

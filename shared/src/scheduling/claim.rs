@@ -31,7 +31,13 @@ pub struct Claim {
 }
 
 impl Claim {
-    pub fn new(template: usize, node: Option<usize>, reqs: Requirements, pack: usize, free: Resources) -> Self {
+    pub fn new(
+        template: usize,
+        node: Option<usize>,
+        reqs: Requirements,
+        pack: usize,
+        free: Resources,
+    ) -> Self {
         Claim {
             template,
             node,
@@ -50,7 +56,10 @@ impl Claim {
     }
 
     pub fn count(&self, g: GroupId) -> u32 {
-        self.counts.iter().find(|(k, _)| *k == g).map_or(0, |(_, n)| *n)
+        self.counts
+            .iter()
+            .find(|(k, _)| *k == g)
+            .map_or(0, |(_, n)| *n)
     }
 
     pub fn increment(&mut self, g: GroupId) {

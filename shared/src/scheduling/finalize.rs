@@ -21,19 +21,27 @@ impl Solver<'_> {
             }
             let names: Vec<String> = claim.pods.iter().map(|&p| self.pods[p].key()).collect();
             if let Some(n) = claim.node {
-                plan.nominations.push(Nomination { node: self.snapshot.nodes[n].name.clone(), pods: names });
+                plan.nominations.push(Nomination {
+                    node: self.snapshot.nodes[n].name.clone(),
+                    pods: names,
+                });
                 continue;
             }
             let template = &self.templates[claim.template];
             match planned_claim(template, claim, names) {
                 Ok(c) => plan.node_claims.push(c),
-                Err(why) => self.unschedulable.extend(claim.pods.iter().map(|&p| (p, vec![why.clone()]))),
+                Err(why) => self
+                    .unschedulable
+                    .extend(claim.pods.iter().map(|&p| (p, vec![why.clone()]))),
             }
         }
         let mut unschedulable: Vec<Unschedulable> = self
             .unschedulable
             .iter()
-            .map(|(p, whys)| Unschedulable { pod: self.pods[*p].key(), reason: explain(whys) })
+            .map(|(p, whys)| Unschedulable {
+                pod: self.pods[*p].key(),
+                reason: explain(whys),
+            })
             .collect();
         unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
         plan.unschedulable = unschedulable;
@@ -45,7 +53,9 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
     let reserved_ok = |ty: &TypeOption| match &t.limits {
         // Never offer a type bigger, in a limited resource, than the one the limit was
         // checked against when the claim was opened.
-        Some(limits) => limits.keys().all(|k| ty.capacity.get(k) <= claim.reserved.get(k)),
+        Some(limits) => limits
+            .keys()
+            .all(|k| ty.capacity.get(k) <= claim.reserved.get(k)),
         None => true,
     };
     let mut candidates: Vec<(&TypeOption, f64)> = t
@@ -56,11 +66,17 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
         .filter_map(|ty| ty.cheapest(&claim.reqs).map(|o| (ty, o.price)))
         .collect();
     candidates.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.name.cmp(&b.0.name)));
-    let chosen = truncate_keeping_min_values(&candidates, &claim.reqs)
-        .map_err(|what| Why::MinValues { pool: t.nodepool.clone(), what })?;
+    let chosen =
+        truncate_keeping_min_values(&candidates, &claim.reqs).map_err(|what| Why::MinValues {
+            pool: t.nodepool.clone(),
+            what,
+        })?;
     let Some(&(cheapest, _)) = chosen.first() else {
         // The type the claim was packed against always fits; reaching here is a bug.
-        return Err(Why::NoType { pool: t.nodepool.clone(), reqs: claim.reqs.to_string() });
+        return Err(Why::NoType {
+            pool: t.nodepool.clone(),
+            reqs: claim.reqs.to_string(),
+        });
     };
     let offer = cheapest.cheapest(&claim.reqs).ok_or_else(|| Why::NoType {
         pool: t.nodepool.clone(),
@@ -71,8 +87,14 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
     let mut capacity_types = BTreeSet::new();
     for (ty, _) in &chosen {
         for o in &ty.offerings {
-            let zone_ok = claim.reqs.get(labels::ZONE).is_none_or(|r| r.allows(Some(&o.zone)));
-            let ct_ok = claim.reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.allows(Some(o.capacity_type.as_str())));
+            let zone_ok = claim
+                .reqs
+                .get(labels::ZONE)
+                .is_none_or(|r| r.allows(Some(&o.zone)));
+            let ct_ok = claim
+                .reqs
+                .get(labels::CAPACITY_TYPE)
+                .is_none_or(|r| r.allows(Some(o.capacity_type.as_str())));
             if zone_ok && ct_ok {
                 zones.insert(o.zone.clone());
                 capacity_types.insert(o.capacity_type);
@@ -86,7 +108,10 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
         .filter(|(k, _)| !defined_by_instance(k))
         .collect();
     node_labels.extend(t.labels.clone());
-    node_labels.insert(labels::CAPACITY_TYPE.into(), offer.capacity_type.as_str().into());
+    node_labels.insert(
+        labels::CAPACITY_TYPE.into(),
+        offer.capacity_type.as_str().into(),
+    );
     let mut allocatable = cheapest.free.clone();
     allocatable.add(&t.daemon_overhead);
 
@@ -118,12 +143,20 @@ fn truncate_keeping_min_values<'a>(
     sorted: &[(&'a TypeOption, f64)],
     reqs: &super::requirements::Requirements,
 ) -> Result<Vec<(&'a TypeOption, f64)>, String> {
-    let min_keys: Vec<(&String, u32)> = reqs.iter().filter_map(|(k, r)| r.min_values.map(|m| (k, m))).collect();
+    let min_keys: Vec<(&String, u32)> = reqs
+        .iter()
+        .filter_map(|(k, r)| r.min_values.map(|m| (k, m)))
+        .collect();
     let value = |ty: &TypeOption, key: &str| -> Option<String> {
-        if key == labels::INSTANCE_TYPE { Some(ty.name.clone()) } else { ty.labels.get(key).cloned() }
+        if key == labels::INSTANCE_TYPE {
+            Some(ty.name.clone())
+        } else {
+            ty.labels.get(key).cloned()
+        }
     };
     for (key, min) in &min_keys {
-        let distinct: BTreeSet<String> = sorted.iter().filter_map(|(ty, _)| value(ty, key)).collect();
+        let distinct: BTreeSet<String> =
+            sorted.iter().filter_map(|(ty, _)| value(ty, key)).collect();
         if (distinct.len() as u32) < *min {
             return Err(format!(
                 "requirement {key} has minValues {min} but only {} distinct values fit the pods: {}",
@@ -159,5 +192,10 @@ fn truncate_keeping_min_values<'a>(
             budget -= 1;
         }
     }
-    Ok(sorted.iter().zip(keep).filter(|(_, k)| *k).map(|(c, _)| *c).collect())
+    Ok(sorted
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|(c, _)| *c)
+        .collect())
 }

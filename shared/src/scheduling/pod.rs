@@ -94,11 +94,22 @@ impl PodDemand {
     }
 
     pub fn from_pod(pod: &Pod) -> Result<Self, PodError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let id = format!("{namespace}/{name}");
-        let err = |field: &str, message: String| PodError { pod: id.clone(), field: field.into(), message };
-        let spec = pod.spec.as_ref().ok_or_else(|| err("spec", "missing".into()))?;
+        let err = |field: &str, message: String| PodError {
+            pod: id.clone(),
+            field: field.into(),
+            message,
+        };
+        let spec = pod
+            .spec
+            .as_ref()
+            .ok_or_else(|| err("spec", "missing".into()))?;
         Ok(PodDemand {
             labels: pod.metadata.labels.clone().unwrap_or_default(),
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
@@ -108,7 +119,9 @@ impl PodDemand {
                 .iter()
                 .flatten()
                 .enumerate()
-                .map(|(i, t)| Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m)))
+                .map(|(i, t)| {
+                    Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m))
+                })
                 .collect::<Result<_, _>>()?,
             spread: spread_constraints(spec).map_err(|(f, m)| err(&f, m))?,
             affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
@@ -122,7 +135,9 @@ impl PodDemand {
 type FieldError = (String, String);
 
 fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldError> {
-    let Some(res) = &c.resources else { return Ok(Resources::default()) };
+    let Some(res) = &c.resources else {
+        return Ok(Resources::default());
+    };
     // A limit without a request defaults the request to the limit, as the API server does.
     let mut pairs: BTreeMap<&str, &str> = BTreeMap::new();
     for (k, v) in res.limits.iter().flatten() {
@@ -131,7 +146,8 @@ fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldErro
     for (k, v) in res.requests.iter().flatten() {
         pairs.insert(k, &v.0);
     }
-    Resources::parse(pairs).map_err(|(name, e)| (format!("{field}.resources.requests.{name}"), e.to_string()))
+    Resources::parse(pairs)
+        .map_err(|(name, e)| (format!("{field}.resources.requests.{name}"), e.to_string()))
 }
 
 /// max(each init container, sum of app containers) + pod overhead, plus one pod slot.
@@ -157,7 +173,10 @@ pub fn effective_requests(spec: &PodSpec) -> Result<Resources, FieldError> {
     app.max(&init_peak);
     if let Some(overhead) = &spec.overhead {
         let pairs = overhead.iter().map(|(k, v)| (k.as_str(), v.0.as_str()));
-        app.add(&Resources::parse(pairs).map_err(|(n, e)| (format!("spec.overhead.{n}"), e.to_string()))?);
+        app.add(
+            &Resources::parse(pairs)
+                .map_err(|(n, e)| (format!("spec.overhead.{n}"), e.to_string()))?,
+        );
     }
     app.set(PODS, 1000);
     Ok(app)
@@ -176,11 +195,16 @@ fn term_requirements(term: &NodeSelectorTerm, field: &str) -> Result<Requirement
             other => {
                 return Err((
                     format!("{field}.matchExpressions[{i}].operator"),
-                    format!("unknown operator {other:?}; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt"),
+                    format!(
+                        "unknown operator {other:?}; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt"
+                    ),
                 ));
             }
         };
-        out.add(&e.key, Requirement::from_api(op, e.values.as_deref().unwrap_or_default(), None));
+        out.add(
+            &e.key,
+            Requirement::from_api(op, e.values.as_deref().unwrap_or_default(), None),
+        );
     }
     Ok(out)
 }
@@ -194,7 +218,10 @@ fn node_requirements(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
         .affinity
         .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
         .map(|r| r.node_selector_terms.as_slice())
         .unwrap_or_default();
     if terms.is_empty() {
@@ -214,7 +241,12 @@ fn node_requirements(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
 
 fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
     let mut out = vec![];
-    for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+    for (i, c) in spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+    {
         if c.when_unsatisfiable != "DoNotSchedule" {
             continue;
         }
@@ -225,34 +257,53 @@ fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
             None => continue,
         };
         if c.max_skew < 1 {
-            return Err((format!("{field}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+            return Err((
+                format!("{field}.maxSkew"),
+                format!("must be at least 1, got {}", c.max_skew),
+            ));
         }
-        out.push(Spread { key: TopologyKey::parse(&c.topology_key), max_skew: c.max_skew as u32, selector });
+        out.push(Spread {
+            key: TopologyKey::parse(&c.topology_key),
+            max_skew: c.max_skew as u32,
+            selector,
+        });
     }
     Ok(out)
 }
 
-fn affinity_terms(spec: &PodSpec, namespace: &str, anti: bool) -> Result<Vec<AffinityTerm>, FieldError> {
+fn affinity_terms(
+    spec: &PodSpec,
+    namespace: &str,
+    anti: bool,
+) -> Result<Vec<AffinityTerm>, FieldError> {
     let affinity = spec.affinity.as_ref();
     let (terms, field) = if anti {
         (
             affinity
                 .and_then(|a| a.pod_anti_affinity.as_ref())
-                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref()),
+                .and_then(|p| {
+                    p.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
             "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         )
     } else {
         (
             affinity
                 .and_then(|a| a.pod_affinity.as_ref())
-                .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref()),
+                .and_then(|p| {
+                    p.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
             "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         )
     };
     let mut out = vec![];
     for (i, t) in terms.into_iter().flatten().enumerate() {
         let selector = match &t.label_selector {
-            Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}[{i}].labelSelector"), m))?,
+            Some(s) => {
+                Selector::from_k8s(s).map_err(|m| (format!("{field}[{i}].labelSelector"), m))?
+            }
             None => continue,
         };
         let mut namespaces = t.namespaces.clone().unwrap_or_default();
@@ -260,7 +311,11 @@ fn affinity_terms(spec: &PodSpec, namespace: &str, anti: bool) -> Result<Vec<Aff
             namespaces.push(namespace.to_string());
         }
         namespaces.sort();
-        out.push(AffinityTerm { key: TopologyKey::parse(&t.topology_key), selector, namespaces });
+        out.push(AffinityTerm {
+            key: TopologyKey::parse(&t.topology_key),
+            selector,
+            namespaces,
+        });
     }
     Ok(out)
 }
@@ -317,12 +372,18 @@ mod tests {
         for alt in &d.requirements {
             assert!(alt.get("nodeType").is_some());
         }
-        assert!(d.requirements[1].get("karpenter.k8s.aws/instance-cpu").unwrap().allows(Some("8")));
+        assert!(
+            d.requirements[1]
+                .get("karpenter.k8s.aws/instance-cpu")
+                .unwrap()
+                .allows(Some("8"))
+        );
     }
 
     #[test]
     fn a_bad_quantity_names_the_pod_and_field() {
-        let p = pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
+        let p =
+            pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
         let e = PodDemand::from_pod(&p).unwrap_err();
         assert_eq!(e.pod, "ns/p");
         assert_eq!(e.field, "spec.containers[0].resources.requests.cpu");

@@ -9,19 +9,48 @@ use crate::resources::{Resources, format_milli, is_byte_resource};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Why {
-    Unusable { pool: String, why: String },
-    Taint { pool: String, taint: Taint },
-    Requirement { pool: String, conflict: Conflict },
-    NoType { pool: String, reqs: String },
-    TooBig { pool: String, requests: Resources, largest_free: Resources },
-    Limit { pool: String, limits: BTreeMap<String, i64>, used: Resources },
-    Topology { pool: String, what: String },
-    MinValues { pool: String, what: String },
+    Unusable {
+        pool: String,
+        why: String,
+    },
+    Taint {
+        pool: String,
+        taint: Taint,
+    },
+    Requirement {
+        pool: String,
+        conflict: Conflict,
+    },
+    NoType {
+        pool: String,
+        reqs: String,
+    },
+    TooBig {
+        pool: String,
+        requests: Resources,
+        largest_free: Resources,
+    },
+    Limit {
+        pool: String,
+        limits: BTreeMap<String, i64>,
+        used: Resources,
+    },
+    Topology {
+        pool: String,
+        what: String,
+    },
+    MinValues {
+        pool: String,
+        what: String,
+    },
 }
 
 impl Why {
     pub fn no_type<T>(pool: &str, reqs: &Requirements) -> Result<T, Why> {
-        Err(Why::NoType { pool: pool.to_string(), reqs: reqs.to_string() })
+        Err(Why::NoType {
+            pool: pool.to_string(),
+            reqs: reqs.to_string(),
+        })
     }
 
     fn pool(&self) -> &str {
@@ -41,14 +70,23 @@ impl Why {
         match self {
             Why::Unusable { pool, why } => format!("NodePool {pool} cannot be used: {why}"),
             Why::Taint { pool, taint } => {
-                format!("NodePool {pool} has taint {} that the pod does not tolerate", format_taint(taint))
+                format!(
+                    "NodePool {pool} has taint {} that the pod does not tolerate",
+                    format_taint(taint)
+                )
             }
             Why::Requirement { pool, conflict } => format!(
                 "requirement {} {} conflicts with NodePool {pool} ({} {})",
                 conflict.key, conflict.theirs, conflict.key, conflict.ours
             ),
-            Why::NoType { pool, reqs } => format!("no instance type in NodePool {pool} satisfies {reqs}"),
-            Why::TooBig { pool, requests, largest_free } => {
+            Why::NoType { pool, reqs } => {
+                format!("no instance type in NodePool {pool} satisfies {reqs}")
+            }
+            Why::TooBig {
+                pool,
+                requests,
+                largest_free,
+            } => {
                 let name = requests.first_exceeding(largest_free).unwrap_or("cpu");
                 let amount = |v: i64| format_milli(v, is_byte_resource(name));
                 format!(
@@ -62,10 +100,17 @@ impl Why {
                     .iter()
                     .map(|(k, v)| {
                         let bytes = is_byte_resource(k);
-                        format!("{k} {} of {}", format_milli(used.get(k), bytes), format_milli(*v, bytes))
+                        format!(
+                            "{k} {} of {}",
+                            format_milli(used.get(k), bytes),
+                            format_milli(*v, bytes)
+                        )
                     })
                     .collect();
-                format!("NodePool {pool} would exceed its limits ({} in use or launching)", shown.join(", "))
+                format!(
+                    "NodePool {pool} would exceed its limits ({} in use or launching)",
+                    shown.join(", ")
+                )
             }
             Why::Topology { pool, what } => format!("NodePool {pool}: {what}"),
             Why::MinValues { pool, what } => format!("NodePool {pool}: {what}"),
@@ -88,7 +133,11 @@ pub fn explain(whys: &[Why]) -> String {
         .collect();
     if conflicts.len() == whys.len() && conflicts.iter().all(|c| c.key == conflicts[0].key) {
         let c = conflicts[0];
-        let wanted = match c.theirs.strip_prefix("In [").and_then(|s| s.strip_suffix(']')) {
+        let wanted = match c
+            .theirs
+            .strip_prefix("In [")
+            .and_then(|s| s.strip_suffix(']'))
+        {
             Some(v) if !v.contains(',') => format!("{}={v}", c.key),
             _ => format!("{} {}", c.key, c.theirs),
         };
@@ -116,9 +165,16 @@ mod tests {
     fn a_selector_no_pool_offers_is_one_sentence() {
         let conflict = |pool: &str| Why::Requirement {
             pool: pool.into(),
-            conflict: Conflict { key: "nodeType".into(), ours: "DoesNotExist".into(), theirs: "In [gpu]".into() },
+            conflict: Conflict {
+                key: "nodeType".into(),
+                ours: "DoesNotExist".into(),
+                theirs: "In [gpu]".into(),
+            },
         };
-        assert_eq!(explain(&[conflict("a"), conflict("b")]), "node selector nodeType=gpu matches no NodePool");
+        assert_eq!(
+            explain(&[conflict("a"), conflict("b")]),
+            "node selector nodeType=gpu matches no NodePool"
+        );
     }
 
     #[test]
@@ -126,8 +182,18 @@ mod tests {
         let gib = |n: i64| n * (1 << 30) * 1000;
         let why = Why::TooBig {
             pool: "default".into(),
-            requests: Resources { cpu: 1000, memory: gib(96), pods: 1000, ..Default::default() },
-            largest_free: Resources { cpu: 3920, memory: gib(92), pods: 58_000, ..Default::default() },
+            requests: Resources {
+                cpu: 1000,
+                memory: gib(96),
+                pods: 1000,
+                ..Default::default()
+            },
+            largest_free: Resources {
+                cpu: 3920,
+                memory: gib(92),
+                pods: 58_000,
+                ..Default::default()
+            },
         };
         assert_eq!(
             explain(&[why]),
@@ -140,12 +206,19 @@ mod tests {
         let whys = [
             Why::Taint {
                 pool: "gpu".into(),
-                taint: Taint { key: "nvidia.com/gpu".into(), value: None, effect: TaintEffect::NoSchedule },
+                taint: Taint {
+                    key: "nvidia.com/gpu".into(),
+                    value: None,
+                    effect: TaintEffect::NoSchedule,
+                },
             },
             Why::Limit {
                 pool: "default".into(),
                 limits: [("cpu".to_string(), 1_000_000)].into(),
-                used: Resources { cpu: 999_000, ..Default::default() },
+                used: Resources {
+                    cpu: 999_000,
+                    ..Default::default()
+                },
             },
         ];
         assert_eq!(

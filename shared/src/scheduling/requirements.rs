@@ -28,7 +28,14 @@ pub struct Requirement {
 impl Requirement {
     /// Any value, or none: what an unconstrained key means.
     pub fn any() -> Self {
-        Requirement { complement: true, values: BTreeSet::new(), gt: None, lt: None, allows_absent: true, min_values: None }
+        Requirement {
+            complement: true,
+            values: BTreeSet::new(),
+            gt: None,
+            lt: None,
+            allows_absent: true,
+            min_values: None,
+        }
     }
 
     pub fn in_values<I: IntoIterator<Item = S>, S: Into<String>>(values: I) -> Self {
@@ -44,7 +51,14 @@ impl Requirement {
 
     /// The label must not be present (what a node that never sets a key offers).
     pub fn absent() -> Self {
-        Requirement { complement: false, values: BTreeSet::new(), gt: None, lt: None, allows_absent: true, min_values: None }
+        Requirement {
+            complement: false,
+            values: BTreeSet::new(),
+            gt: None,
+            lt: None,
+            allows_absent: true,
+            min_values: None,
+        }
     }
 
     /// Builds a requirement from its API form. Gt/Lt values that are not integers make a
@@ -61,14 +75,25 @@ impl Requirement {
                 allows_absent: true,
                 min_values: None,
             },
-            Operator::Exists => Requirement { allows_absent: false, ..Requirement::any() },
+            Operator::Exists => Requirement {
+                allows_absent: false,
+                ..Requirement::any()
+            },
             Operator::DoesNotExist => Requirement::absent(),
             Operator::Gt => match bound() {
-                Some(n) => Requirement { gt: Some(n), allows_absent: false, ..Requirement::any() },
+                Some(n) => Requirement {
+                    gt: Some(n),
+                    allows_absent: false,
+                    ..Requirement::any()
+                },
                 None => Requirement::in_values(Vec::<String>::new()),
             },
             Operator::Lt => match bound() {
-                Some(n) => Requirement { lt: Some(n), allows_absent: false, ..Requirement::any() },
+                Some(n) => Requirement {
+                    lt: Some(n),
+                    allows_absent: false,
+                    ..Requirement::any()
+                },
                 None => Requirement::in_values(Vec::<String>::new()),
             },
         };
@@ -124,14 +149,35 @@ impl Requirement {
         let allows_absent = self.allows_absent && other.allows_absent;
         let (complement, values) = match (self.complement, other.complement) {
             (true, true) => (true, self.values.union(&other.values).cloned().collect()),
-            (true, false) => (false, other.values.difference(&self.values).cloned().collect()),
-            (false, true) => (false, self.values.difference(&other.values).cloned().collect()),
-            (false, false) => (false, self.values.intersection(&other.values).cloned().collect()),
+            (true, false) => (
+                false,
+                other.values.difference(&self.values).cloned().collect(),
+            ),
+            (false, true) => (
+                false,
+                self.values.difference(&other.values).cloned().collect(),
+            ),
+            (false, false) => (
+                false,
+                self.values.intersection(&other.values).cloned().collect(),
+            ),
         };
-        let mut r = Requirement { complement, values, gt, lt, allows_absent, min_values };
+        let mut r = Requirement {
+            complement,
+            values,
+            gt,
+            lt,
+            allows_absent,
+            min_values,
+        };
         if !r.complement && (r.gt.is_some() || r.lt.is_some()) {
             // A finite set with bounds: keep only the values inside them.
-            let kept: BTreeSet<String> = r.values.iter().filter(|v| r.within_bounds(v)).cloned().collect();
+            let kept: BTreeSet<String> = r
+                .values
+                .iter()
+                .filter(|v| r.within_bounds(v))
+                .cloned()
+                .collect();
             r.values = kept;
             r.gt = None;
             r.lt = None;
@@ -146,7 +192,11 @@ impl Requirement {
 
     /// One value a node can be labelled with to satisfy this, if the set names one.
     pub fn any_value(&self) -> Option<&str> {
-        if self.complement { None } else { self.values.iter().next().map(String::as_str) }
+        if self.complement {
+            None
+        } else {
+            self.values.iter().next().map(String::as_str)
+        }
     }
 }
 
@@ -155,7 +205,11 @@ impl fmt::Display for Requirement {
         let list = |v: &BTreeSet<String>| v.iter().cloned().collect::<Vec<_>>().join(",");
         if !self.complement {
             if self.values.is_empty() {
-                return f.write_str(if self.allows_absent { "DoesNotExist" } else { "In []" });
+                return f.write_str(if self.allows_absent {
+                    "DoesNotExist"
+                } else {
+                    "In []"
+                });
             }
             return write!(f, "In [{}]", list(&self.values));
         }
@@ -170,7 +224,11 @@ impl fmt::Display for Requirement {
             parts.push(format!("Lt {l}"));
         }
         if parts.is_empty() {
-            parts.push(if self.allows_absent { "Any".into() } else { "Exists".into() });
+            parts.push(if self.allows_absent {
+                "Any".into()
+            } else {
+                "Exists".into()
+            });
         }
         f.write_str(&parts.join(" and "))
     }
@@ -196,7 +254,10 @@ impl Requirements {
     pub fn from_api(reqs: &[NodeSelectorRequirement]) -> Self {
         let mut out = Requirements::new();
         for r in reqs {
-            out.add(&r.key, Requirement::from_api(r.operator, &r.values, r.min_values));
+            out.add(
+                &r.key,
+                Requirement::from_api(r.operator, &r.values, r.min_values),
+            );
         }
         out
     }
@@ -242,7 +303,11 @@ impl Requirements {
     /// Checks that `other` can hold together with `self`, where `self` describes a node:
     /// a key `self` does not name is a label the node will not carry, unless `defined_by`
     /// says the key is filled in later (instance-type labels, zone, capacity type).
-    pub fn compatible(&self, other: &Requirements, defined_later: impl Fn(&str) -> bool) -> Result<(), Conflict> {
+    pub fn compatible(
+        &self,
+        other: &Requirements,
+        defined_later: impl Fn(&str) -> bool,
+    ) -> Result<(), Conflict> {
         for (key, theirs) in &other.0 {
             let ours = match self.0.get(key) {
                 Some(r) => r.clone(),
@@ -250,7 +315,11 @@ impl Requirements {
                 None => Requirement::absent(),
             };
             if ours.intersect(theirs).is_empty() {
-                return Err(Conflict { key: key.clone(), ours: ours.to_string(), theirs: theirs.to_string() });
+                return Err(Conflict {
+                    key: key.clone(),
+                    ours: ours.to_string(),
+                    theirs: theirs.to_string(),
+                });
             }
         }
         Ok(())
@@ -258,11 +327,16 @@ impl Requirements {
 
     /// Whether a concrete label set satisfies every requirement.
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.0.iter().all(|(k, r)| r.allows(labels.get(k).map(String::as_str)))
+        self.0
+            .iter()
+            .all(|(k, r)| r.allows(labels.get(k).map(String::as_str)))
     }
 
     /// The first requirement a label set fails, for messages.
-    pub fn first_mismatch(&self, labels: &BTreeMap<String, String>) -> Option<(&str, &Requirement)> {
+    pub fn first_mismatch(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<(&str, &Requirement)> {
         self.0
             .iter()
             .find(|(k, r)| !r.allows(labels.get(*k).map(String::as_str)))
@@ -272,7 +346,10 @@ impl Requirements {
     /// Labels a node built from these requirements carries: every key whose allowed set
     /// names a value (the first, as Karpenter picks one when several remain).
     pub fn labels(&self) -> BTreeMap<String, String> {
-        self.0.iter().filter_map(|(k, r)| r.any_value().map(|v| (k.clone(), v.to_string()))).collect()
+        self.0
+            .iter()
+            .filter_map(|(k, r)| r.any_value().map(|v| (k.clone(), v.to_string())))
+            .collect()
     }
 }
 
@@ -289,7 +366,11 @@ mod tests {
     use Operator::*;
 
     fn req(op: Operator, values: &[&str]) -> Requirement {
-        Requirement::from_api(op, &values.iter().map(|s| s.to_string()).collect::<Vec<_>>(), None)
+        Requirement::from_api(
+            op,
+            &values.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            None,
+        )
     }
 
     #[test]
@@ -315,7 +396,11 @@ mod tests {
             (Gt, &["x"], Some("9"), false), // a non-integer bound matches nothing
         ];
         for (op, values, label, want) in cases {
-            assert_eq!(req(*op, values).allows(*label), *want, "{op:?} {values:?} vs {label:?}");
+            assert_eq!(
+                req(*op, values).allows(*label),
+                *want,
+                "{op:?} {values:?} vs {label:?}"
+            );
         }
     }
 
@@ -324,24 +409,65 @@ mod tests {
         // (left, right, probe values that must be allowed, probe values that must not)
         type Side<'a> = (Operator, &'a [&'a str]);
         let cases: &[(Side, Side, &[Option<&str>], &[Option<&str>])] = &[
-            ((In, &["a", "b"]), (In, &["b", "c"]), &[Some("b")], &[Some("a"), Some("c"), None]),
-            ((In, &["a", "b"]), (NotIn, &["a"]), &[Some("b")], &[Some("a"), None]),
-            ((NotIn, &["a"]), (NotIn, &["b"]), &[Some("c"), None], &[Some("a"), Some("b")]),
-            ((Exists, &[]), (NotIn, &["a"]), &[Some("b")], &[Some("a"), None]),
+            (
+                (In, &["a", "b"]),
+                (In, &["b", "c"]),
+                &[Some("b")],
+                &[Some("a"), Some("c"), None],
+            ),
+            (
+                (In, &["a", "b"]),
+                (NotIn, &["a"]),
+                &[Some("b")],
+                &[Some("a"), None],
+            ),
+            (
+                (NotIn, &["a"]),
+                (NotIn, &["b"]),
+                &[Some("c"), None],
+                &[Some("a"), Some("b")],
+            ),
+            (
+                (Exists, &[]),
+                (NotIn, &["a"]),
+                &[Some("b")],
+                &[Some("a"), None],
+            ),
             ((DoesNotExist, &[]), (NotIn, &["a"]), &[None], &[Some("b")]),
-            ((Gt, &["2"]), (Lt, &["6"]), &[Some("3"), Some("5")], &[Some("2"), Some("6"), None]),
-            ((Gt, &["2"]), (In, &["1", "3", "x"]), &[Some("3")], &[Some("1"), Some("x")]),
-            ((In, &["c", "m"]), (Exists, &[]), &[Some("c"), Some("m")], &[Some("r"), None]),
+            (
+                (Gt, &["2"]),
+                (Lt, &["6"]),
+                &[Some("3"), Some("5")],
+                &[Some("2"), Some("6"), None],
+            ),
+            (
+                (Gt, &["2"]),
+                (In, &["1", "3", "x"]),
+                &[Some("3")],
+                &[Some("1"), Some("x")],
+            ),
+            (
+                (In, &["c", "m"]),
+                (Exists, &[]),
+                &[Some("c"), Some("m")],
+                &[Some("r"), None],
+            ),
         ];
         for ((lo, lv), (ro, rv), yes, no) in cases {
             let both = req(*lo, lv).intersect(&req(*ro, rv));
             let flipped = req(*ro, rv).intersect(&req(*lo, lv));
             for probe in *yes {
-                assert!(both.allows(*probe), "{lo:?}{lv:?} & {ro:?}{rv:?} should allow {probe:?}");
+                assert!(
+                    both.allows(*probe),
+                    "{lo:?}{lv:?} & {ro:?}{rv:?} should allow {probe:?}"
+                );
                 assert!(flipped.allows(*probe), "flipped should allow {probe:?}");
             }
             for probe in *no {
-                assert!(!both.allows(*probe), "{lo:?}{lv:?} & {ro:?}{rv:?} should reject {probe:?}");
+                assert!(
+                    !both.allows(*probe),
+                    "{lo:?}{lv:?} & {ro:?}{rv:?} should reject {probe:?}"
+                );
                 assert!(!flipped.allows(*probe), "flipped should reject {probe:?}");
             }
         }
@@ -352,8 +478,16 @@ mod tests {
         assert!(req(In, &["a"]).intersect(&req(In, &["b"])).is_empty());
         assert!(req(Gt, &["5"]).intersect(&req(Lt, &["6"])).is_empty());
         assert!(!req(Gt, &["5"]).intersect(&req(Lt, &["7"])).is_empty());
-        assert!(req(Exists, &[]).intersect(&req(DoesNotExist, &[])).is_empty());
-        assert!(!req(NotIn, &["a"]).intersect(&req(DoesNotExist, &[])).is_empty());
+        assert!(
+            req(Exists, &[])
+                .intersect(&req(DoesNotExist, &[]))
+                .is_empty()
+        );
+        assert!(
+            !req(NotIn, &["a"])
+                .intersect(&req(DoesNotExist, &[]))
+                .is_empty()
+        );
     }
 
     #[test]
@@ -373,8 +507,14 @@ mod tests {
 
         let mut team = Requirements::new();
         team.add("team", req(In, &["a"]));
-        assert!(node.compatible(&team, never_later).is_err(), "the node never carries `team`");
-        assert!(node.compatible(&team, |k| k == "team").is_ok(), "unless the key is filled in later");
+        assert!(
+            node.compatible(&team, never_later).is_err(),
+            "the node never carries `team`"
+        );
+        assert!(
+            node.compatible(&team, |k| k == "team").is_ok(),
+            "unless the key is filled in later"
+        );
 
         let mut not_team = Requirements::new();
         not_team.add("team", req(NotIn, &["a"]));
@@ -385,11 +525,17 @@ mod tests {
     fn labels_of_single_valued_requirements_are_what_the_node_carries() {
         let mut r = Requirements::new();
         r.add("nodeType", req(In, &["cpu-node"]));
-        r.add("karpenter.sh/capacity-type", req(In, &["spot", "on-demand"]));
+        r.add(
+            "karpenter.sh/capacity-type",
+            req(In, &["spot", "on-demand"]),
+        );
         r.add("team", req(Exists, &[]));
         let labels = r.labels();
         assert_eq!(labels.get("nodeType").map(String::as_str), Some("cpu-node"));
-        assert_eq!(labels.get("karpenter.sh/capacity-type").map(String::as_str), Some("on-demand"));
+        assert_eq!(
+            labels.get("karpenter.sh/capacity-type").map(String::as_str),
+            Some("on-demand")
+        );
         assert!(!labels.contains_key("team"));
     }
 

@@ -58,7 +58,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -66,8 +69,16 @@ mod tests {
         let sel = Selector::from_k8s(&LabelSelector {
             match_labels: Some([("app".to_string(), "web".to_string())].into()),
             match_expressions: Some(vec![
-                LabelSelectorRequirement { key: "tier".into(), operator: "NotIn".into(), values: Some(vec!["db".into()]) },
-                LabelSelectorRequirement { key: "canary".into(), operator: "DoesNotExist".into(), values: None },
+                LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "NotIn".into(),
+                    values: Some(vec!["db".into()]),
+                },
+                LabelSelectorRequirement {
+                    key: "canary".into(),
+                    operator: "DoesNotExist".into(),
+                    values: None,
+                },
             ]),
         })
         .unwrap();
@@ -82,7 +93,11 @@ mod tests {
     #[test]
     fn unknown_selector_operators_are_reported() {
         let bad = LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement { key: "a".into(), operator: "Equals".into(), values: None }]),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "a".into(),
+                operator: "Equals".into(),
+                values: None,
+            }]),
             ..Default::default()
         };
         assert!(Selector::from_k8s(&bad).unwrap_err().contains("Equals"));

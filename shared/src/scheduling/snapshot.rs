@@ -55,12 +55,18 @@ impl Snapshot {
             }
         }
         for ds in daemon_sets {
-            let Some(spec) = ds.spec.as_ref() else { continue };
+            let Some(spec) = ds.spec.as_ref() else {
+                continue;
+            };
             let pod = k8s_openapi::api::core::v1::Pod {
                 metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                     name: ds.metadata.name.clone(),
                     namespace: ds.metadata.namespace.clone(),
-                    labels: spec.template.metadata.as_ref().and_then(|m| m.labels.clone()),
+                    labels: spec
+                        .template
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.labels.clone()),
                     ..Default::default()
                 },
                 spec: spec.template.spec.clone(),

@@ -22,12 +22,23 @@ use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::catalog::Catalog;
 use crate::resources::Resources;
 
-pub fn solve(snapshot: &Snapshot, catalog: &Catalog, pools: &[NodePool], classes: &[EC2NodeClass]) -> ProvisioningPlan {
-    let mut templates: Vec<Template> =
-        pools.iter().map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets)).collect();
+pub fn solve(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+) -> ProvisioningPlan {
+    let mut templates: Vec<Template> = pools
+        .iter()
+        .map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets))
+        .collect();
     // Higher weight first, as Karpenter orders NodePools; the name breaks ties so plans are
     // deterministic.
-    templates.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.nodepool.cmp(&b.nodepool)));
+    templates.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then_with(|| a.nodepool.cmp(&b.nodepool))
+    });
     let mut solver = Solver::new(snapshot, templates);
     solver.pack();
     solver.finish()
@@ -70,12 +81,20 @@ impl<'a> Solver<'a> {
 
         let mut zones: Vec<String> = templates
             .iter()
-            .flat_map(|t| t.types.iter().flat_map(|ty| ty.offerings.iter().map(|o| o.zone.clone())))
+            .flat_map(|t| {
+                t.types
+                    .iter()
+                    .flat_map(|ty| ty.offerings.iter().map(|o| o.zone.clone()))
+            })
             .chain(snapshot.nodes.iter().map(|n| n.zone.clone()))
             .collect();
         zones.sort();
         zones.dedup();
-        let zone_index: HashMap<&str, usize> = zones.iter().enumerate().map(|(i, z)| (z.as_str(), i)).collect();
+        let zone_index: HashMap<&str, usize> = zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| (z.as_str(), i))
+            .collect();
         let template_zones = templates
             .iter()
             .map(|t| {
@@ -104,13 +123,22 @@ impl<'a> Solver<'a> {
         let mut claims = vec![];
         let mut limit_used = vec![Resources::default(); templates.len()];
         for (i, node) in snapshot.nodes.iter().enumerate() {
-            if let Some(t) = templates.iter().position(|t| Some(&t.nodepool) == node.nodepool.as_ref()) {
+            if let Some(t) = templates
+                .iter()
+                .position(|t| Some(&t.nodepool) == node.nodepool.as_ref())
+            {
                 limit_used[t].add(&node.capacity);
                 *limit_used[t].extended.entry(NODES.into()).or_insert(0) += 1000;
             }
             let mut free = node.allocatable.clone();
             free.sub(&node.requested);
-            let mut claim = Claim::new(EXISTING, Some(i), Requirements::from_labels(&node.labels), 0, free);
+            let mut claim = Claim::new(
+                EXISTING,
+                Some(i),
+                Requirements::from_labels(&node.labels),
+                0,
+                free,
+            );
             claim.zone = zone_index.get(node.zone.as_str()).copied();
             claim.closed = !node.schedulable;
             for (ns, pod_labels) in &node.pods {
@@ -142,10 +170,12 @@ impl<'a> Solver<'a> {
                         .filter(|&t| {
                             templates[t].unusable.is_none()
                                 && templates[t].tolerated_by(&pod.tolerations).is_ok()
-                                && pod
-                                    .requirements
-                                    .iter()
-                                    .any(|alt| templates[t].requirements.compatible(alt, defined_by_instance).is_ok())
+                                && pod.requirements.iter().any(|alt| {
+                                    templates[t]
+                                        .requirements
+                                        .compatible(alt, defined_by_instance)
+                                        .is_ok()
+                                })
                         })
                         .collect::<Vec<_>>(),
                 );
@@ -159,9 +189,9 @@ impl<'a> Solver<'a> {
                 remaining[t].add(&pod.requests);
             }
         }
-        let smallest = pods
-            .iter()
-            .fold((i64::MAX, i64::MAX), |(c, m), p| (c.min(p.requests.cpu), m.min(p.requests.memory)));
+        let smallest = pods.iter().fold((i64::MAX, i64::MAX), |(c, m), p| {
+            (c.min(p.requests.cpu), m.min(p.requests.memory))
+        });
 
         Solver {
             pods,
@@ -193,7 +223,8 @@ impl<'a> Solver<'a> {
         // Largest first by dominant share of a 1 vCPU : 4 GiB node (the general-purpose
         // ratio), then by cpu and memory; pods needing extended resources (GPUs) lead.
         const GIB4: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0 * 1000.0;
-        let size = |p: &PodDemand| (p.requests.cpu as f64 / 1000.0).max(p.requests.memory as f64 / GIB4);
+        let size =
+            |p: &PodDemand| (p.requests.cpu as f64 / 1000.0).max(p.requests.memory as f64 / GIB4);
         order.sort_by(|&a, &b| {
             let (pa, pb) = (&self.pods[a], &self.pods[b]);
             pb.requests
@@ -211,7 +242,11 @@ impl<'a> Solver<'a> {
         let mut cursor = vec![0usize; self.class_templates.len()];
         for p in order {
             let class = self.class_of[p];
-            let start = if self.class_full_scan[class] { 0 } else { cursor[class] };
+            let start = if self.class_full_scan[class] {
+                0
+            } else {
+                cursor[class]
+            };
             let from = self.open.partition_point(|&c| c < start);
             let mut placed = None;
             for i in from..self.open.len() {
@@ -234,7 +269,10 @@ impl<'a> Solver<'a> {
             if let Some(ci) = placed {
                 cursor[class] = ci;
             }
-            if self.open.len() > 64 && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2 > self.open.len() {
+            if self.open.len() > 64
+                && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2
+                    > self.open.len()
+            {
                 let claims = &self.claims;
                 self.open.retain(|&c| !claims[c].closed);
             }
@@ -272,7 +310,10 @@ impl<'a> Solver<'a> {
             Some(n) => {
                 let node = &self.snapshot.nodes[n];
                 if first_untolerated(&node.taints, &pod.tolerations).is_some()
-                    || !pod.requirements.iter().any(|alt| alt.matches_labels(&node.labels))
+                    || !pod
+                        .requirements
+                        .iter()
+                        .any(|alt| alt.matches_labels(&node.labels))
                 {
                     return None;
                 }
@@ -303,14 +344,20 @@ impl<'a> Solver<'a> {
             }
         };
         let zone = self.zone_for(p, ci, reqs.as_ref().unwrap_or(&c.reqs))?;
-        Some(Placement { reqs, narrowed, zone })
+        Some(Placement {
+            reqs,
+            narrowed,
+            zone,
+        })
     }
 
     /// `None`: the zone rules forbid this claim. `Some(None)`: nothing to pin.
     /// `Some(Some(z))`: pin the claim to zone `z`.
     fn zone_for(&self, p: usize, ci: usize, reqs: &Requirements) -> Option<Option<usize>> {
         let terms = &self.groups.terms[p];
-        let member_of_anti = self.groups.member_of[p].iter().any(|&g| self.zone_anti_groups[g as usize]);
+        let member_of_anti = self.groups.member_of[p]
+            .iter()
+            .any(|&g| self.zone_anti_groups[g as usize]);
         if !terms.has_zone_terms() && !member_of_anti {
             return Some(None);
         }
@@ -323,14 +370,20 @@ impl<'a> Solver<'a> {
                     .into_iter()
                     .filter(|&z| {
                         let mut r = reqs.clone();
-                        r.add(labels::ZONE, Requirement::in_values([self.zones[z].clone()]));
+                        r.add(
+                            labels::ZONE,
+                            Requirement::in_values([self.zones[z].clone()]),
+                        );
                         pack.cheapest(&r).is_some()
                     })
                     .collect()
             }
         };
         let domains = self.spread_domains(p, c.template);
-        let best = self.rank_zones(p, &candidates, &domains).into_iter().next()?;
+        let best = self
+            .rank_zones(p, &candidates, &domains)
+            .into_iter()
+            .next()?;
         Some(if c.zone.is_some() { None } else { Some(best) })
     }
 
@@ -345,12 +398,22 @@ impl<'a> Solver<'a> {
                     && zone_allowed(&self.templates[template].requirements, &self.zones[z]))
         };
         (0..self.zones.len())
-            .filter(|&z| in_template(z) && pod.requirements.iter().any(|alt| zone_allowed(alt, &self.zones[z])))
+            .filter(|&z| {
+                in_template(z)
+                    && pod
+                        .requirements
+                        .iter()
+                        .any(|alt| zone_allowed(alt, &self.zones[z]))
+            })
             .collect()
     }
 
     fn allowed_zones(&self, template: usize, reqs: &Requirements) -> Vec<usize> {
-        self.template_zones[template].iter().copied().filter(|&z| zone_allowed(reqs, &self.zones[z])).collect()
+        self.template_zones[template]
+            .iter()
+            .copied()
+            .filter(|&z| zone_allowed(reqs, &self.zones[z]))
+            .collect()
     }
 
     /// Zones from `candidates` that satisfy the pod's zone rules, best first (fewest
@@ -362,14 +425,34 @@ impl<'a> Solver<'a> {
             .iter()
             .copied()
             .filter(|&z| {
-                terms.spread.iter().filter(|s| s.1 == TopologyKey::Zone).all(|&(g, _, skew)| {
-                    let min = domains.iter().map(|&d| self.counts.count(g, d)).min().unwrap_or(0);
-                    self.counts.count(g, z) + u32::from(self.member(p, g)) <= min + skew
-                }) && terms.anti.iter().filter(|a| a.1 == TopologyKey::Zone).all(|&(g, _)| self.counts.count(g, z) == 0)
-                    && self.groups.member_of[p].iter().all(|&g| !self.counts.anti(g, z))
-                    && terms.affinity.iter().filter(|a| a.1 == TopologyKey::Zone).all(|&(g, _)| {
-                        self.counts.count(g, z) > 0 || (self.counts.total[g as usize] == 0 && self.member(p, g))
+                terms
+                    .spread
+                    .iter()
+                    .filter(|s| s.1 == TopologyKey::Zone)
+                    .all(|&(g, _, skew)| {
+                        let min = domains
+                            .iter()
+                            .map(|&d| self.counts.count(g, d))
+                            .min()
+                            .unwrap_or(0);
+                        self.counts.count(g, z) + u32::from(self.member(p, g)) <= min + skew
                     })
+                    && terms
+                        .anti
+                        .iter()
+                        .filter(|a| a.1 == TopologyKey::Zone)
+                        .all(|&(g, _)| self.counts.count(g, z) == 0)
+                    && self.groups.member_of[p]
+                        .iter()
+                        .all(|&g| !self.counts.anti(g, z))
+                    && terms
+                        .affinity
+                        .iter()
+                        .filter(|a| a.1 == TopologyKey::Zone)
+                        .all(|&(g, _)| {
+                            self.counts.count(g, z) > 0
+                                || (self.counts.total[g as usize] == 0 && self.member(p, g))
+                        })
             })
             .map(|z| {
                 let load = terms
@@ -453,22 +536,32 @@ impl<'a> Solver<'a> {
         for ti in 0..self.templates.len() {
             let t = &self.templates[ti];
             if let Some(u) = &t.unusable {
-                whys.push(Why::Unusable { pool: t.nodepool.clone(), why: u.clone() });
+                whys.push(Why::Unusable {
+                    pool: t.nodepool.clone(),
+                    why: u.clone(),
+                });
                 continue;
             }
             if let Err(taint) = t.tolerated_by(&pod.tolerations) {
-                whys.push(Why::Taint { pool: t.nodepool.clone(), taint: taint.clone() });
+                whys.push(Why::Taint {
+                    pool: t.nodepool.clone(),
+                    taint: taint.clone(),
+                });
                 continue;
             }
             for alt in &pod.requirements {
                 if let Err(conflict) = t.requirements.compatible(alt, defined_by_instance) {
-                    whys.push(Why::Requirement { pool: t.nodepool.clone(), conflict });
+                    whys.push(Why::Requirement {
+                        pool: t.nodepool.clone(),
+                        conflict,
+                    });
                     continue;
                 }
                 let mut reqs = t.requirements.clone();
                 reqs.merge(alt);
                 let joins_elsewhere = terms.affinity.iter().any(|&(g, key)| {
-                    key == TopologyKey::Hostname && !(self.counts.total[g as usize] == 0 && self.member(p, g))
+                    key == TopologyKey::Hostname
+                        && !(self.counts.total[g as usize] == 0 && self.member(p, g))
                 });
                 if joins_elsewhere {
                     whys.push(Why::Topology {
@@ -477,14 +570,20 @@ impl<'a> Solver<'a> {
                     });
                     continue;
                 }
-                let zone_choices: Vec<Option<usize>> =
-                    if terms.has_zone_terms() || self.groups.member_of[p].iter().any(|&g| self.zone_anti_groups[g as usize]) {
-                        let candidates = self.allowed_zones(ti, &reqs);
-                        let domains = self.spread_domains(p, ti);
-                        self.rank_zones(p, &candidates, &domains).into_iter().map(Some).collect()
-                    } else {
-                        vec![None]
-                    };
+                let zone_choices: Vec<Option<usize>> = if terms.has_zone_terms()
+                    || self.groups.member_of[p]
+                        .iter()
+                        .any(|&g| self.zone_anti_groups[g as usize])
+                {
+                    let candidates = self.allowed_zones(ti, &reqs);
+                    let domains = self.spread_domains(p, ti);
+                    self.rank_zones(p, &candidates, &domains)
+                        .into_iter()
+                        .map(Some)
+                        .collect()
+                } else {
+                    vec![None]
+                };
                 if zone_choices.is_empty() {
                     whys.push(Why::Topology {
                         pool: t.nodepool.clone(),
@@ -497,7 +596,10 @@ impl<'a> Solver<'a> {
                 for zc in zone_choices {
                     let mut r = reqs.clone();
                     if let Some(z) = zc {
-                        r.add(labels::ZONE, Requirement::in_values([self.zones[z].clone()]));
+                        r.add(
+                            labels::ZONE,
+                            Requirement::in_values([self.zones[z].clone()]),
+                        );
                     }
                     match self.pick_pack_type(ti, &r, p, narrowed || zc.is_some()) {
                         Ok(k) => return Ok(self.create_claim(p, ti, r, k, narrowed, zc)),
@@ -510,17 +612,32 @@ impl<'a> Solver<'a> {
         Err(whys)
     }
 
-    fn create_claim(&mut self, p: usize, ti: usize, reqs: Requirements, pack: usize, narrowed: bool, zone: Option<usize>) -> usize {
+    fn create_claim(
+        &mut self,
+        p: usize,
+        ti: usize,
+        reqs: Requirements,
+        pack: usize,
+        narrowed: bool,
+        zone: Option<usize>,
+    ) -> usize {
         let ty = &self.templates[ti].types[pack];
         let mut claim = Claim::new(ti, None, reqs, pack, ty.free.clone());
         claim.narrowed = narrowed;
         claim.reserved = ty.capacity.clone();
         self.limit_used[ti].add(&ty.capacity);
-        *self.limit_used[ti].extended.entry(NODES.into()).or_insert(0) += 1000;
+        *self.limit_used[ti]
+            .extended
+            .entry(NODES.into())
+            .or_insert(0) += 1000;
         self.claims.push(claim);
         let ci = self.claims.len() - 1;
         self.open.push(ci);
-        let placement = Placement { reqs: None, narrowed: false, zone };
+        let placement = Placement {
+            reqs: None,
+            narrowed: false,
+            zone,
+        };
         self.place(p, ci, placement);
         ci
     }
@@ -528,7 +645,13 @@ impl<'a> Solver<'a> {
     /// The type to pack a new claim against: among types that satisfy `reqs`, hold the
     /// pod and stay inside the NodePool's limits, the one that covers the NodePool's
     /// remaining demand most cheaply.
-    fn pick_pack_type(&self, ti: usize, reqs: &Requirements, p: usize, check_reqs: bool) -> Result<usize, Why> {
+    fn pick_pack_type(
+        &self,
+        ti: usize,
+        reqs: &Requirements,
+        p: usize,
+        check_reqs: bool,
+    ) -> Result<usize, Why> {
         let t = &self.templates[ti];
         let pod = &self.pods[p];
         let demand = &self.remaining[ti];
@@ -551,8 +674,16 @@ impl<'a> Solver<'a> {
             {
                 continue;
             }
-            let Some(offer) = ty.cheapest(reqs) else { continue };
-            let ratio = |need: i64, have: i64| if have > 0 { need as f64 / have as f64 } else { f64::INFINITY };
+            let Some(offer) = ty.cheapest(reqs) else {
+                continue;
+            };
+            let ratio = |need: i64, have: i64| {
+                if have > 0 {
+                    need as f64 / have as f64
+                } else {
+                    f64::INFINITY
+                }
+            };
             // Whole nodes: two half-empty small nodes cost what they cost.
             let nodes = ratio(demand.cpu, ty.free.cpu)
                 .max(ratio(demand.memory, ty.free.memory))
@@ -561,7 +692,8 @@ impl<'a> Solver<'a> {
                 .max(1.0);
             let cost = offer.price * nodes;
             // On a tie in cost, fewer nodes: less overhead and fewer launches.
-            let better = best.is_none_or(|(c, n, _)| cost < c - 1e-12 || (cost <= c + 1e-12 && nodes < n));
+            let better =
+                best.is_none_or(|(c, n, _)| cost < c - 1e-12 || (cost <= c + 1e-12 && nodes < n));
             if better {
                 best = Some((cost, nodes, k));
             }
@@ -590,13 +722,22 @@ fn zone_allowed(reqs: &Requirements, zone: &str) -> bool {
 /// Whether an affinity alternative constrains instance-decided labels other than zone and
 /// capacity type, which the offering check covers.
 fn narrows_types(alt: &Requirements) -> bool {
-    alt.iter().any(|(k, _)| defined_by_instance(k) && k != labels::ZONE && k != labels::CAPACITY_TYPE)
+    alt.iter()
+        .any(|(k, _)| defined_by_instance(k) && k != labels::ZONE && k != labels::CAPACITY_TYPE)
 }
 
 /// Whether adding a node of `adding` capacity keeps every limit the NodePool sets.
-pub(super) fn within_limits(used: &Resources, adding: &Resources, limits: &BTreeMap<String, i64>) -> bool {
+pub(super) fn within_limits(
+    used: &Resources,
+    adding: &Resources,
+    limits: &BTreeMap<String, i64>,
+) -> bool {
     limits.iter().all(|(k, &limit)| {
-        let after = if k == NODES { used.get(NODES) + 1000 } else { used.get(k) + adding.get(k) };
+        let after = if k == NODES {
+            used.get(NODES) + 1000
+        } else {
+            used.get(k) + adding.get(k)
+        };
         after <= limit
     })
 }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 
 use super::testkit::*;
 use super::*;
-use crate::resources::Resources;
 use crate::catalog::Catalog;
+use crate::resources::Resources;
 
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
 
@@ -57,7 +57,15 @@ fn build(workloads: &[(Kind, i64, i64, usize)]) -> Vec<PodDemand> {
 
 fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
     let pods = build(workloads);
-    let plan = solve(&Snapshot { pods: pods.clone(), ..Default::default() }, cat, &[pool("default").build()], &[class("default")]);
+    let plan = solve(
+        &Snapshot {
+            pods: pods.clone(),
+            ..Default::default()
+        },
+        cat,
+        &[pool("default").build()],
+        &[class("default")],
+    );
     let by_key: HashMap<String, &PodDemand> = pods.iter().map(|p| (p.key(), p)).collect();
 
     // Every pod is accounted for exactly once.
@@ -71,7 +79,10 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
         *seen.entry(u.pod.clone()).or_default() += 1;
     }
     assert_eq!(seen.len(), pods.len(), "some pod is missing from the plan");
-    assert!(seen.values().all(|&n| n == 1), "a pod is placed twice or both placed and unschedulable");
+    assert!(
+        seen.values().all(|&n| n == 1),
+        "a pod is placed twice or both placed and unschedulable"
+    );
 
     let mut zone_members: BTreeMap<(String, String), u32> = BTreeMap::new();
     for c in &plan.node_claims {
@@ -83,8 +94,16 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
         assert_eq!(sum, c.requests);
         assert!(c.instance_types.len() <= MAX_INSTANCE_TYPES && !c.instance_types.is_empty());
         for name in &c.instance_types {
-            let it = &cat.entries.iter().find(|e| &e.instance_type.name == name).unwrap().instance_type;
-            assert!(sum.fits_in(&it.allocatable(None)), "{name} cannot hold {sum}");
+            let it = &cat
+                .entries
+                .iter()
+                .find(|e| &e.instance_type.name == name)
+                .unwrap()
+                .instance_type;
+            assert!(
+                sum.fits_in(&it.allocatable(None)),
+                "{name} cannot hold {sum}"
+            );
         }
         assert!(c.zones.contains(&c.zone));
         // Per-node topology rules.
@@ -96,10 +115,18 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
             let app = format!("app{w}");
             let n = per_app.get(app.as_str()).copied().unwrap_or(0);
             match k {
-                Kind::HostAnti | Kind::HostSpread => assert!(n <= 1, "{n} pods of {app} ({k:?}) share a node"),
+                Kind::HostAnti | Kind::HostSpread => {
+                    assert!(n <= 1, "{n} pods of {app} ({k:?}) share a node")
+                }
                 Kind::ZoneSpread | Kind::ZoneAffinity if n > 0 => {
-                    assert_eq!(c.zones.len(), 1, "{app} ({k:?}) on a claim not pinned to a zone");
-                    *zone_members.entry((app.clone(), c.zone.clone())).or_default() += n;
+                    assert_eq!(
+                        c.zones.len(),
+                        1,
+                        "{app} ({k:?}) on a claim not pinned to a zone"
+                    );
+                    *zone_members
+                        .entry((app.clone(), c.zone.clone()))
+                        .or_default() += n;
                 }
                 _ => {}
             }
@@ -107,13 +134,24 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
     }
     for (w, (k, ..)) in workloads.iter().enumerate() {
         let app = format!("app{w}");
-        let counts: Vec<u32> = ZONES.iter().map(|z| zone_members.get(&(app.clone(), z.to_string())).copied().unwrap_or(0)).collect();
+        let counts: Vec<u32> = ZONES
+            .iter()
+            .map(|z| {
+                zone_members
+                    .get(&(app.clone(), z.to_string()))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
         match k {
             Kind::ZoneSpread => {
                 let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
                 assert!(max - min <= 1, "{app} zone spread {counts:?}");
             }
-            Kind::ZoneAffinity => assert!(counts.iter().filter(|&&c| c > 0).count() <= 1, "{app} split {counts:?}"),
+            Kind::ZoneAffinity => assert!(
+                counts.iter().filter(|&&c| c > 0).count() <= 1,
+                "{app} split {counts:?}"
+            ),
             _ => {}
         }
     }

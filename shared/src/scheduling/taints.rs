@@ -29,7 +29,11 @@ impl Toleration {
         let exists = match t.operator.as_deref() {
             None | Some("") | Some("Equal") => false,
             Some("Exists") => true,
-            Some(other) => return Err(format!("toleration operator {other:?} is not Equal or Exists")),
+            Some(other) => {
+                return Err(format!(
+                    "toleration operator {other:?} is not Equal or Exists"
+                ));
+            }
         };
         Ok(Toleration {
             key: t.key.clone().unwrap_or_default(),
@@ -75,24 +79,65 @@ mod tests {
     use TaintEffect::*;
 
     fn taint(key: &str, value: &str, effect: TaintEffect) -> Taint {
-        Taint { key: key.into(), value: (!value.is_empty()).then(|| value.into()), effect }
+        Taint {
+            key: key.into(),
+            value: (!value.is_empty()).then(|| value.into()),
+            effect,
+        }
     }
 
     fn tol(key: &str, exists: bool, value: &str, effect: Option<TaintEffect>) -> Toleration {
-        Toleration { key: key.into(), exists, value: value.into(), effect }
+        Toleration {
+            key: key.into(),
+            exists,
+            value: value.into(),
+            effect,
+        }
     }
 
     #[test]
     fn tolerations_match_like_kube_scheduler() {
         let cases = [
-            (tol("networkNode", false, "true", Some(NoSchedule)), taint("networkNode", "true", NoSchedule), true),
-            (tol("networkNode", false, "false", Some(NoSchedule)), taint("networkNode", "true", NoSchedule), false),
-            (tol("networkNode", true, "", None), taint("networkNode", "true", NoExecute), true),
-            (tol("networkNode", false, "true", Some(NoExecute)), taint("networkNode", "true", NoSchedule), false),
-            (tol("", true, "", None), taint("anything", "x", NoSchedule), true),
-            (tol("", false, "", None), taint("anything", "x", NoSchedule), false),
-            (tol("cpuIntensive", false, "true", None), taint("cpuIntensive", "true", NoSchedule), true),
-            (tol("k", false, "", Some(NoSchedule)), taint("k", "", NoSchedule), true),
+            (
+                tol("networkNode", false, "true", Some(NoSchedule)),
+                taint("networkNode", "true", NoSchedule),
+                true,
+            ),
+            (
+                tol("networkNode", false, "false", Some(NoSchedule)),
+                taint("networkNode", "true", NoSchedule),
+                false,
+            ),
+            (
+                tol("networkNode", true, "", None),
+                taint("networkNode", "true", NoExecute),
+                true,
+            ),
+            (
+                tol("networkNode", false, "true", Some(NoExecute)),
+                taint("networkNode", "true", NoSchedule),
+                false,
+            ),
+            (
+                tol("", true, "", None),
+                taint("anything", "x", NoSchedule),
+                true,
+            ),
+            (
+                tol("", false, "", None),
+                taint("anything", "x", NoSchedule),
+                false,
+            ),
+            (
+                tol("cpuIntensive", false, "true", None),
+                taint("cpuIntensive", "true", NoSchedule),
+                true,
+            ),
+            (
+                tol("k", false, "", Some(NoSchedule)),
+                taint("k", "", NoSchedule),
+                true,
+            ),
         ];
         for (t, ta, want) in cases {
             assert_eq!(t.tolerates(&ta), want, "{t:?} vs {ta:?}");
@@ -101,16 +146,32 @@ mod tests {
 
     #[test]
     fn prefer_no_schedule_never_blocks_and_others_must_be_tolerated() {
-        let taints = vec![taint("soft", "", PreferNoSchedule), taint("hard", "1", NoSchedule)];
-        assert_eq!(first_untolerated(&taints, &[]).map(|t| t.key.as_str()), Some("hard"));
+        let taints = vec![
+            taint("soft", "", PreferNoSchedule),
+            taint("hard", "1", NoSchedule),
+        ];
+        assert_eq!(
+            first_untolerated(&taints, &[]).map(|t| t.key.as_str()),
+            Some("hard")
+        );
         assert!(first_untolerated(&taints, &[tol("hard", true, "", None)]).is_none());
     }
 
     #[test]
     fn unknown_effects_and_operators_are_errors_not_silently_ignored() {
-        let bad = k8s_openapi::api::core::v1::Toleration { effect: Some("NoScheduel".into()), ..Default::default() };
-        assert!(Toleration::from_k8s(&bad).unwrap_err().contains("NoScheduel"));
-        let bad_op = k8s_openapi::api::core::v1::Toleration { operator: Some("In".into()), ..Default::default() };
+        let bad = k8s_openapi::api::core::v1::Toleration {
+            effect: Some("NoScheduel".into()),
+            ..Default::default()
+        };
+        assert!(
+            Toleration::from_k8s(&bad)
+                .unwrap_err()
+                .contains("NoScheduel")
+        );
+        let bad_op = k8s_openapi::api::core::v1::Toleration {
+            operator: Some("In".into()),
+            ..Default::default()
+        };
         assert!(Toleration::from_k8s(&bad_op).is_err());
     }
 }

@@ -61,7 +61,11 @@ impl TypeOption {
             .iter()
             .filter(|o| zone.is_none_or(|r| r.allows(Some(&o.zone))))
             .filter(|o| ct.is_none_or(|r| r.allows(Some(o.capacity_type.as_str()))))
-            .min_by(|a, b| a.price.total_cmp(&b.price).then(a.capacity_type.cmp(&b.capacity_type)))
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then(a.capacity_type.cmp(&b.capacity_type))
+            })
     }
 
     /// Whether this type's labels satisfy the instance-decided keys of `reqs` and it has
@@ -97,10 +101,17 @@ pub struct Template {
 }
 
 impl Template {
-    pub fn build(pool: &NodePool, classes: &[EC2NodeClass], catalog: &Catalog, daemon_sets: &[PodDemand]) -> Template {
+    pub fn build(
+        pool: &NodePool,
+        classes: &[EC2NodeClass],
+        catalog: &Catalog,
+        daemon_sets: &[PodDemand],
+    ) -> Template {
         let spec = &pool.spec.template.spec;
         let name = pool.metadata.name.clone();
-        let class = classes.iter().find(|c| c.metadata.name == spec.node_class_ref.name);
+        let class = classes
+            .iter()
+            .find(|c| c.metadata.name == spec.node_class_ref.name);
         let kubelet = class.and_then(|c| c.spec.kubelet.clone());
 
         let mut template_labels = pool.spec.template.metadata.labels.clone();
@@ -126,7 +137,10 @@ impl Template {
             Some(parsed)
         };
         if class.is_none() {
-            unusable = Some(format!("its nodeClassRef names EC2NodeClass {:?}, which does not exist", spec.node_class_ref.name));
+            unusable = Some(format!(
+                "its nodeClassRef names EC2NodeClass {:?}, which does not exist",
+                spec.node_class_ref.name
+            ));
         }
 
         let taints = spec.taints.clone();
@@ -153,10 +167,19 @@ impl Template {
                     .offerings
                     .iter()
                     .filter(|o| o.available)
-                    .map(|o| OfferingView { zone: o.zone.clone(), capacity_type: o.capacity_type, price: o.price })
+                    .map(|o| OfferingView {
+                        zone: o.zone.clone(),
+                        capacity_type: o.capacity_type,
+                        price: o.price,
+                    })
                     .collect();
-                let option =
-                    TypeOption { name: it.name.clone(), capacity: it.capacity(kubelet.as_ref()), free, labels, offerings };
+                let option = TypeOption {
+                    name: it.name.clone(),
+                    capacity: it.capacity(kubelet.as_ref()),
+                    free,
+                    labels,
+                    offerings,
+                };
                 option.satisfies(&requirements).then_some(option)
             })
             .collect();
@@ -194,5 +217,8 @@ impl Template {
 /// and one of its node-affinity alternatives fits the template's requirements.
 fn lands_on(ds: &PodDemand, reqs: &Requirements, taints: &[Taint]) -> bool {
     first_untolerated(taints, &ds.tolerations).is_none()
-        && ds.requirements.iter().any(|alt| reqs.compatible(alt, defined_by_instance).is_ok())
+        && ds
+            .requirements
+            .iter()
+            .any(|alt| reqs.compatible(alt, defined_by_instance).is_ok())
 }

@@ -27,11 +27,19 @@ pub fn itype(name: &str, vcpu: u32, memory_gib: u64) -> InstanceType {
         name: name.into(),
         family: family.into(),
         category: family.chars().take(1).collect(),
-        generation: family.chars().find(|c| c.is_ascii_digit()).and_then(|c| c.to_digit(10)).unwrap_or(5),
+        generation: family
+            .chars()
+            .find(|c| c.is_ascii_digit())
+            .and_then(|c| c.to_digit(10))
+            .unwrap_or(5),
         size: size.into(),
         vcpu,
         memory_mib: memory_gib * 1024,
-        arch: if family.contains('g') && family.len() > 2 { "arm64".into() } else { "amd64".into() },
+        arch: if family.contains('g') && family.len() > 2 {
+            "arm64".into()
+        } else {
+            "amd64".into()
+        },
         hypervisor: "nitro".into(),
         bare_metal: false,
         burstable: false,
@@ -55,8 +63,18 @@ pub fn catalog(types: &[(InstanceType, f64)], zones: &[&str]) -> Catalog {
                     .iter()
                     .flat_map(|z| {
                         [
-                            Offering { zone: z.to_string(), capacity_type: CapacityType::OnDemand, price: *price, available: true },
-                            Offering { zone: z.to_string(), capacity_type: CapacityType::Spot, price: price * 0.4, available: true },
+                            Offering {
+                                zone: z.to_string(),
+                                capacity_type: CapacityType::OnDemand,
+                                price: *price,
+                                available: true,
+                            },
+                            Offering {
+                                zone: z.to_string(),
+                                capacity_type: CapacityType::Spot,
+                                price: price * 0.4,
+                                available: true,
+                            },
                         ]
                     })
                     .collect(),
@@ -70,8 +88,18 @@ pub fn catalog(types: &[(InstanceType, f64)], zones: &[&str]) -> Catalog {
 pub fn standard_catalog(zones: &[&str]) -> Catalog {
     let mut types = vec![];
     for (family, gib_per_cpu, per_cpu) in [("c5", 2, 0.0425), ("m5", 4, 0.048), ("r5", 8, 0.063)] {
-        for (size, cpu) in [("large", 2), ("xlarge", 4), ("2xlarge", 8), ("4xlarge", 16), ("8xlarge", 32), ("12xlarge", 48)] {
-            types.push((itype(&format!("{family}.{size}"), cpu, (cpu * gib_per_cpu) as u64), per_cpu * cpu as f64));
+        for (size, cpu) in [
+            ("large", 2),
+            ("xlarge", 4),
+            ("2xlarge", 8),
+            ("4xlarge", 16),
+            ("8xlarge", 32),
+            ("12xlarge", 48),
+        ] {
+            types.push((
+                itype(&format!("{family}.{size}"), cpu, (cpu * gib_per_cpu) as u64),
+                per_cpu * cpu as f64,
+            ));
         }
     }
     catalog(&types, zones)
@@ -79,7 +107,10 @@ pub fn standard_catalog(zones: &[&str]) -> Catalog {
 
 pub fn class(name: &str) -> EC2NodeClass {
     EC2NodeClass {
-        metadata: Meta { name: name.into(), ..Default::default() },
+        metadata: Meta {
+            name: name.into(),
+            ..Default::default()
+        },
         spec: EC2NodeClassSpec::default(),
     }
 }
@@ -88,12 +119,19 @@ pub struct PoolBuilder(pub NodePool);
 
 pub fn pool(name: &str) -> PoolBuilder {
     PoolBuilder(NodePool {
-        metadata: Meta { name: name.into(), ..Default::default() },
+        metadata: Meta {
+            name: name.into(),
+            ..Default::default()
+        },
         spec: NodePoolSpec {
             template: NodeClaimTemplate {
                 metadata: TemplateMeta::default(),
                 spec: NodeClaimTemplateSpec {
-                    node_class_ref: NodeClassRef { group: "karpenter.k8s.aws".into(), kind: "EC2NodeClass".into(), name: "default".into() },
+                    node_class_ref: NodeClassRef {
+                        group: "karpenter.k8s.aws".into(),
+                        kind: "EC2NodeClass".into(),
+                        name: "default".into(),
+                    },
                     ..Default::default()
                 },
             },
@@ -104,25 +142,46 @@ pub fn pool(name: &str) -> PoolBuilder {
 
 impl PoolBuilder {
     pub fn req(mut self, key: &str, op: Operator, values: &[&str]) -> Self {
-        self.0.spec.template.spec.requirements.push(NodeSelectorRequirement {
-            key: key.into(),
-            operator: op,
-            values: values.iter().map(|s| s.to_string()).collect(),
-            min_values: None,
-        });
+        self.0
+            .spec
+            .template
+            .spec
+            .requirements
+            .push(NodeSelectorRequirement {
+                key: key.into(),
+                operator: op,
+                values: values.iter().map(|s| s.to_string()).collect(),
+                min_values: None,
+            });
         self
     }
     pub fn min_values(mut self, key: &str, op: Operator, values: &[&str], min: u32) -> Self {
         self = self.req(key, op, values);
-        self.0.spec.template.spec.requirements.last_mut().unwrap().min_values = Some(min);
+        self.0
+            .spec
+            .template
+            .spec
+            .requirements
+            .last_mut()
+            .unwrap()
+            .min_values = Some(min);
         self
     }
     pub fn label(mut self, k: &str, v: &str) -> Self {
-        self.0.spec.template.metadata.labels.insert(k.into(), v.into());
+        self.0
+            .spec
+            .template
+            .metadata
+            .labels
+            .insert(k.into(), v.into());
         self
     }
     pub fn taint(mut self, k: &str, v: &str) -> Self {
-        self.0.spec.template.spec.taints.push(Taint { key: k.into(), value: Some(v.into()), effect: TaintEffect::NoSchedule });
+        self.0.spec.template.spec.taints.push(Taint {
+            key: k.into(),
+            value: Some(v.into()),
+            effect: TaintEffect::NoSchedule,
+        });
         self
     }
     pub fn limit(mut self, k: &str, v: &str) -> Self {
@@ -141,7 +200,15 @@ impl PoolBuilder {
 pub struct PodBuilder(pub PodDemand);
 
 pub fn pod(name: &str, cpu_milli: i64, memory: i64) -> PodBuilder {
-    PodBuilder(PodDemand::simple("default", name, Resources { cpu: cpu_milli, memory, ..Default::default() }))
+    PodBuilder(PodDemand::simple(
+        "default",
+        name,
+        Resources {
+            cpu: cpu_milli,
+            memory,
+            ..Default::default()
+        },
+    ))
 }
 
 impl PodBuilder {
@@ -163,7 +230,12 @@ impl PodBuilder {
         self
     }
     pub fn tolerate(mut self, k: &str, v: &str) -> Self {
-        self.0.tolerations.push(Toleration { key: k.into(), exists: false, value: v.into(), effect: None });
+        self.0.tolerations.push(Toleration {
+            key: k.into(),
+            exists: false,
+            value: v.into(),
+            effect: None,
+        });
         self
     }
     pub fn gpu(mut self, n: i64) -> Self {
@@ -173,22 +245,36 @@ impl PodBuilder {
     fn selector(app: &str) -> Selector {
         let mut labels = BTreeMap::new();
         labels.insert("app".to_string(), app.to_string());
-        Selector::from_k8s(&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-            match_labels: Some(labels),
-            match_expressions: None,
-        })
+        Selector::from_k8s(
+            &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some(labels),
+                match_expressions: None,
+            },
+        )
         .unwrap()
     }
     pub fn spread(mut self, key: TopologyKey, skew: u32, app: &str) -> Self {
-        self.0.spread.push(Spread { key, max_skew: skew, selector: Self::selector(app) });
+        self.0.spread.push(Spread {
+            key,
+            max_skew: skew,
+            selector: Self::selector(app),
+        });
         self
     }
     pub fn anti(mut self, key: TopologyKey, app: &str) -> Self {
-        self.0.anti_affinity.push(AffinityTerm { key, selector: Self::selector(app), namespaces: vec!["default".into()] });
+        self.0.anti_affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
         self
     }
     pub fn affinity(mut self, key: TopologyKey, app: &str) -> Self {
-        self.0.affinity.push(AffinityTerm { key, selector: Self::selector(app), namespaces: vec!["default".into()] });
+        self.0.affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
         self
     }
     pub fn build(self) -> PodDemand {
@@ -196,6 +282,14 @@ impl PodBuilder {
     }
 }
 
-pub fn pods(prefix: &str, n: usize, f: impl Fn(PodBuilder) -> PodBuilder, cpu: i64, mem: i64) -> Vec<PodDemand> {
-    (0..n).map(|i| f(pod(&format!("{prefix}-{i}"), cpu, mem)).build()).collect()
+pub fn pods(
+    prefix: &str,
+    n: usize,
+    f: impl Fn(PodBuilder) -> PodBuilder,
+    cpu: i64,
+    mem: i64,
+) -> Vec<PodDemand> {
+    (0..n)
+        .map(|i| f(pod(&format!("{prefix}-{i}"), cpu, mem)).build())
+        .collect()
 }

@@ -54,14 +54,33 @@ impl Groups {
             .map(|p| {
                 let own_ns = vec![p.namespace.clone()];
                 Terms {
-                    spread: p.spread.iter().map(|s| (intern(&s.selector, &own_ns), s.key, s.max_skew)).collect(),
-                    affinity: p.affinity.iter().map(|a| (intern(&a.selector, &a.namespaces), a.key)).collect(),
-                    anti: p.anti_affinity.iter().map(|a| (intern(&a.selector, &a.namespaces), a.key)).collect(),
+                    spread: p
+                        .spread
+                        .iter()
+                        .map(|s| (intern(&s.selector, &own_ns), s.key, s.max_skew))
+                        .collect(),
+                    affinity: p
+                        .affinity
+                        .iter()
+                        .map(|a| (intern(&a.selector, &a.namespaces), a.key))
+                        .collect(),
+                    anti: p
+                        .anti_affinity
+                        .iter()
+                        .map(|a| (intern(&a.selector, &a.namespaces), a.key))
+                        .collect(),
                 }
             })
             .collect();
-        let mut groups = Groups { keys, member_of: vec![], terms };
-        groups.member_of = pods.iter().map(|p| groups.membership(&p.namespace, &p.labels)).collect();
+        let mut groups = Groups {
+            keys,
+            member_of: vec![],
+            terms,
+        };
+        groups.member_of = pods
+            .iter()
+            .map(|p| groups.membership(&p.namespace, &p.labels))
+            .collect();
         groups
     }
 
@@ -90,7 +109,12 @@ pub struct ZoneCounts {
 
 impl ZoneCounts {
     pub fn new(groups: usize, zones: usize) -> Self {
-        ZoneCounts { zones, counts: vec![0; groups * zones], anti: vec![false; groups * zones], total: vec![0; groups] }
+        ZoneCounts {
+            zones,
+            counts: vec![0; groups * zones],
+            anti: vec![false; groups * zones],
+            total: vec![0; groups],
+        }
     }
     pub fn count(&self, g: GroupId, z: usize) -> u32 {
         self.counts[g as usize * self.zones + z]
