@@ -1,1 +1,3 @@
 //! The local world.
+
+pub mod kube_sim;
