@@ -59,7 +59,7 @@ fn instance(id: &str, user_data: &str) -> SimInstance {
         instance_id: id.to_string(),
         instance_type: "m5.large".to_string(),
         zone: "us-east-1b".to_string(),
-        private_dns_name: format!("ip-10-0-0-{}.ec2.internal", id.len()),
+        private_dns_name: format!("{}.ec2.internal", id.trim_start_matches("i-")),
         private_ip: Some("10.0.0.9".to_string()),
         state: InstanceState::Running,
         launch_time: jiff::Timestamp::from_second(1_735_689_600).unwrap(),
@@ -96,7 +96,7 @@ async fn an_instance_becomes_a_ready_node_with_its_user_data_labels_and_taints_t
     let report = sim.step().await;
     assert_eq!(report.nodes_registered.len(), 2);
 
-    let n = nodes.get("ip-10-0-0-8.ec2.internal").await.unwrap();
+    let n = nodes.get("al2023.ec2.internal").await.unwrap();
     assert_eq!(ready(&n).as_deref(), Some("False"));
     let labels = n.metadata.labels.clone().unwrap();
     for (k, v) in [
@@ -107,7 +107,7 @@ async fn an_instance_becomes_a_ready_node_with_its_user_data_labels_and_taints_t
         ("node.kubernetes.io/instance-type", "m5.large"),
         ("kubernetes.io/arch", "amd64"),
         ("kubernetes.io/os", "linux"),
-        ("kubernetes.io/hostname", "ip-10-0-0-8.ec2.internal"),
+        ("kubernetes.io/hostname", "al2023.ec2.internal"),
     ] {
         assert_eq!(labels.get(k).map(String::as_str), Some(v), "{k}");
     }
@@ -119,25 +119,25 @@ async fn an_instance_becomes_a_ready_node_with_its_user_data_labels_and_taints_t
     let alloc = n.status.unwrap().allocatable.unwrap();
     assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("1930m"));
 
-    let legacy = nodes.get("ip-10-0-0-4.ec2.internal").await.unwrap();
+    let legacy = nodes.get("al2.ec2.internal").await.unwrap();
     assert_eq!(legacy.labels().get("karpenter.sh/nodepool").map(String::as_str), Some("legacy"));
     let t = &legacy.spec.unwrap().taints.unwrap()[0];
     assert_eq!((t.key.as_str(), t.value.as_deref(), t.effect.as_str()), ("legacy", Some("true"), "NoExecute"));
 
     sim.clock().advance(Duration::from_secs(10));
     assert_eq!(sim.step().await.nodes_ready.len(), 2);
-    let n = nodes.get("ip-10-0-0-8.ec2.internal").await.unwrap();
+    let n = nodes.get("al2023.ec2.internal").await.unwrap();
     assert_eq!(ready(&n).as_deref(), Some("True"));
     assert!(!n.spec.unwrap().taints.unwrap().iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
 
     cloud.set_state("i-al2023", InstanceState::ShuttingDown);
-    assert_eq!(sim.step().await.nodes_not_ready, ["ip-10-0-0-8.ec2.internal"]);
-    assert_eq!(ready(&nodes.get("ip-10-0-0-8.ec2.internal").await.unwrap()).as_deref(), Some("Unknown"));
+    assert_eq!(sim.step().await.nodes_not_ready, ["al2023.ec2.internal"]);
+    assert_eq!(ready(&nodes.get("al2023.ec2.internal").await.unwrap()).as_deref(), Some("Unknown"));
     cloud.set_state("i-al2023", InstanceState::Terminated);
     sim.clock().advance(Duration::from_secs(20));
-    assert_eq!(sim.step().await.nodes_deleted, ["ip-10-0-0-8.ec2.internal"]);
-    assert!(nodes.get_opt("ip-10-0-0-8.ec2.internal").await.unwrap().is_none());
-    assert!(nodes.get_opt("ip-10-0-0-4.ec2.internal").await.unwrap().is_some());
+    assert_eq!(sim.step().await.nodes_deleted, ["al2023.ec2.internal"]);
+    assert!(nodes.get_opt("al2023.ec2.internal").await.unwrap().is_none());
+    assert!(nodes.get_opt("al2.ec2.internal").await.unwrap().is_some());
 }
 
 use kube::ResourceExt;
@@ -189,7 +189,7 @@ async fn deployment_pods_schedule_onto_fitting_nodes_and_the_rest_are_unschedula
     let listed = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
     let running: Vec<&Pod> = listed.iter().filter(|p| phase(p) == "Running").collect();
     assert_eq!(running.len(), 2);
-    assert!(running.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("ip-10-0-0-8.ec2.internal")));
+    assert!(running.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("al2023.ec2.internal")));
     let pending: Vec<&Pod> = listed.iter().filter(|p| phase(p) == "Pending").collect();
     assert_eq!(
         scheduled_condition(pending[0]),
@@ -216,7 +216,7 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let mut d = deployment("api", 3, "100m");
     let tmpl = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-    tmpl.tolerations = Some(vec![serde_json::from_value(json!({"operator": "Exists"})).unwrap()]);
+    tmpl.tolerations = Some(vec![serde_json::from_value(json!({"key": "dedicated", "operator": "Exists"})).unwrap()]);
     deploys.create(&PostParams::default(), &d).await.unwrap();
     sim.step().await;
     let before = pods.list(&ListParams::default().labels("app=api")).await.unwrap().items;
@@ -228,7 +228,7 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
     // Cordon the node so that the replacement stays Pending where we can see it.
     let nodes: Api<Node> = Api::all(sim.client().await.unwrap());
     nodes
-        .patch("ip-10-0-0-8.ec2.internal", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
+        .patch("al2023.ec2.internal", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
         .await
         .unwrap();
     let report = sim.step().await;
@@ -275,7 +275,7 @@ async fn a_daemonset_puts_one_bound_pod_on_each_ready_node() {
         .map(|p| p.spec.as_ref().unwrap().node_name.clone().unwrap())
         .collect();
     on.sort();
-    assert_eq!(on, ["ip-10-0-0-4.ec2.internal", "ip-10-0-0-8.ec2.internal"]);
+    assert_eq!(on, ["al2.ec2.internal", "al2023.ec2.internal"]);
     sim.step().await;
     assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 2, "no second pod per node");
 }

@@ -31,6 +31,7 @@ pub fn reconcile(store: &mut Store, now: Timestamp, report: &mut StepReport) {
     collect_pods_of_deleted_nodes(store, report);
     deployments(store, &ts);
     replicasets(store, &ts, report);
+    deployment_status(store);
     daemonsets(store, &ts, report);
 }
 
@@ -120,7 +121,16 @@ fn deployments(store: &mut Store, ts: &str) {
                 let _ = store.create(REPLICASETS, &ns, rs, ts, Write::Internal);
             }
         }
-        // Status from the current ReplicaSet's pods.
+    }
+}
+
+/// Deployment status from the current ReplicaSet's pods (after the ReplicaSets acted).
+fn deployment_status(store: &mut Store) {
+    let deploys: Vec<Value> = store.list(DEPLOYMENTS, None).cloned().collect();
+    for d in deploys {
+        let (ns, name) = (s(&d, "/metadata/namespace"), s(&d, "/metadata/name"));
+        let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let rs_name = format!("{name}-{}", template_hash(&d["spec"]["template"]));
         let rs_uid = store.get(REPLICASETS, &ns, &rs_name).map(|r| s(r, "/metadata/uid")).unwrap_or_default();
         let pods: Vec<Pod> = owned_pods(store, &ns, &rs_uid);
         let ready = pods.iter().filter(|p| is_ready(p)).count() as i64;
