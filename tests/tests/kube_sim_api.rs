@@ -3,7 +3,9 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use nodewright_world::kube_sim::{Fault, SimCluster, SimConfig};
 use serde_json::{Value, json};
@@ -11,7 +13,9 @@ use serde_json::{Value, json};
 /// A cluster and a kube::Client from its kubeconfig, with kube's automatic retry of 429 /
 /// 503 / 504 turned off so that a refused eviction or an injected 429 reaches the caller.
 async fn cluster() -> (SimCluster, kube::Client) {
-    let sim = SimCluster::start(SimConfig::default()).await.expect("sim starts");
+    let sim = SimCluster::start(SimConfig::default())
+        .await
+        .expect("sim starts");
     let mut config = sim.config().await.expect("config from kubeconfig");
     config.default_retry = false;
     let client = kube::Client::try_from(config).expect("client");
@@ -65,7 +69,8 @@ fn names<K: kube::ResourceExt>(items: &[K]) -> Vec<String> {
 async fn kube_client_lists_pods_with_label_and_field_selectors() {
     let (sim, client) = cluster().await;
     sim.apply_json(node_json("n1", "us-east-1a")).unwrap();
-    sim.apply_json(pod_json("web-1", "web", "n1", true)).unwrap();
+    sim.apply_json(pod_json("web-1", "web", "n1", true))
+        .unwrap();
     sim.apply_json(pod_json("db-1", "db", "n1", true)).unwrap();
     let mut pending = pod_json("web-2", "web", "", false);
     pending["spec"].as_object_mut().unwrap().remove("nodeName");
@@ -77,23 +82,68 @@ async fn kube_client_lists_pods_with_label_and_field_selectors() {
 
     let all: Api<Pod> = Api::all(client.clone());
     let lp = |l: &str, f: &str| ListParams::default().labels(l).fields(f);
-    assert_eq!(names(&all.list(&lp("app=web", "")).await.unwrap().items), ["web-1", "web-2", "web-3"]);
-    assert_eq!(names(&all.list(&lp("app in (web,db)", "spec.nodeName=n1")).await.unwrap().items), ["db-1", "web-1", "web-3"]);
-    assert_eq!(names(&all.list(&lp("app!=web", "")).await.unwrap().items), ["db-1"]);
-    assert_eq!(names(&all.list(&lp("", "spec.nodeName=")).await.unwrap().items), ["web-2"]);
-    assert_eq!(names(&all.list(&lp("", "status.phase=Pending")).await.unwrap().items), ["web-2"]);
-    assert_eq!(names(&all.list(&lp("app notin (db),!missing", "spec.nodeName!=n1")).await.unwrap().items), ["web-2"]);
+    assert_eq!(
+        names(&all.list(&lp("app=web", "")).await.unwrap().items),
+        ["web-1", "web-2", "web-3"]
+    );
+    assert_eq!(
+        names(
+            &all.list(&lp("app in (web,db)", "spec.nodeName=n1"))
+                .await
+                .unwrap()
+                .items
+        ),
+        ["db-1", "web-1", "web-3"]
+    );
+    assert_eq!(
+        names(&all.list(&lp("app!=web", "")).await.unwrap().items),
+        ["db-1"]
+    );
+    assert_eq!(
+        names(&all.list(&lp("", "spec.nodeName=")).await.unwrap().items),
+        ["web-2"]
+    );
+    assert_eq!(
+        names(
+            &all.list(&lp("", "status.phase=Pending"))
+                .await
+                .unwrap()
+                .items
+        ),
+        ["web-2"]
+    );
+    assert_eq!(
+        names(
+            &all.list(&lp("app notin (db),!missing", "spec.nodeName!=n1"))
+                .await
+                .unwrap()
+                .items
+        ),
+        ["web-2"]
+    );
     let default_ns: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let listed = default_ns.list(&lp("", "metadata.name=web-1,metadata.namespace=default")).await.unwrap();
+    let listed = default_ns
+        .list(&lp("", "metadata.name=web-1,metadata.namespace=default"))
+        .await
+        .unwrap();
     assert_eq!(names(&listed.items), ["web-1"]);
-    assert!(listed.metadata.resource_version.is_some_and(|rv| !rv.is_empty()));
+    assert!(
+        listed
+            .metadata
+            .resource_version
+            .is_some_and(|rv| !rv.is_empty())
+    );
     let err = all.list(&lp("", "spec.bogus=x")).await.unwrap_err();
     assert_eq!(api_code(err).0, 400);
 }
 
 /// JSON patch through `kube::Client::request` (kube's `Patch::Json` needs its `jsonpatch`
 /// feature, which the workspace does not enable); same client, same wire format.
-async fn json_patch_node(client: &kube::Client, name: &str, ops: Value) -> Result<Node, kube::Error> {
+async fn json_patch_node(
+    client: &kube::Client,
+    name: &str,
+    ops: Value,
+) -> Result<Node, kube::Error> {
     let req = axum::http::Request::patch(format!("/api/v1/nodes/{name}"))
         .header("content-type", "application/json-patch+json")
         .body(serde_json::to_vec(&ops).unwrap())
@@ -109,29 +159,58 @@ async fn kube_client_cordons_and_taints_a_node_with_merge_strategic_and_json_pat
     let before = nodes.get("n1").await.unwrap();
 
     let cordon = json!({"spec": {"unschedulable": true}});
-    let n = nodes.patch("n1", &PatchParams::default(), &Patch::Merge(&cordon)).await.unwrap();
+    let n = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(&cordon))
+        .await
+        .unwrap();
     assert_eq!(n.spec.as_ref().and_then(|s| s.unschedulable), Some(true));
-    assert_ne!(n.metadata.resource_version, before.metadata.resource_version);
+    assert_ne!(
+        n.metadata.resource_version,
+        before.metadata.resource_version
+    );
 
-    let taint = json!({"spec": {"taints": [{"key": "nodewright.io/disrupted", "effect": "NoSchedule"}]}});
-    nodes.patch("n1", &PatchParams::default(), &Patch::Merge(&taint)).await.unwrap();
+    let taint =
+        json!({"spec": {"taints": [{"key": "nodewright.io/disrupted", "effect": "NoSchedule"}]}});
+    nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(&taint))
+        .await
+        .unwrap();
     let add = json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": "b", "value": "1", "effect": "NoExecute"}},
                      {"op": "add", "path": "/metadata/labels/extra", "value": "yes"}]);
     let n: Node = json_patch_node(&client, "n1", add).await.unwrap();
-    let keys: Vec<String> = n.spec.unwrap().taints.unwrap().into_iter().map(|t| t.key).collect();
+    let keys: Vec<String> = n
+        .spec
+        .unwrap()
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
     assert_eq!(keys, ["nodewright.io/disrupted", "b"]);
-    assert_eq!(n.metadata.labels.unwrap().get("extra").map(String::as_str), Some("yes"));
+    assert_eq!(
+        n.metadata.labels.unwrap().get("extra").map(String::as_str),
+        Some("yes")
+    );
 
     // Strategic merge replaces the taint list, as upstream (taints have no merge strategy).
     let smp = json!({"spec": {"taints": [{"key": "only", "effect": "NoSchedule"}]}});
-    let n = nodes.patch("n1", &PatchParams::default(), &Patch::Strategic(&smp)).await.unwrap();
+    let n = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Strategic(&smp))
+        .await
+        .unwrap();
     assert_eq!(n.spec.unwrap().taints.unwrap().len(), 1);
 
     // A main-resource patch cannot change status; the status subresource can.
     let status = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-    let n = nodes.patch("n1", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let n = nodes
+        .patch("n1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
     assert_eq!(n.status.unwrap().conditions.unwrap()[0].status, "True");
-    let n = nodes.patch_status("n1", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let n = nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
     assert_eq!(n.status.unwrap().conditions.unwrap()[0].status, "False");
 
     // A failing JSON patch test is 422, a stale resourceVersion is 409.
@@ -139,8 +218,15 @@ async fn kube_client_cordons_and_taints_a_node_with_merge_strategic_and_json_pat
     let err = json_patch_node(&client, "n1", failing).await.unwrap_err();
     assert_eq!(api_code(err).0, 422);
     let mut stale = before.clone();
-    stale.metadata.labels.get_or_insert_default().insert("x".into(), "y".into());
-    let err = nodes.replace("n1", &PostParams::default(), &stale).await.unwrap_err();
+    stale
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("x".into(), "y".into());
+    let err = nodes
+        .replace("n1", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
     assert_eq!(api_code(err), (409, "Conflict".to_string()));
 }
 
@@ -150,19 +236,28 @@ async fn kube_client_deletes_a_node_and_gets_404_and_409_as_api_errors() {
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(node_json("n1", "us-east-1a")).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let err = nodes.create(&PostParams::default(), &node).await.unwrap_err();
+    let err = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap_err();
     assert_eq!(api_code(err), (409, "AlreadyExists".to_string()));
     nodes.delete("n1", &DeleteParams::default()).await.unwrap();
     assert!(sim.get_json("v1", "Node", "", "n1").is_none());
     let err = nodes.get("n1").await.unwrap_err();
     assert_eq!(api_code(err), (404, "NotFound".to_string()));
-    let err = nodes.delete("n1", &DeleteParams::default()).await.unwrap_err();
+    let err = nodes
+        .delete("n1", &DeleteParams::default())
+        .await
+        .unwrap_err();
     assert_eq!(api_code(err).0, 404);
 
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let mut nameless: Pod = serde_json::from_value(pod_json("x", "a", "n1", true)).unwrap();
     nameless.metadata.name = None;
-    let err = pods.create(&PostParams::default(), &nameless).await.unwrap_err();
+    let err = pods
+        .create(&PostParams::default(), &nameless)
+        .await
+        .unwrap_err();
     assert_eq!(api_code(err), (422, "Invalid".to_string()));
 }
 
@@ -181,8 +276,19 @@ async fn kube_client_creates_a_pod_that_starts_pending_with_defaults() {
     assert!(name.starts_with("worker-") && name.len() == "worker-".len() + 5);
     assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
     assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"));
-    assert_eq!(created.spec.unwrap().scheduler_name.as_deref(), Some("default-scheduler"));
-    pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    assert_eq!(
+        created.spec.unwrap().scheduler_name.as_deref(),
+        Some("default-scheduler")
+    );
+    pods.delete(
+        &name,
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(pods.get_opt(&name).await.unwrap().is_none());
 }
 
@@ -191,17 +297,24 @@ async fn evict_with_budget(budget: (&str, Value)) -> Result<(), (u16, String, St
     let (sim, client) = cluster().await;
     sim.apply_json(node_json("n1", "us-east-1a")).unwrap();
     for i in 0..3 {
-        sim.apply_json(pod_json(&format!("web-{i}"), "web", "n1", true)).unwrap();
+        sim.apply_json(pod_json(&format!("web-{i}"), "web", "n1", true))
+            .unwrap();
     }
     sim.apply_json(pdb_json("web", "web", budget)).unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "default");
     match pods.evict("web-0", &EvictParams::default()).await {
         Ok(_) => {
-            assert!(pods.get_opt("web-0").await.unwrap().is_none(), "evicted pod is gone");
+            assert!(
+                pods.get_opt("web-0").await.unwrap().is_none(),
+                "evicted pod is gone"
+            );
             Ok(())
         }
         Err(kube::Error::Api(s)) => {
-            assert!(pods.get_opt("web-0").await.unwrap().is_some(), "refused eviction keeps the pod");
+            assert!(
+                pods.get_opt("web-0").await.unwrap().is_some(),
+                "refused eviction keeps the pod"
+            );
             Err((s.code, s.reason, s.message))
         }
         Err(other) => panic!("unexpected error {other:?}"),
@@ -216,7 +329,11 @@ async fn eviction_succeeds_when_every_kind_of_budget_allows_one_disruption() {
         ("maxUnavailable", json!(1)),
         ("maxUnavailable", json!("34%")),
     ] {
-        assert_eq!(evict_with_budget(budget.clone()).await, Ok(()), "{budget:?}");
+        assert_eq!(
+            evict_with_budget(budget.clone()).await,
+            Ok(()),
+            "{budget:?}"
+        );
     }
 }
 
@@ -233,23 +350,37 @@ async fn eviction_is_refused_with_429_when_a_budget_would_be_violated() {
         ("maxUnavailable", json!(0)),
         ("maxUnavailable", json!("0%")),
     ] {
-        assert_eq!(evict_with_budget(budget.clone()).await, Err(refused.clone()), "{budget:?}");
+        assert_eq!(
+            evict_with_budget(budget.clone()).await,
+            Err(refused.clone()),
+            "{budget:?}"
+        );
     }
 }
 
 #[tokio::test]
 async fn evicting_a_pod_that_is_gone_is_404_and_budgets_are_listed_in_all_namespaces() {
     let (sim, client) = cluster().await;
-    sim.apply_json(pdb_json("web", "web", ("minAvailable", json!(1)))).unwrap();
+    sim.apply_json(pdb_json("web", "web", ("minAvailable", json!(1))))
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let err = pods.evict("nope", &EvictParams::default()).await.unwrap_err();
+    let err = pods
+        .evict("nope", &EvictParams::default())
+        .await
+        .unwrap_err();
     assert_eq!(api_code(err), (404, "NotFound".to_string()));
     let pdbs: Api<PodDisruptionBudget> = Api::all(client);
-    assert_eq!(names(&pdbs.list(&ListParams::default()).await.unwrap().items), ["web"]);
+    assert_eq!(
+        names(&pdbs.list(&ListParams::default()).await.unwrap().items),
+        ["web"]
+    );
 }
 
 fn nodepool_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"), "nodepools")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    )
 }
 
 #[tokio::test]
@@ -258,7 +389,11 @@ async fn nodepools_are_404_without_the_crds_and_come_back_with_them() {
     let pools: Api<DynamicObject> = Api::all_with(client.clone(), &nodepool_resource());
     let err = pools.list(&ListParams::default()).await.unwrap_err();
     assert_eq!(api_code(err).0, 404);
-    assert!(kube::discovery::group(&client, "karpenter.sh").await.is_err());
+    assert!(
+        kube::discovery::group(&client, "karpenter.sh")
+            .await
+            .is_err()
+    );
 
     sim.set_crds_installed(true);
     sim.apply_json(json!({
@@ -269,8 +404,13 @@ async fn nodepools_are_404_without_the_crds_and_come_back_with_them() {
     .unwrap();
     let listed = pools.list(&ListParams::default()).await.unwrap();
     assert_eq!(names(&listed.items), ["default"]);
-    assert_eq!(listed.items[0].data["spec"]["template"]["spec"]["requirements"][0]["values"], json!(["spot"]));
-    let group = kube::discovery::group(&client, "karpenter.sh").await.unwrap();
+    assert_eq!(
+        listed.items[0].data["spec"]["template"]["spec"]["requirements"][0]["values"],
+        json!(["spot"])
+    );
+    let group = kube::discovery::group(&client, "karpenter.sh")
+        .await
+        .unwrap();
     assert!(group.recommended_kind("NodePool").is_some());
 }
 
@@ -280,11 +420,20 @@ async fn injected_fault_returns_the_status_asked_for_then_recovers() {
     sim.apply_json(node_json("n1", "us-east-1a")).unwrap();
     let nodes: Api<Node> = Api::all(client);
     sim.inject(Fault::resource("nodes", 500).method("GET").times(2));
-    assert_eq!(api_code(nodes.get("n1").await.unwrap_err()), (500, "InternalError".to_string()));
-    assert_eq!(api_code(nodes.list(&ListParams::default()).await.unwrap_err()).0, 500);
+    assert_eq!(
+        api_code(nodes.get("n1").await.unwrap_err()),
+        (500, "InternalError".to_string())
+    );
+    assert_eq!(
+        api_code(nodes.list(&ListParams::default()).await.unwrap_err()).0,
+        500
+    );
     assert!(nodes.get("n1").await.is_ok());
     sim.inject(Fault::path("/api/v1/nodes", 429));
-    assert_eq!(api_code(nodes.get("n1").await.unwrap_err()), (429, "TooManyRequests".to_string()));
+    assert_eq!(
+        api_code(nodes.get("n1").await.unwrap_err()),
+        (429, "TooManyRequests".to_string())
+    );
     assert!(nodes.get("n1").await.is_ok());
 }
 
@@ -309,7 +458,15 @@ async fn raw_eviction_refusal_carries_a_status_body_and_fault_429_a_retry_after_
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 429);
-    assert_eq!(resp.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    assert_eq!(
+        resp.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
     let body: Value = resp.json().await.unwrap();
-    assert_eq!((body["kind"].as_str(), body["reason"].as_str()), (Some("Status"), Some("TooManyRequests")));
+    assert_eq!(
+        (body["kind"].as_str(), body["reason"].as_str()),
+        (Some("Status"), Some("TooManyRequests"))
+    );
 }

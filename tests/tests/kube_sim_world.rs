@@ -11,7 +11,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nodewright_world::kube_sim::{
-    Arch, CloudView, CloudViewError, InstanceState, NodeCapacity, SimCluster, SimConfig, SimInstance,
+    Arch, CloudView, CloudViewError, InstanceState, NodeCapacity, SimCluster, SimConfig,
+    SimInstance,
 };
 use serde_json::json;
 
@@ -21,7 +22,13 @@ struct FakeCloud(Mutex<Vec<SimInstance>>);
 
 impl FakeCloud {
     fn set_state(&self, id: &str, state: InstanceState) {
-        for i in self.0.lock().unwrap().iter_mut().filter(|i| i.instance_id == id) {
+        for i in self
+            .0
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|i| i.instance_id == id)
+        {
             i.state = state;
         }
     }
@@ -83,15 +90,25 @@ async fn world(instances: Vec<SimInstance>) -> (SimCluster, Arc<FakeCloud>, kube
 }
 
 fn ready(n: &Node) -> Option<String> {
-    n.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready").map(|c| c.status.clone())
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
 }
 
 #[tokio::test]
 async fn an_instance_becomes_a_ready_node_with_its_user_data_labels_and_taints_then_goes_away() {
-    let (sim, cloud, client) = world(vec![instance("i-al2023", AL2023), instance("i-al2", AL2)]).await;
+    let (sim, cloud, client) =
+        world(vec![instance("i-al2023", AL2023), instance("i-al2", AL2)]).await;
     let nodes: Api<Node> = Api::all(client);
 
-    assert!(sim.step().await.nodes_registered.is_empty(), "no node before the boot delay");
+    assert!(
+        sim.step().await.nodes_registered.is_empty(),
+        "no node before the boot delay"
+    );
     sim.clock().advance(Duration::from_secs(30));
     let report = sim.step().await;
     assert_eq!(report.nodes_registered.len(), 2);
@@ -112,31 +129,64 @@ async fn an_instance_becomes_a_ready_node_with_its_user_data_labels_and_taints_t
         assert_eq!(labels.get(k).map(String::as_str), Some(v), "{k}");
     }
     let spec = n.spec.clone().unwrap();
-    assert_eq!(spec.provider_id.as_deref(), Some("aws:///us-east-1b/i-al2023"));
-    let taints: Vec<(String, String)> = spec.taints.unwrap().into_iter().map(|t| (t.key, t.effect)).collect();
+    assert_eq!(
+        spec.provider_id.as_deref(),
+        Some("aws:///us-east-1b/i-al2023")
+    );
+    let taints: Vec<(String, String)> = spec
+        .taints
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.key, t.effect))
+        .collect();
     assert!(taints.contains(&("dedicated".into(), "NoSchedule".into())));
     assert!(taints.contains(&("node.kubernetes.io/not-ready".into(), "NoSchedule".into())));
     let alloc = n.status.unwrap().allocatable.unwrap();
     assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("1930m"));
 
     let legacy = nodes.get("al2.ec2.internal").await.unwrap();
-    assert_eq!(legacy.labels().get("karpenter.sh/nodepool").map(String::as_str), Some("legacy"));
+    assert_eq!(
+        legacy
+            .labels()
+            .get("karpenter.sh/nodepool")
+            .map(String::as_str),
+        Some("legacy")
+    );
     let t = &legacy.spec.unwrap().taints.unwrap()[0];
-    assert_eq!((t.key.as_str(), t.value.as_deref(), t.effect.as_str()), ("legacy", Some("true"), "NoExecute"));
+    assert_eq!(
+        (t.key.as_str(), t.value.as_deref(), t.effect.as_str()),
+        ("legacy", Some("true"), "NoExecute")
+    );
 
     sim.clock().advance(Duration::from_secs(10));
     assert_eq!(sim.step().await.nodes_ready.len(), 2);
     let n = nodes.get("al2023.ec2.internal").await.unwrap();
     assert_eq!(ready(&n).as_deref(), Some("True"));
-    assert!(!n.spec.unwrap().taints.unwrap().iter().any(|t| t.key == "node.kubernetes.io/not-ready"));
+    assert!(
+        !n.spec
+            .unwrap()
+            .taints
+            .unwrap()
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/not-ready")
+    );
 
     cloud.set_state("i-al2023", InstanceState::ShuttingDown);
     assert_eq!(sim.step().await.nodes_not_ready, ["al2023.ec2.internal"]);
-    assert_eq!(ready(&nodes.get("al2023.ec2.internal").await.unwrap()).as_deref(), Some("Unknown"));
+    assert_eq!(
+        ready(&nodes.get("al2023.ec2.internal").await.unwrap()).as_deref(),
+        Some("Unknown")
+    );
     cloud.set_state("i-al2023", InstanceState::Terminated);
     sim.clock().advance(Duration::from_secs(20));
     assert_eq!(sim.step().await.nodes_deleted, ["al2023.ec2.internal"]);
-    assert!(nodes.get_opt("al2023.ec2.internal").await.unwrap().is_none());
+    assert!(
+        nodes
+            .get_opt("al2023.ec2.internal")
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(nodes.get_opt("al2.ec2.internal").await.unwrap().is_some());
 }
 
@@ -154,11 +204,20 @@ fn deployment(name: &str, replicas: i32, cpu: &str) -> Deployment {
 }
 
 fn phase(p: &Pod) -> String {
-    p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default()
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
 }
 
 fn scheduled_condition(p: &Pod) -> Option<(String, Option<String>, Option<String>)> {
-    let c = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
+    let c = p
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")?;
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
@@ -180,20 +239,38 @@ async fn deployment_pods_schedule_onto_fitting_nodes_and_the_rest_are_unschedula
     // The node taints dedicated=batch:NoSchedule; tolerate it so that only cpu limits.
     let mut d = deployment("web", 3, "800m");
     let tmpl = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-    tmpl.tolerations = Some(vec![serde_json::from_value(json!({"key": "dedicated", "operator": "Exists"})).unwrap()]);
+    tmpl.tolerations = Some(vec![
+        serde_json::from_value(json!({"key": "dedicated", "operator": "Exists"})).unwrap(),
+    ]);
     deploys.create(&PostParams::default(), &d).await.unwrap();
 
     let report = sim.step().await;
     assert_eq!(report.pods_created.len(), 3);
-    assert_eq!(report.pods_bound.len(), 2, "1930m allocatable fits two 800m pods");
-    let listed = pods.list(&ListParams::default().labels("app=web")).await.unwrap().items;
+    assert_eq!(
+        report.pods_bound.len(),
+        2,
+        "1930m allocatable fits two 800m pods"
+    );
+    let listed = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap()
+        .items;
     let running: Vec<&Pod> = listed.iter().filter(|p| phase(p) == "Running").collect();
     assert_eq!(running.len(), 2);
-    assert!(running.iter().all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("al2023.ec2.internal")));
+    assert!(
+        running
+            .iter()
+            .all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("al2023.ec2.internal"))
+    );
     let pending: Vec<&Pod> = listed.iter().filter(|p| phase(p) == "Pending").collect();
     assert_eq!(
         scheduled_condition(pending[0]),
-        Some(("False".into(), Some("Unschedulable".into()), Some("0/1 nodes are available: 1 Insufficient cpu.".into())))
+        Some((
+            "False".into(),
+            Some("Unschedulable".into()),
+            Some("0/1 nodes are available: 1 Insufficient cpu.".into())
+        ))
     );
     let owner = &pending[0].metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(owner.kind, "ReplicaSet");
@@ -201,12 +278,16 @@ async fn deployment_pods_schedule_onto_fitting_nodes_and_the_rest_are_unschedula
 
     // A pod without the toleration is kept off by the taint.
     let plain: Pod = serde_json::from_value(json!({"metadata": {"name": "plain"},
-        "spec": {"containers": [{"name": "c", "image": "x"}]}})).unwrap();
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+    .unwrap();
     pods.create(&PostParams::default(), &plain).await.unwrap();
     sim.step().await;
     let (status, _, message) = scheduled_condition(&pods.get("plain").await.unwrap()).unwrap();
     assert_eq!(status, "False");
-    assert_eq!(message.as_deref(), Some("0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: batch}."));
+    assert_eq!(
+        message.as_deref(),
+        Some("0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: batch}.")
+    );
 }
 
 #[tokio::test]
@@ -216,10 +297,16 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let mut d = deployment("api", 3, "100m");
     let tmpl = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-    tmpl.tolerations = Some(vec![serde_json::from_value(json!({"key": "dedicated", "operator": "Exists"})).unwrap()]);
+    tmpl.tolerations = Some(vec![
+        serde_json::from_value(json!({"key": "dedicated", "operator": "Exists"})).unwrap(),
+    ]);
     deploys.create(&PostParams::default(), &d).await.unwrap();
     sim.step().await;
-    let before = pods.list(&ListParams::default().labels("app=api")).await.unwrap().items;
+    let before = pods
+        .list(&ListParams::default().labels("app=api"))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(before.iter().filter(|p| phase(p) == "Running").count(), 3);
 
     let victim = before[0].name_any();
@@ -228,20 +315,48 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
     // Cordon the node so that the replacement stays Pending where we can see it.
     let nodes: Api<Node> = Api::all(sim.client().await.unwrap());
     nodes
-        .patch("al2023.ec2.internal", &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
+        .patch(
+            "al2023.ec2.internal",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
         .await
         .unwrap();
     let report = sim.step().await;
     assert_eq!(report.pods_created.len(), 1);
-    let replacement = pods.get(report.pods_created[0].trim_start_matches("default/")).await.unwrap();
+    let replacement = pods
+        .get(report.pods_created[0].trim_start_matches("default/"))
+        .await
+        .unwrap();
     assert_eq!(phase(&replacement), "Pending");
-    assert_eq!(scheduled_condition(&replacement).map(|c| c.2), Some(Some("0/1 nodes are available: 1 node(s) were unschedulable.".into())));
+    assert_eq!(
+        scheduled_condition(&replacement).map(|c| c.2),
+        Some(Some(
+            "0/1 nodes are available: 1 node(s) were unschedulable.".into()
+        ))
+    );
 
-    deploys.patch("api", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 1}}))).await.unwrap();
+    deploys
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
     let report = sim.step().await;
     assert_eq!(report.pods_deleted.len(), 2);
-    assert!(report.pods_deleted.contains(&format!("default/{}", replacement.name_any())), "the unbound pod goes first");
-    let left = pods.list(&ListParams::default().labels("app=api")).await.unwrap().items;
+    assert!(
+        report
+            .pods_deleted
+            .contains(&format!("default/{}", replacement.name_any())),
+        "the unbound pod goes first"
+    );
+    let left = pods
+        .list(&ListParams::default().labels("app=api"))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(left.len(), 1);
     assert_eq!(phase(&left[0]), "Running");
     let status = deploys.get("api").await.unwrap().status.unwrap();
@@ -250,7 +365,8 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
 
 #[tokio::test]
 async fn a_daemonset_puts_one_bound_pod_on_each_ready_node() {
-    let (sim, _cloud, client) = world(vec![instance("i-al2023", AL2023), instance("i-al2", AL2)]).await;
+    let (sim, _cloud, client) =
+        world(vec![instance("i-al2023", AL2023), instance("i-al2", AL2)]).await;
     sim.apply_json(json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "agent", "namespace": "kube-system"},
@@ -263,7 +379,14 @@ async fn a_daemonset_puts_one_bound_pod_on_each_ready_node() {
     sim.clock().advance(Duration::from_secs(30));
     sim.step().await;
     let pods: Api<Pod> = Api::namespaced(client, "kube-system");
-    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty(), "nodes are not Ready yet");
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "nodes are not Ready yet"
+    );
     sim.clock().advance(Duration::from_secs(10));
     sim.step().await;
     let mut on: Vec<String> = pods
@@ -277,5 +400,9 @@ async fn a_daemonset_puts_one_bound_pod_on_each_ready_node() {
     on.sort();
     assert_eq!(on, ["al2.ec2.internal", "al2023.ec2.internal"]);
     sim.step().await;
-    assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 2, "no second pod per node");
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        2,
+        "no second pod per node"
+    );
 }

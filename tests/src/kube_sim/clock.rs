@@ -12,7 +12,12 @@ enum Mode {
     Manual { now: Timestamp },
     /// Time follows the wall clock from `origin`, `speed` simulated seconds per real second,
     /// plus whatever `advance` added.
-    RealTime { origin: Timestamp, started: Instant, speed: f64, extra: Duration },
+    RealTime {
+        origin: Timestamp,
+        started: Instant,
+        speed: f64,
+        extra: Duration,
+    },
 }
 
 /// A shared clock (`Clone` shares it).
@@ -31,7 +36,11 @@ impl SimClock {
 
     /// A clock that follows real time from now, `speed` times as fast (1.0 = real time).
     pub fn real_time(speed: f64) -> SimClock {
-        let speed = if speed.is_finite() && speed > 0.0 { speed } else { 1.0 };
+        let speed = if speed.is_finite() && speed > 0.0 {
+            speed
+        } else {
+            1.0
+        };
         SimClock(Arc::new(Mutex::new(Mode::RealTime {
             origin: Timestamp::now(),
             started: Instant::now(),
@@ -44,9 +53,17 @@ impl SimClock {
         let mode = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match &*mode {
             Mode::Manual { now } => *now,
-            Mode::RealTime { origin, started, speed, extra } => {
+            Mode::RealTime {
+                origin,
+                started,
+                speed,
+                extra,
+            } => {
                 let elapsed = started.elapsed().mul_f64(*speed) + *extra;
-                origin.saturating_add(SignedDuration::try_from(elapsed).unwrap_or(SignedDuration::MAX))
+                origin
+                    .saturating_add(
+                        SignedDuration::try_from(elapsed).unwrap_or(SignedDuration::MAX),
+                    )
                     .unwrap_or(*origin)
             }
         }

@@ -36,7 +36,10 @@ pub fn reconcile(store: &mut Store, now: Timestamp, report: &mut StepReport) {
 }
 
 fn s(v: &Value, p: &str) -> String {
-    v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string()
+    v.pointer(p)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 fn owner_ref(owner: &Value, kind: &str) -> Value {
@@ -47,7 +50,10 @@ fn owner_ref(owner: &Value, kind: &str) -> Value {
 fn controlled_by(pod: &Value, uid: &str) -> bool {
     pod.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .is_some_and(|os| os.iter().any(|o| o["uid"] == uid && o["controller"] == true))
+        .is_some_and(|os| {
+            os.iter()
+                .any(|o| o["uid"] == uid && o["controller"] == true)
+        })
 }
 
 /// FNV-1a of the template, spelled with the name alphabet (like `pod-template-hash`).
@@ -69,7 +75,10 @@ fn template_hash(template: &Value) -> String {
 }
 
 fn collect_pods_of_deleted_nodes(store: &mut Store, report: &mut StepReport) {
-    let nodes: Vec<String> = store.list(NODES, None).map(|n| s(n, "/metadata/name")).collect();
+    let nodes: Vec<String> = store
+        .list(NODES, None)
+        .map(|n| s(n, "/metadata/name"))
+        .collect();
     let orphans: Vec<(String, String)> = store
         .list(PODS, None)
         .filter(|p| {
@@ -88,16 +97,33 @@ fn collect_pods_of_deleted_nodes(store: &mut Store, report: &mut StepReport) {
 fn deployments(store: &mut Store, ts: &str) {
     let deploys: Vec<Value> = store.list(DEPLOYMENTS, None).cloned().collect();
     for d in deploys {
-        let (ns, name, uid) = (s(&d, "/metadata/namespace"), s(&d, "/metadata/name"), s(&d, "/metadata/uid"));
-        let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let (ns, name, uid) = (
+            s(&d, "/metadata/namespace"),
+            s(&d, "/metadata/name"),
+            s(&d, "/metadata/uid"),
+        );
+        let replicas = d
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         let hash = template_hash(&d["spec"]["template"]);
         let rs_name = format!("{name}-{hash}");
-        let owned: Vec<Value> = store.list(REPLICASETS, Some(&ns)).filter(|r| controlled_by(r, &uid)).cloned().collect();
+        let owned: Vec<Value> = store
+            .list(REPLICASETS, Some(&ns))
+            .filter(|r| controlled_by(r, &uid))
+            .cloned()
+            .collect();
         for old in owned.iter().filter(|r| s(r, "/metadata/name") != rs_name) {
             if old.pointer("/spec/replicas").and_then(Value::as_i64) != Some(0) {
                 let mut o = old.clone();
                 o["spec"]["replicas"] = json!(0);
-                let _ = store.replace(REPLICASETS, &ns, &s(old, "/metadata/name"), o, Write::Internal);
+                let _ = store.replace(
+                    REPLICASETS,
+                    &ns,
+                    &s(old, "/metadata/name"),
+                    o,
+                    Write::Internal,
+                );
             }
         }
         match owned.iter().find(|r| s(r, "/metadata/name") == rs_name) {
@@ -129,9 +155,15 @@ fn deployment_status(store: &mut Store) {
     let deploys: Vec<Value> = store.list(DEPLOYMENTS, None).cloned().collect();
     for d in deploys {
         let (ns, name) = (s(&d, "/metadata/namespace"), s(&d, "/metadata/name"));
-        let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let replicas = d
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
         let rs_name = format!("{name}-{}", template_hash(&d["spec"]["template"]));
-        let rs_uid = store.get(REPLICASETS, &ns, &rs_name).map(|r| s(r, "/metadata/uid")).unwrap_or_default();
+        let rs_uid = store
+            .get(REPLICASETS, &ns, &rs_name)
+            .map(|r| s(r, "/metadata/uid"))
+            .unwrap_or_default();
         let pods: Vec<Pod> = owned_pods(store, &ns, &rs_uid);
         let ready = pods.iter().filter(|p| is_ready(p)).count() as i64;
         let status = json!({"observedGeneration": d.pointer("/metadata/generation"), "replicas": pods.len(),
@@ -154,7 +186,13 @@ fn update_status(store: &mut Store, res: usize, obj: &Value, status: Value) {
     if obj.get("status") != Some(&status) {
         let mut o = obj.clone();
         o["status"] = status;
-        let _ = store.replace(res, &s(obj, "/metadata/namespace"), &s(obj, "/metadata/name"), o, Write::Internal);
+        let _ = store.replace(
+            res,
+            &s(obj, "/metadata/namespace"),
+            &s(obj, "/metadata/name"),
+            o,
+            Write::Internal,
+        );
     }
 }
 
@@ -170,22 +208,36 @@ fn new_pod(store: &mut Store, owner: &Value, kind: &str, template: &Value) -> Va
 fn replicasets(store: &mut Store, ts: &str, report: &mut StepReport) {
     let sets: Vec<Value> = store.list(REPLICASETS, None).cloned().collect();
     for rs in sets {
-        let Ok(typed) = serde_json::from_value::<ReplicaSet>(rs.clone()) else { continue };
+        let Ok(typed) = serde_json::from_value::<ReplicaSet>(rs.clone()) else {
+            continue;
+        };
         let (ns, uid) = (s(&rs, "/metadata/namespace"), s(&rs, "/metadata/uid"));
-        let want = typed.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0) as usize;
+        let want = typed
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1)
+            .max(0) as usize;
         let mut pods = owned_pods(store, &ns, &uid);
         if pods.len() < want {
             for _ in pods.len()..want {
                 let pod = new_pod(store, &rs, "ReplicaSet", &rs["spec"]["template"]);
                 if let Ok(created) = store.create(PODS, &ns, pod, ts, Write::Main) {
-                    report.pods_created.push(format!("{ns}/{}", s(&created, "/metadata/name")));
+                    report
+                        .pods_created
+                        .push(format!("{ns}/{}", s(&created, "/metadata/name")));
                 }
             }
         } else if pods.len() > want {
             // Least valuable first: unbound, not running, not ready, newest.
             pods.sort_by_key(|p| {
                 let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()).unwrap_or(0);
+                let created = p
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.as_second())
+                    .unwrap_or(0);
                 (node_name(p).is_some(), running, is_ready(p), -created)
             });
             for p in &pods[..pods.len() - want] {
@@ -214,7 +266,12 @@ fn daemon_tolerations() -> Vec<Toleration> {
         ("node.kubernetes.io/unschedulable", "NoSchedule"),
     ]
     .into_iter()
-    .map(|(k, e)| Toleration { key: Some(k.into()), operator: Some("Exists".into()), effect: Some(e.into()), ..Default::default() })
+    .map(|(k, e)| Toleration {
+        key: Some(k.into()),
+        operator: Some("Exists".into()),
+        effect: Some(e.into()),
+        ..Default::default()
+    })
     .collect()
 }
 
@@ -223,25 +280,47 @@ fn daemonsets(store: &mut Store, ts: &str, report: &mut StepReport) {
         .list(NODES, None)
         .filter_map(|n| serde_json::from_value::<Node>(n.clone()).ok())
         .filter(|n| {
-            n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-            })
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
         .collect();
     let sets: Vec<Value> = store.list(DAEMONSETS, None).cloned().collect();
     for ds in sets {
-        let Ok(typed) = serde_json::from_value::<DaemonSet>(ds.clone()) else { continue };
+        let Ok(typed) = serde_json::from_value::<DaemonSet>(ds.clone()) else {
+            continue;
+        };
         let (ns, uid) = (s(&ds, "/metadata/namespace"), s(&ds, "/metadata/uid"));
-        let template = typed.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
-        let probe = Pod { metadata: template.metadata.clone().unwrap_or_default(), spec: template.spec.clone(), status: None };
-        let mut tols = probe.spec.as_ref().and_then(|s| s.tolerations.clone()).unwrap_or_default();
+        let template = typed
+            .spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default();
+        let probe = Pod {
+            metadata: template.metadata.clone().unwrap_or_default(),
+            spec: template.spec.clone(),
+            status: None,
+        };
+        let mut tols = probe
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.clone())
+            .unwrap_or_default();
         tols.extend(daemon_tolerations());
         let wanted: BTreeMap<String, ()> = nodes
             .iter()
             .filter(|n| matches_node_selection(&probe, n))
             .filter(|n| {
-                let taints: Vec<_> = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-                let hard: Vec<_> = taints.into_iter().filter(|t| t.effect != "PreferNoSchedule").collect();
+                let taints: Vec<_> = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default();
+                let hard: Vec<_> = taints
+                    .into_iter()
+                    .filter(|t| t.effect != "PreferNoSchedule")
+                    .collect();
                 untolerated(&hard, &tols).is_none()
             })
             .filter_map(|n| n.metadata.name.clone().map(|name| (name, ())))
@@ -269,7 +348,9 @@ fn daemonsets(store: &mut Store, ts: &str, report: &mut StepReport) {
                 let name = s(&created, "/metadata/name");
                 let _ = store.replace(PODS, &ns, &name, bound, Write::Internal);
                 report.pods_created.push(format!("{ns}/{name}"));
-                report.pods_bound.push((format!("{ns}/{name}"), node.clone()));
+                report
+                    .pods_bound
+                    .push((format!("{ns}/{name}"), node.clone()));
             }
         }
         let pods = owned_pods(store, &ns, &uid);

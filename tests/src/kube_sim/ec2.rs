@@ -28,22 +28,33 @@ pub struct Ec2CloudView {
 
 impl std::fmt::Debug for Ec2CloudView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ec2CloudView").field("cluster", &self.cluster).finish()
+        f.debug_struct("Ec2CloudView")
+            .field("cluster", &self.cluster)
+            .finish()
     }
 }
 
 fn failed(what: String, e: impl std::error::Error + Send + Sync + 'static) -> CloudViewError {
-    CloudViewError { what, source: Some(Box::new(e)) }
+    CloudViewError {
+        what,
+        source: Some(Box::new(e)),
+    }
 }
 
 fn decode(b64: &str) -> Option<String> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(b64.trim()).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
     String::from_utf8(bytes).ok()
 }
 
 impl Ec2CloudView {
     pub fn new(client: aws_sdk_ec2::Client, cluster: impl Into<String>) -> Ec2CloudView {
-        Ec2CloudView { client, cluster: cluster.into(), user_data: Mutex::new(HashMap::new()) }
+        Ec2CloudView {
+            client,
+            cluster: cluster.into(),
+            user_data: Mutex::new(HashMap::new()),
+        }
     }
 
     async fn list(&self) -> Result<Vec<SimInstance>, CloudViewError> {
@@ -51,32 +62,53 @@ impl Ec2CloudView {
         let mut pages = self
             .client
             .describe_instances()
-            .filters(Filter::builder().name(format!("tag:{CLUSTER_TAG}")).values(&self.cluster).build())
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{CLUSTER_TAG}"))
+                    .values(&self.cluster)
+                    .build(),
+            )
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| failed("DescribeInstances failed".into(), e))?;
             for inst in page.reservations().iter().flat_map(|r| r.instances()) {
-                let Some(id) = inst.instance_id() else { continue };
-                let Some(state) = inst.state().and_then(|s| s.name()).and_then(|n| InstanceState::from_ec2(n.as_str()))
+                let Some(id) = inst.instance_id() else {
+                    continue;
+                };
+                let Some(state) = inst
+                    .state()
+                    .and_then(|s| s.name())
+                    .and_then(|n| InstanceState::from_ec2(n.as_str()))
                 else {
                     continue;
                 };
                 let tags: BTreeMap<String, String> = inst
                     .tags()
                     .iter()
-                    .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+                    .filter_map(|t| {
+                        Some((t.key()?.to_string(), t.value().unwrap_or("").to_string()))
+                    })
                     .collect();
                 let launch_time = inst
                     .launch_time()
                     .and_then(|t| Timestamp::from_second(t.secs()).ok())
                     .unwrap_or(Timestamp::UNIX_EPOCH);
-                let lt = tags.get(LT_ID_TAG).map(|id| (id.clone(), tags.get(LT_VERSION_TAG).cloned()));
+                let lt = tags
+                    .get(LT_ID_TAG)
+                    .map(|id| (id.clone(), tags.get(LT_VERSION_TAG).cloned()));
                 let user_data = self.user_data_of(id, lt).await?;
                 out.push(SimInstance {
                     instance_id: id.to_string(),
-                    instance_type: inst.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-                    zone: inst.placement().and_then(|p| p.availability_zone()).unwrap_or("").to_string(),
+                    instance_type: inst
+                        .instance_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_default(),
+                    zone: inst
+                        .placement()
+                        .and_then(|p| p.availability_zone())
+                        .unwrap_or("")
+                        .to_string(),
                     private_dns_name: inst.private_dns_name().unwrap_or("").to_string(),
                     private_ip: inst.private_ip_address().map(String::from),
                     state,
@@ -89,8 +121,17 @@ impl Ec2CloudView {
         Ok(out)
     }
 
-    async fn user_data_of(&self, id: &str, lt: Option<(String, Option<String>)>) -> Result<Option<String>, CloudViewError> {
-        if let Some(known) = self.user_data.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+    async fn user_data_of(
+        &self,
+        id: &str,
+        lt: Option<(String, Option<String>)>,
+    ) -> Result<Option<String>, CloudViewError> {
+        if let Some(known) = self
+            .user_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
             return Ok(known.clone());
         }
         let attr = self
@@ -100,8 +141,17 @@ impl Ec2CloudView {
             .attribute(InstanceAttributeName::UserData)
             .send()
             .await
-            .map_err(|e| failed(format!("DescribeInstanceAttribute userData of {id} failed"), e))?;
-        let mut text = attr.user_data().and_then(|u| u.value()).filter(|v| !v.is_empty()).and_then(decode);
+            .map_err(|e| {
+                failed(
+                    format!("DescribeInstanceAttribute userData of {id} failed"),
+                    e,
+                )
+            })?;
+        let mut text = attr
+            .user_data()
+            .and_then(|u| u.value())
+            .filter(|v| !v.is_empty())
+            .and_then(decode);
         if text.is_none()
             && let Some((lt_id, version)) = lt
         {
@@ -112,7 +162,12 @@ impl Ec2CloudView {
                 .versions(version.unwrap_or_else(|| "$Default".to_string()))
                 .send()
                 .await
-                .map_err(|e| failed(format!("DescribeLaunchTemplateVersions of {lt_id} failed"), e))?;
+                .map_err(|e| {
+                    failed(
+                        format!("DescribeLaunchTemplateVersions of {lt_id} failed"),
+                        e,
+                    )
+                })?;
             text = versions
                 .launch_template_versions()
                 .first()
@@ -120,7 +175,10 @@ impl Ec2CloudView {
                 .and_then(|d| d.user_data())
                 .and_then(decode);
         }
-        self.user_data.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), text.clone());
+        self.user_data
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), text.clone());
         Ok(text)
     }
 }

@@ -16,7 +16,8 @@ use super::selectors::selector_matches;
 use super::status::ApiError;
 
 /// The message of the 429 the real server answers.
-pub const VIOLATION_MESSAGE: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
+pub const VIOLATION_MESSAGE: &str =
+    "Cannot evict pod as it would violate the pod's disruption budget.";
 
 /// The computed status of one budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +53,11 @@ fn labels(pod: &Pod) -> BTreeMap<String, String> {
 /// the namespace; a missing one selects none).
 pub fn selects(pdb: &PodDisruptionBudget, pod: &Pod) -> bool {
     pdb.metadata.namespace == pod.metadata.namespace
-        && pdb.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|sel| selector_matches(sel, &labels(pod)))
+        && pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .is_some_and(|sel| selector_matches(sel, &labels(pod)))
 }
 
 /// `intstr.GetScaledValueFromIntOrPercent(v, total, roundUp=true)`, which the disruption
@@ -98,7 +103,10 @@ pub fn budget_status(
     let (expected_pods, desired_healthy) = match (&spec.max_unavailable, &spec.min_available) {
         (Some(max), _) => {
             let expected = expected_scale();
-            (expected, (expected - scaled_round_up(max, expected)?).max(0))
+            (
+                expected,
+                (expected - scaled_round_up(max, expected)?).max(0),
+            )
         }
         (None, Some(IntOrString::Int(min))) => (selected.len() as i32, *min),
         (None, Some(min)) => {
@@ -107,7 +115,11 @@ pub fn budget_status(
         }
         (None, None) => (selected.len() as i32, 0),
     };
-    Ok(BudgetStatus { expected_pods, desired_healthy, current_healthy })
+    Ok(BudgetStatus {
+        expected_pods,
+        desired_healthy,
+        current_healthy,
+    })
 }
 
 /// Decides an eviction: `Ok(())` to delete the pod, or the error the server answers.
@@ -118,8 +130,14 @@ pub fn check(
     controller_scale: &dyn Fn(&Pod) -> Option<(String, i32)>,
 ) -> Result<(), ApiError> {
     // canIgnorePDB: terminal, pending or already-deleting pods are evicted regardless.
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    if pod.metadata.deletion_timestamp.is_some() || matches!(phase, "Succeeded" | "Failed" | "Pending") {
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    if pod.metadata.deletion_timestamp.is_some()
+        || matches!(phase, "Succeeded" | "Failed" | "Pending")
+    {
         return Ok(());
     }
     let matching: Vec<&PodDisruptionBudget> = pdbs.iter().filter(|b| selects(b, pod)).collect();
@@ -149,7 +167,10 @@ pub fn check(
     };
     if !is_healthy(pod) {
         // unhealthyPodEvictionPolicy: AlwaysAllow, or IfHealthyBudget (the default).
-        let policy = pdb.spec.as_ref().and_then(|s| s.unhealthy_pod_eviction_policy.as_deref());
+        let policy = pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref());
         if policy == Some("AlwaysAllow") || status.current_healthy >= status.desired_healthy {
             return Ok(());
         }
@@ -173,8 +194,7 @@ mod tests {
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
         });
         if let Some(rs) = rs {
-            v["metadata"]["ownerReferences"] =
-                json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs, "controller": true}]);
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": rs, "controller": true}]);
         }
         serde_json::from_value(v).unwrap_or_default()
     }
@@ -189,11 +209,19 @@ mod tests {
 
     /// Every pod belongs to one controller that wants `scale` replicas.
     fn scale(n: i32) -> impl Fn(&Pod) -> Option<(String, i32)> {
-        move |p: &Pod| p.metadata.owner_references.as_ref().and_then(|o| o.first()).map(|o| (o.uid.clone(), n))
+        move |p: &Pod| {
+            p.metadata
+                .owner_references
+                .as_ref()
+                .and_then(|o| o.first())
+                .map(|o| (o.uid.clone(), n))
+        }
     }
 
     fn three_ready() -> Vec<Pod> {
-        (0..3).map(|i| pod(&format!("p{i}"), true, Some("rs"))).collect()
+        (0..3)
+            .map(|i| pod(&format!("p{i}"), true, Some("rs")))
+            .collect()
     }
 
     #[test]
@@ -214,7 +242,10 @@ mod tests {
             let got = check(&pods[0], std::slice::from_ref(&budget), &pods, &scale(3));
             assert_eq!(got.is_ok(), allowed, "{:?}", budget.spec);
             if let Err(e) = got {
-                assert_eq!((e.code, e.reason, e.message.as_str()), (429, "TooManyRequests", VIOLATION_MESSAGE));
+                assert_eq!(
+                    (e.code, e.reason, e.message.as_str()),
+                    (429, "TooManyRequests", VIOLATION_MESSAGE)
+                );
             }
         }
     }
@@ -223,7 +254,11 @@ mod tests {
     fn max_unavailable_counts_missing_replicas_of_the_controller() {
         // 3 pods exist but the controller wants 4: one is already unavailable.
         let pods = three_ready();
-        let st = budget_status(&pdb("maxUnavailable", json!(1)), &pods.iter().collect::<Vec<_>>(), &scale(4));
+        let st = budget_status(
+            &pdb("maxUnavailable", json!(1)),
+            &pods.iter().collect::<Vec<_>>(),
+            &scale(4),
+        );
         assert_eq!(st.map(|s| s.disruptions_allowed()), Ok(0));
     }
 
@@ -242,8 +277,24 @@ mod tests {
         if let Some(s) = pending.status.as_mut() {
             s.phase = Some("Pending".into());
         }
-        assert!(check(&pending, &[pdb("minAvailable", json!(100))], &pods, &scale(3)).is_ok());
-        let two = [pdb("minAvailable", json!(1)), pdb("maxUnavailable", json!(1))];
-        assert_eq!(check(&pods[0], &two, &pods, &scale(3)).err().map(|e| e.code), Some(500));
+        assert!(
+            check(
+                &pending,
+                &[pdb("minAvailable", json!(100))],
+                &pods,
+                &scale(3)
+            )
+            .is_ok()
+        );
+        let two = [
+            pdb("minAvailable", json!(1)),
+            pdb("maxUnavailable", json!(1)),
+        ];
+        assert_eq!(
+            check(&pods[0], &two, &pods, &scale(3))
+                .err()
+                .map(|e| e.code),
+            Some(500)
+        );
     }
 }

@@ -11,7 +11,10 @@ pub enum FaultTarget {
     PathPrefix(String),
     /// Requests for a resource by plural (`pods`, `nodes`, `nodepools`), optionally only a
     /// subresource (`eviction`, `status`), in any namespace.
-    Resource { plural: String, subresource: Option<String> },
+    Resource {
+        plural: String,
+        subresource: Option<String>,
+    },
 }
 
 /// The next `times` requests matching `method` (any if `None`) and `target` fail with
@@ -27,14 +30,22 @@ pub struct Fault {
 impl Fault {
     /// One failure with `status` for any request under `path_prefix`.
     pub fn path(path_prefix: impl Into<String>, status: u16) -> Fault {
-        Fault { method: None, target: FaultTarget::PathPrefix(path_prefix.into()), status, times: 1 }
+        Fault {
+            method: None,
+            target: FaultTarget::PathPrefix(path_prefix.into()),
+            status,
+            times: 1,
+        }
     }
 
     /// One failure with `status` for any request on the resource `plural`.
     pub fn resource(plural: impl Into<String>, status: u16) -> Fault {
         Fault {
             method: None,
-            target: FaultTarget::Resource { plural: plural.into(), subresource: None },
+            target: FaultTarget::Resource {
+                plural: plural.into(),
+                subresource: None,
+            },
             status,
             times: 1,
         }
@@ -105,7 +116,11 @@ impl Faults {
     }
 
     pub fn delay_for(&self, path: &str) -> Option<Duration> {
-        self.slow.iter().filter(|(p, _)| path.starts_with(p.as_str())).map(|(_, d)| *d).max()
+        self.slow
+            .iter()
+            .filter(|(p, _)| path.starts_with(p.as_str()))
+            .map(|(_, d)| *d)
+            .max()
     }
 }
 
@@ -115,8 +130,14 @@ fn matches(f: &Fault, req: RequestFacts<'_>) -> bool {
     }
     match &f.target {
         FaultTarget::PathPrefix(p) => req.path.starts_with(p.as_str()),
-        FaultTarget::Resource { plural, subresource } => {
-            req.plural == Some(plural.as_str()) && subresource.as_deref().is_none_or(|s| req.subresource == Some(s))
+        FaultTarget::Resource {
+            plural,
+            subresource,
+        } => {
+            req.plural == Some(plural.as_str())
+                && subresource
+                    .as_deref()
+                    .is_none_or(|s| req.subresource == Some(s))
         }
     }
 }
@@ -126,16 +147,34 @@ mod tests {
     use super::*;
 
     fn req<'a>(method: &'a str, plural: &'a str, sub: Option<&'a str>) -> RequestFacts<'a> {
-        RequestFacts { method, path: "/api/v1/namespaces/default/pods/x/eviction", plural: Some(plural), subresource: sub }
+        RequestFacts {
+            method,
+            path: "/api/v1/namespaces/default/pods/x/eviction",
+            plural: Some(plural),
+            subresource: sub,
+        }
     }
 
     #[test]
     fn a_fault_fires_the_number_of_times_asked_then_stops() {
         let mut f = Faults::default();
-        f.inject(Fault::resource("pods", 429).subresource("eviction").method("post").times(2));
+        f.inject(
+            Fault::resource("pods", 429)
+                .subresource("eviction")
+                .method("post")
+                .times(2),
+        );
         assert_eq!(f.take(req("GET", "pods", None)), None);
-        assert_eq!(f.take(req("POST", "pods", Some("eviction"))).map(|e| e.code), Some(429));
-        assert_eq!(f.take(req("POST", "pods", Some("eviction"))).map(|e| e.retry_after), Some(Some(1)));
+        assert_eq!(
+            f.take(req("POST", "pods", Some("eviction")))
+                .map(|e| e.code),
+            Some(429)
+        );
+        assert_eq!(
+            f.take(req("POST", "pods", Some("eviction")))
+                .map(|e| e.retry_after),
+            Some(Some(1))
+        );
         assert_eq!(f.take(req("POST", "pods", Some("eviction"))), None);
     }
 }

@@ -124,7 +124,10 @@ const MANAGED: &str = "sim.nodewright.io/registered-by-kubelet-sim";
 
 fn instance_id_of(node: &Value) -> Option<String> {
     let pid = node.pointer("/spec/providerID")?.as_str()?;
-    pid.strip_prefix("aws:///")?.rsplit('/').next().map(str::to_string)
+    pid.strip_prefix("aws:///")?
+        .rsplit('/')
+        .next()
+        .map(str::to_string)
 }
 
 fn ready_status(node: &Value) -> Option<String> {
@@ -136,7 +139,11 @@ fn ready_status(node: &Value) -> Option<String> {
 }
 
 fn ready_since(node: &Value) -> Option<Timestamp> {
-    let c = node.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == "Ready")?;
+    let c = node
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
     parse_ts(c["lastTransitionTime"].as_str())
 }
 
@@ -151,13 +158,20 @@ pub fn sync_nodes(
 ) {
     let ts = format_ts(now);
     let nodes: Vec<Value> = store.list(NODES, None).cloned().collect();
-    let by_instance: BTreeMap<String, &Value> =
-        nodes.iter().filter_map(|n| Some((instance_id_of(n)?, n))).collect();
+    let by_instance: BTreeMap<String, &Value> = nodes
+        .iter()
+        .filter_map(|n| Some((instance_id_of(n)?, n)))
+        .collect();
     for inst in instances {
         match by_instance.get(&inst.instance_id) {
-            None if inst.state == InstanceState::Running && elapsed(inst.launch_time, cfg.boot_delay, now) => {
+            None if inst.state == InstanceState::Running
+                && elapsed(inst.launch_time, cfg.boot_delay, now) =>
+            {
                 let Some(cap) = capacity.capacity(&inst.instance_type) else {
-                    report.errors.push(format!("{}: no capacity known for instance type {}", inst.instance_id, inst.instance_type));
+                    report.errors.push(format!(
+                        "{}: no capacity known for instance type {}",
+                        inst.instance_id, inst.instance_type
+                    ));
                     continue;
                 };
                 let node = new_node(inst, &cap, &cfg.region, &ts);
@@ -172,7 +186,10 @@ pub fn sync_nodes(
                 let name = node["metadata"]["name"].as_str().unwrap_or("").to_string();
                 match inst.state {
                     InstanceState::Running | InstanceState::Pending => {
-                        let registered = parse_ts(node.pointer("/metadata/creationTimestamp").and_then(Value::as_str));
+                        let registered = parse_ts(
+                            node.pointer("/metadata/creationTimestamp")
+                                .and_then(Value::as_str),
+                        );
                         if ready_status(node).as_deref() == Some("False")
                             && registered.is_some_and(|t| elapsed(t, cfg.ready_delay, now))
                         {
@@ -183,17 +200,33 @@ pub fn sync_nodes(
                             }
                         }
                     }
-                    state => lose_node(store, node, state, cfg.node_removal_delay, now, &ts, report),
+                    state => {
+                        lose_node(store, node, state, cfg.node_removal_delay, now, &ts, report)
+                    }
                 }
             }
         }
     }
     // Nodes this sim registered whose instance the cloud no longer lists are gone too.
     for node in &nodes {
-        let managed = node.pointer(&format!("/metadata/annotations/{}", MANAGED.replace('/', "~1"))).is_some();
-        let listed = instance_id_of(node).is_some_and(|id| instances.iter().any(|i| i.instance_id == id));
+        let managed = node
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                MANAGED.replace('/', "~1")
+            ))
+            .is_some();
+        let listed =
+            instance_id_of(node).is_some_and(|id| instances.iter().any(|i| i.instance_id == id));
         if managed && !listed {
-            lose_node(store, node, InstanceState::Terminated, cfg.node_removal_delay, now, &ts, report);
+            lose_node(
+                store,
+                node,
+                InstanceState::Terminated,
+                cfg.node_removal_delay,
+                now,
+                &ts,
+                report,
+            );
         }
     }
 }
@@ -212,8 +245,19 @@ fn lose_node(
     let name = node["metadata"]["name"].as_str().unwrap_or("").to_string();
     if ready_status(node).as_deref() != Some("Unknown") {
         let mut n = node.clone();
-        set_condition(&mut n, "Ready", "Unknown", Some("NodeStatusUnknown"), Some("Kubelet stopped posting node status."), ts);
-        let mut taints: Vec<Value> = n.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+        set_condition(
+            &mut n,
+            "Ready",
+            "Unknown",
+            Some("NodeStatusUnknown"),
+            Some("Kubelet stopped posting node status."),
+            ts,
+        );
+        let mut taints: Vec<Value> = n
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         taints.retain(|t| t["key"] != NOT_READY && t["key"] != UNREACHABLE);
         taints.push(json!({"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": ts}));
         taints.push(json!({"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": ts}));
@@ -223,14 +267,25 @@ fn lose_node(
         }
         return;
     }
-    let gone = matches!(state, InstanceState::ShuttingDown | InstanceState::Terminated);
-    if gone && ready_since(node).is_some_and(|t| elapsed(t, removal_delay, now)) && store.delete(NODES, "", &name).is_ok() {
+    let gone = matches!(
+        state,
+        InstanceState::ShuttingDown | InstanceState::Terminated
+    );
+    if gone
+        && ready_since(node).is_some_and(|t| elapsed(t, removal_delay, now))
+        && store.delete(NODES, "", &name).is_ok()
+    {
         // Pod GC deletes the pods of a node that no longer exists.
         let orphans: Vec<(String, String)> = store
             .list(PODS, None)
             .filter(|p| p.pointer("/spec/nodeName").and_then(Value::as_str) == Some(name.as_str()))
             .map(|p| {
-                let s = |k: &str| p.pointer(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let s = |k: &str| {
+                    p.pointer(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                };
                 (s("/metadata/namespace"), s("/metadata/name"))
             })
             .collect();
@@ -244,15 +299,33 @@ fn lose_node(
 }
 
 fn set_ready(node: &mut Value, ts: &str) {
-    set_condition(node, "Ready", "True", Some("KubeletReady"), Some("kubelet is posting ready status"), ts);
-    if let Some(taints) = node.pointer_mut("/spec/taints").and_then(Value::as_array_mut) {
+    set_condition(
+        node,
+        "Ready",
+        "True",
+        Some("KubeletReady"),
+        Some("kubelet is posting ready status"),
+        ts,
+    );
+    if let Some(taints) = node
+        .pointer_mut("/spec/taints")
+        .and_then(Value::as_array_mut)
+    {
         taints.retain(|t| t["key"] != NOT_READY);
     }
 }
 
 fn new_node(inst: &SimInstance, cap: &NodeCapacity, region: &str, ts: &str) -> Value {
-    let flags = inst.user_data.as_deref().map(parse_user_data).unwrap_or_default();
-    let name = if inst.private_dns_name.is_empty() { inst.instance_id.clone() } else { inst.private_dns_name.clone() };
+    let flags = inst
+        .user_data
+        .as_deref()
+        .map(parse_user_data)
+        .unwrap_or_default();
+    let name = if inst.private_dns_name.is_empty() {
+        inst.instance_id.clone()
+    } else {
+        inst.private_dns_name.clone()
+    };
     let region = if inst.zone.len() > 1 && inst.zone.ends_with(|c: char| c.is_ascii_lowercase()) {
         inst.zone[..inst.zone.len() - 1].to_string()
     } else {
@@ -265,8 +338,14 @@ fn new_node(inst: &SimInstance, cap: &NodeCapacity, region: &str, ts: &str) -> V
         ("kubernetes.io/hostname", name.as_str()),
         ("beta.kubernetes.io/arch", arch),
         ("beta.kubernetes.io/os", "linux"),
-        ("node.kubernetes.io/instance-type", inst.instance_type.as_str()),
-        ("beta.kubernetes.io/instance-type", inst.instance_type.as_str()),
+        (
+            "node.kubernetes.io/instance-type",
+            inst.instance_type.as_str(),
+        ),
+        (
+            "beta.kubernetes.io/instance-type",
+            inst.instance_type.as_str(),
+        ),
         ("topology.kubernetes.io/zone", inst.zone.as_str()),
         ("failure-domain.beta.kubernetes.io/zone", inst.zone.as_str()),
         ("topology.kubernetes.io/region", region.as_str()),
@@ -277,7 +356,11 @@ fn new_node(inst: &SimInstance, cap: &NodeCapacity, region: &str, ts: &str) -> V
     .collect();
     labels.extend(flags.labels);
     let mut taints: Vec<Taint> = flags.taints;
-    taints.push(Taint { key: NOT_READY.into(), effect: "NoSchedule".into(), ..Default::default() });
+    taints.push(Taint {
+        key: NOT_READY.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    });
     let pods = flags.max_pods.unwrap_or(cap.pods);
     let mut capacity = json!({
         "cpu": format!("{}m", cap.cpu_milli),
@@ -340,7 +423,12 @@ fn new_node(inst: &SimInstance, cap: &NodeCapacity, region: &str, ts: &str) -> V
 }
 
 /// Starts pods bound to Ready nodes once `start_delay` has passed since binding.
-pub fn start_pods(store: &mut Store, now: Timestamp, start_delay: Duration, report: &mut StepReport) {
+pub fn start_pods(
+    store: &mut Store,
+    now: Timestamp,
+    start_delay: Duration,
+    report: &mut StepReport,
+) {
     let ts = format_ts(now);
     let ready_nodes: BTreeMap<String, String> = store
         .list(NODES, None)
@@ -359,8 +447,17 @@ pub fn start_pods(store: &mut Store, now: Timestamp, start_delay: Duration, repo
         .collect();
     let starting: Vec<Value> = store
         .list(PODS, None)
-        .filter(|p| p.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending") == "Pending")
-        .filter(|p| p.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| ready_nodes.contains_key(n)))
+        .filter(|p| {
+            p.pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("Pending")
+                == "Pending"
+        })
+        .filter(|p| {
+            p.pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| ready_nodes.contains_key(n))
+        })
         .cloned()
         .collect();
     for mut pod in starting {
@@ -387,13 +484,26 @@ pub fn start_pods(store: &mut Store, now: Timestamp, start_delay: Duration, repo
         pod["status"]["startTime"] = json!(ts);
         pod["status"]["hostIP"] = json!(ready_nodes.get(&node).cloned().unwrap_or_default());
         pod["status"]["containerStatuses"] = json!(statuses);
-        for c in ["PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"] {
+        for c in [
+            "PodReadyToStartContainers",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
+        ] {
             set_condition(&mut pod, c, "True", None, None, &ts);
         }
         set_condition(&mut pod, "PodScheduled", "True", None, None, &ts);
-        let s = |k: &str| pod.pointer(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let s = |k: &str| {
+            pod.pointer(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         let (ns, name) = (s("/metadata/namespace"), s("/metadata/name"));
-        if store.replace(PODS, &ns, &name, pod, Write::Internal).is_ok() {
+        if store
+            .replace(PODS, &ns, &name, pod, Write::Internal)
+            .is_ok()
+        {
             report.pods_started.push(format!("{ns}/{name}"));
         }
     }

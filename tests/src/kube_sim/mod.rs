@@ -41,7 +41,9 @@ use tokio::sync::oneshot;
 pub use clock::SimClock;
 pub use ec2::Ec2CloudView;
 pub use faults::{Fault, FaultTarget};
-pub use kubelet::{Arch, CloudView, CloudViewError, InstanceCapacity, InstanceState, NodeCapacity, SimInstance};
+pub use kubelet::{
+    Arch, CloudView, CloudViewError, InstanceCapacity, InstanceState, NodeCapacity, SimInstance,
+};
 pub use status::ApiError;
 pub use userdata::{RegistrationFlags, parse_user_data};
 
@@ -107,7 +109,11 @@ impl Default for SimConfig {
 
 impl SimConfig {
     /// Connects the kubelet simulation to a cloud and the capacity of its instance types.
-    pub fn with_cloud(mut self, cloud: Arc<dyn CloudView>, capacity: Arc<dyn InstanceCapacity>) -> Self {
+    pub fn with_cloud(
+        mut self,
+        cloud: Arc<dyn CloudView>,
+        capacity: Arc<dyn InstanceCapacity>,
+    ) -> Self {
         self.cloud = Some(cloud);
         self.capacity = Some(capacity);
         self
@@ -123,7 +129,9 @@ pub enum SimError {
     Kubeconfig(#[source] kube::config::KubeconfigError),
     #[error("cannot build a kube::Client for the simulated cluster")]
     Client(#[source] kube::Error),
-    #[error("the simulated cluster does not store {api_version} {kind} (a kind it serves is needed)")]
+    #[error(
+        "the simulated cluster does not store {api_version} {kind} (a kind it serves is needed)"
+    )]
     UnknownKind { api_version: String, kind: String },
     #[error("the simulated cluster refused the object")]
     Api(#[source] ApiError),
@@ -155,7 +163,12 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(tx) = self
+            .shutdown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             let _ = tx.send(());
         }
     }
@@ -170,7 +183,9 @@ pub struct SimCluster {
 
 impl std::fmt::Debug for SimCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimCluster").field("url", &self.url()).finish()
+        f.debug_struct("SimCluster")
+            .field("url", &self.url())
+            .finish()
     }
 }
 
@@ -178,9 +193,13 @@ impl SimCluster {
     /// Binds `127.0.0.1:0` and serves the API until dropped. Needs a Tokio runtime.
     pub async fn start(config: SimConfig) -> Result<SimCluster, SimError> {
         let shared = Arc::new(Shared::new(config.clock.clone(), config.crds_installed));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(SimError::Bind)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(SimError::Bind)?;
         let addr = listener.local_addr().map_err(SimError::Bind)?;
-        let app = axum::Router::new().fallback(server::handle).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(server::handle)
+            .with_state(shared.clone());
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -190,7 +209,14 @@ impl SimCluster {
                 tracing::warn!(error = %e, "simulated API server stopped");
             }
         });
-        Ok(SimCluster { inner: Arc::new(Inner { shared, addr, config, shutdown: Mutex::new(Some(tx)) }) })
+        Ok(SimCluster {
+            inner: Arc::new(Inner {
+                shared,
+                addr,
+                config,
+                shutdown: Mutex::new(Some(tx)),
+            }),
+        })
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -222,10 +248,14 @@ impl SimCluster {
         // no crypto provider chosen and more than one is compiled in (aws-lc-rs and ring
         // both are here); an already installed provider is kept.
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml()).map_err(SimError::Kubeconfig)?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .map_err(SimError::Kubeconfig)
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())
+            .map_err(SimError::Kubeconfig)?;
+        kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(SimError::Kubeconfig)
     }
 
     /// The unmodified `kube::Client`, built from [`kubeconfig_yaml`](Self::kubeconfig_yaml)
@@ -245,11 +275,28 @@ impl SimCluster {
     /// Stores any object of a served kind as given (status included), creating or replacing
     /// it; namespaced objects without a namespace go to `default`. Returns what is stored.
     pub fn apply_json(&self, value: Value) -> Result<Value, SimError> {
-        let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_string();
-        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
-        let res = resources::find_kind(&api_version, &kind).ok_or(SimError::UnknownKind { api_version, kind })?;
-        let ns = value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
-        let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let kind = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let res = resources::find_kind(&api_version, &kind)
+            .ok_or(SimError::UnknownKind { api_version, kind })?;
+        let ns = value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let now = self.inner.shared.clock.rfc3339();
         let mut store = self.inner.shared.store();
         let exists = store.get(res, &ns, &name).is_ok();
@@ -263,14 +310,27 @@ impl SimCluster {
 
     /// A stored object, by kind (`"v1"`, `"Pod"`), namespace (ignored for cluster-scoped
     /// kinds) and name.
-    pub fn get_json(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Value> {
+    pub fn get_json(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Value> {
         let res = resources::find_kind(api_version, kind)?;
-        self.inner.shared.store().get(res, namespace, name).ok().cloned()
+        self.inner
+            .shared
+            .store()
+            .get(res, namespace, name)
+            .ok()
+            .cloned()
     }
 
     /// All stored objects of a kind, in every namespace.
     pub fn list_json(&self, api_version: &str, kind: &str) -> Vec<Value> {
-        let Some(res) = resources::find_kind(api_version, kind) else { return Vec::new() };
+        let Some(res) = resources::find_kind(api_version, kind) else {
+            return Vec::new();
+        };
         self.inner.shared.store().list(res, None).cloned().collect()
     }
 
@@ -281,7 +341,10 @@ impl SimCluster {
 
     /// Delays every request whose path starts with `path_prefix` by `delay` (real time).
     pub fn slow(&self, path_prefix: &str, delay: Duration) {
-        self.inner.shared.faults().slow(path_prefix.to_string(), delay);
+        self.inner
+            .shared
+            .faults()
+            .slow(path_prefix.to_string(), delay);
     }
 
     /// Removes every injected fault and delay.
@@ -298,7 +361,14 @@ impl SimCluster {
             match cloud.instances().await {
                 Ok(instances) => {
                     let mut store = self.inner.shared.store();
-                    kubelet::sync_nodes(&mut store, cfg, capacity.as_ref(), &instances, self.inner.shared.clock.now(), &mut report);
+                    kubelet::sync_nodes(
+                        &mut store,
+                        cfg,
+                        capacity.as_ref(),
+                        &instances,
+                        self.inner.shared.clock.now(),
+                        &mut report,
+                    );
                 }
                 Err(e) => report.errors.push(format!("listing cloud instances: {e}")),
             }
@@ -328,7 +398,13 @@ impl SimCluster {
 
     /// Stops the server (also happens when the last handle is dropped).
     pub fn shutdown(self) {
-        if let Some(tx) = self.inner.shutdown.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(tx) = self
+            .inner
+            .shutdown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             let _ = tx.send(());
         }
     }

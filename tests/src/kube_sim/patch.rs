@@ -44,7 +44,9 @@ pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiErr
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("error decoding JSON patch: {e}")))?;
             json_patch::patch(doc, &ops).map_err(|e| {
-                ApiError::invalid_patch(format!("the server rejected our request due to an error in our request: {e}"))
+                ApiError::invalid_patch(format!(
+                    "the server rejected our request due to an error in our request: {e}"
+                ))
             })
         }
         PatchKind::Merge | PatchKind::Apply => {
@@ -62,17 +64,28 @@ pub fn apply(kind: PatchKind, doc: &mut Value, body: &[u8]) -> Result<(), ApiErr
 
 fn parse_object(body: &[u8], kind: PatchKind) -> Result<Value, ApiError> {
     let v: Value = if kind == PatchKind::Apply {
-        serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
     };
-    if v.is_object() { Ok(v) } else { Err(ApiError::bad_request("a merge patch must be a JSON object")) }
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(ApiError::bad_request("a merge patch must be a JSON object"))
+    }
 }
 
 /// Merge key of the lists the real API types mark `patchStrategy:"merge"`.
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "imagePullSecrets" | "env"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "env"
         | "resourceClaims" => "name",
         "conditions" | "addresses" => "type",
         "ownerReferences" => "uid",
@@ -127,7 +140,9 @@ fn strategic_merge(doc: &mut Value, patch: &Value) {
 fn merge_list(existing: &mut Vec<Value>, items: &[Value], key: &str) {
     for item in items {
         let id = item.get(key).cloned();
-        let pos = id.as_ref().and_then(|id| existing.iter().position(|e| e.get(key) == Some(id)));
+        let pos = id
+            .as_ref()
+            .and_then(|id| existing.iter().position(|e| e.get(key) == Some(id)));
         let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
         match (pos, delete) {
             (Some(i), true) => {
@@ -165,7 +180,10 @@ mod tests {
             json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]},
                    "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
         );
-        assert_eq!(out["spec"]["taints"], json!([{"key": "b", "effect": "NoExecute"}]));
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoExecute"}])
+        );
         assert_eq!(
             out["status"]["conditions"],
             json!([{"type": "Ready", "status": "False"}, {"type": "DiskPressure", "status": "False"}])
@@ -189,11 +207,19 @@ mod tests {
     fn json_patch_that_tests_a_wrong_value_is_rejected() {
         let mut doc = json!({"spec": {"unschedulable": false}});
         let body = br#"[{"op":"test","path":"/spec/unschedulable","value":true}]"#;
-        assert_eq!(apply(PatchKind::Json, &mut doc, body).err().map(|e| e.code), Some(422));
+        assert_eq!(
+            apply(PatchKind::Json, &mut doc, body).err().map(|e| e.code),
+            Some(422)
+        );
     }
 
     #[test]
     fn unknown_patch_content_type_is_unsupported_media() {
-        assert_eq!(PatchKind::from_content_type("text/plain").err().map(|e| e.code), Some(415));
+        assert_eq!(
+            PatchKind::from_content_type("text/plain")
+                .err()
+                .map(|e| e.code),
+            Some(415)
+        );
     }
 }

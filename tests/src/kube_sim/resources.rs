@@ -26,19 +26,31 @@ pub struct ResourceType {
 
 impl ResourceType {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 }
 
 fn decodes<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
-    serde_json::from_value::<T>(v.clone()).map(|_| ()).map_err(|e| e.to_string())
+    serde_json::from_value::<T>(v.clone())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn any_object(v: &Value) -> Result<(), String> {
-    if v.is_object() { Ok(()) } else { Err("expected a JSON object".to_string()) }
+    if v.is_object() {
+        Ok(())
+    } else {
+        Err("expected a JSON object".to_string())
+    }
 }
 
-use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, events::v1 as events, policy::v1 as policy};
+use k8s_openapi::api::{
+    apps::v1 as apps, core::v1 as core, events::v1 as events, policy::v1 as policy,
+};
 
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
@@ -72,30 +84,202 @@ macro_rules! res {
 }
 
 pub static RESOURCES: &[ResourceType] = &[
-    res!("", "v1", "pods", "pod", "Pod", ns = true, crd = false, status = true, short = &["po"], fields = Some(POD_FIELDS), decodes::<core::Pod>),
-    res!("", "v1", "nodes", "node", "Node", ns = false, crd = false, status = true, short = &["no"], fields = Some(NODE_FIELDS), decodes::<core::Node>),
-    res!("", "v1", "namespaces", "namespace", "Namespace", ns = false, crd = false, status = true, short = &["ns"], fields = Some(&["status.phase"]), decodes::<core::Namespace>),
-    res!("", "v1", "configmaps", "configmap", "ConfigMap", ns = true, crd = false, status = false, short = &["cm"], fields = Some(NONE), decodes::<core::ConfigMap>),
-    res!("", "v1", "events", "event", "Event", ns = true, crd = false, status = false, short = &["ev"], fields = None, decodes::<core::Event>),
-    res!("apps", "v1", "deployments", "deployment", "Deployment", ns = true, crd = false, status = true, short = &["deploy"], fields = Some(NONE), decodes::<apps::Deployment>),
-    res!("apps", "v1", "replicasets", "replicaset", "ReplicaSet", ns = true, crd = false, status = true, short = &["rs"], fields = Some(NONE), decodes::<apps::ReplicaSet>),
-    res!("apps", "v1", "daemonsets", "daemonset", "DaemonSet", ns = true, crd = false, status = true, short = &["ds"], fields = Some(NONE), decodes::<apps::DaemonSet>),
-    res!("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", ns = true, crd = false, status = true, short = &["pdb"], fields = Some(NONE), decodes::<policy::PodDisruptionBudget>),
-    res!("events.k8s.io", "v1", "events", "event", "Event", ns = true, crd = false, status = false, short = &["ev"], fields = None, decodes::<events::Event>),
-    res!("karpenter.sh", "v1", "nodepools", "nodepool", "NodePool", ns = false, crd = true, status = true, short = &[], fields = Some(NONE), any_object),
-    res!("karpenter.sh", "v1alpha5", "provisioners", "provisioner", "Provisioner", ns = false, crd = true, status = true, short = &[], fields = Some(NONE), any_object),
-    res!("karpenter.k8s.aws", "v1", "ec2nodeclasses", "ec2nodeclass", "EC2NodeClass", ns = false, crd = true, status = true, short = &["ec2nc", "ec2ncs"], fields = Some(NONE), any_object),
-    res!("karpenter.k8s.aws", "v1alpha1", "awsnodetemplates", "awsnodetemplate", "AWSNodeTemplate", ns = false, crd = true, status = true, short = &[], fields = Some(NONE), any_object),
+    res!(
+        "",
+        "v1",
+        "pods",
+        "pod",
+        "Pod",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["po"],
+        fields = Some(POD_FIELDS),
+        decodes::<core::Pod>
+    ),
+    res!(
+        "",
+        "v1",
+        "nodes",
+        "node",
+        "Node",
+        ns = false,
+        crd = false,
+        status = true,
+        short = &["no"],
+        fields = Some(NODE_FIELDS),
+        decodes::<core::Node>
+    ),
+    res!(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        ns = false,
+        crd = false,
+        status = true,
+        short = &["ns"],
+        fields = Some(&["status.phase"]),
+        decodes::<core::Namespace>
+    ),
+    res!(
+        "",
+        "v1",
+        "configmaps",
+        "configmap",
+        "ConfigMap",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &["cm"],
+        fields = Some(NONE),
+        decodes::<core::ConfigMap>
+    ),
+    res!(
+        "",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &["ev"],
+        fields = None,
+        decodes::<core::Event>
+    ),
+    res!(
+        "apps",
+        "v1",
+        "deployments",
+        "deployment",
+        "Deployment",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["deploy"],
+        fields = Some(NONE),
+        decodes::<apps::Deployment>
+    ),
+    res!(
+        "apps",
+        "v1",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["rs"],
+        fields = Some(NONE),
+        decodes::<apps::ReplicaSet>
+    ),
+    res!(
+        "apps",
+        "v1",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["ds"],
+        fields = Some(NONE),
+        decodes::<apps::DaemonSet>
+    ),
+    res!(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["pdb"],
+        fields = Some(NONE),
+        decodes::<policy::PodDisruptionBudget>
+    ),
+    res!(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &["ev"],
+        fields = None,
+        decodes::<events::Event>
+    ),
+    res!(
+        "karpenter.sh",
+        "v1",
+        "nodepools",
+        "nodepool",
+        "NodePool",
+        ns = false,
+        crd = true,
+        status = true,
+        short = &[],
+        fields = Some(NONE),
+        any_object
+    ),
+    res!(
+        "karpenter.sh",
+        "v1alpha5",
+        "provisioners",
+        "provisioner",
+        "Provisioner",
+        ns = false,
+        crd = true,
+        status = true,
+        short = &[],
+        fields = Some(NONE),
+        any_object
+    ),
+    res!(
+        "karpenter.k8s.aws",
+        "v1",
+        "ec2nodeclasses",
+        "ec2nodeclass",
+        "EC2NodeClass",
+        ns = false,
+        crd = true,
+        status = true,
+        short = &["ec2nc", "ec2ncs"],
+        fields = Some(NONE),
+        any_object
+    ),
+    res!(
+        "karpenter.k8s.aws",
+        "v1alpha1",
+        "awsnodetemplates",
+        "awsnodetemplate",
+        "AWSNodeTemplate",
+        ns = false,
+        crd = true,
+        status = true,
+        short = &[],
+        fields = Some(NONE),
+        any_object
+    ),
 ];
 
 /// Index into [`RESOURCES`] of the resource at `group/version/plural`.
 pub fn find(group: &str, version: &str, plural: &str) -> Option<usize> {
-    RESOURCES.iter().position(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .position(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Index of the resource whose objects have this `apiVersion` and `kind`.
 pub fn find_kind(api_version: &str, kind: &str) -> Option<usize> {
-    RESOURCES.iter().position(|r| r.api_version() == api_version && r.kind == kind)
+    RESOURCES
+        .iter()
+        .position(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 // Positions in RESOURCES of the kinds the simulations touch (checked by a unit test).
@@ -122,7 +306,10 @@ pub fn core_versions() -> Value {
 
 fn group_versions(crds: bool) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for r in RESOURCES.iter().filter(|r| !r.group.is_empty() && served(r, crds)) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| !r.group.is_empty() && served(r, crds))
+    {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, vs)) if !vs.contains(&r.version) => vs.push(r.version),
             Some(_) => {}
@@ -144,7 +331,10 @@ fn group_doc(group: &str, versions: &[&str]) -> Value {
 
 /// `/apis`: the named groups, without the Karpenter groups when the CRDs are absent.
 pub fn group_list(crds: bool) -> Value {
-    let groups: Vec<Value> = group_versions(crds).iter().map(|(g, vs)| group_doc(g, vs)).collect();
+    let groups: Vec<Value> = group_versions(crds)
+        .iter()
+        .map(|(g, vs)| group_doc(g, vs))
+        .collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
 }
 
@@ -161,7 +351,10 @@ pub fn group(name: &str, crds: bool) -> Option<Value> {
 /// `/api/v1` or `/apis/{group}/{version}`: an APIResourceList, or `None` if not served.
 pub fn resource_list(group: &str, version: &str, crds: bool) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in RESOURCES.iter().filter(|r| r.group == group && r.version == version && served(r, crds)) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.group == group && r.version == version && served(r, crds))
+    {
         let mut verbs = vec!["create", "delete", "get", "list", "patch", "update"];
         if r.plural != "pods" {
             verbs.push("deletecollection");
@@ -192,8 +385,14 @@ pub fn resource_list(group: &str, version: &str, crds: bool) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-    Some(json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources }))
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({ "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources }),
+    )
 }
 
 #[cfg(test)]
@@ -220,7 +419,11 @@ mod tests {
         let names = |crds| {
             group_list(crds)["groups"]
                 .as_array()
-                .map(|g| g.iter().filter_map(|g| g["name"].as_str().map(str::to_string)).collect::<Vec<_>>())
+                .map(|g| {
+                    g.iter()
+                        .filter_map(|g| g["name"].as_str().map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()
         };
         assert!(!names(false).iter().any(|n| n.starts_with("karpenter")));

@@ -22,7 +22,11 @@ pub struct LabelSelector(pub Vec<Requirement>);
 
 impl LabelSelector {
     pub fn parse(input: &str) -> Result<LabelSelector, ApiError> {
-        let bad = |why: &str| ApiError::bad_request(format!("unable to parse requirement: {why} in labelSelector {input:?}"));
+        let bad = |why: &str| {
+            ApiError::bad_request(format!(
+                "unable to parse requirement: {why} in labelSelector {input:?}"
+            ))
+        };
         let mut reqs = Vec::new();
         for term in split_top_level(input) {
             let t = term.trim();
@@ -32,13 +36,25 @@ impl LabelSelector {
             let req = if let Some(key) = t.strip_prefix('!') {
                 Requirement::DoesNotExist(valid_key(key.trim()).map_err(|e| bad(&e))?)
             } else if let Some((k, rest)) = split_word(t, " notin ") {
-                Requirement::NotIn(valid_key(k).map_err(|e| bad(&e))?, set_values(rest).map_err(|e| bad(&e))?)
+                Requirement::NotIn(
+                    valid_key(k).map_err(|e| bad(&e))?,
+                    set_values(rest).map_err(|e| bad(&e))?,
+                )
             } else if let Some((k, rest)) = split_word(t, " in ") {
-                Requirement::In(valid_key(k).map_err(|e| bad(&e))?, set_values(rest).map_err(|e| bad(&e))?)
+                Requirement::In(
+                    valid_key(k).map_err(|e| bad(&e))?,
+                    set_values(rest).map_err(|e| bad(&e))?,
+                )
             } else if let Some((k, v)) = t.split_once("!=") {
-                Requirement::NotEq(valid_key(k.trim()).map_err(|e| bad(&e))?, v.trim().to_string())
+                Requirement::NotEq(
+                    valid_key(k.trim()).map_err(|e| bad(&e))?,
+                    v.trim().to_string(),
+                )
             } else if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
-                Requirement::Eq(valid_key(k.trim()).map_err(|e| bad(&e))?, v.trim().to_string())
+                Requirement::Eq(
+                    valid_key(k.trim()).map_err(|e| bad(&e))?,
+                    v.trim().to_string(),
+                )
             } else {
                 Requirement::Exists(valid_key(t).map_err(|e| bad(&e))?)
             };
@@ -90,13 +106,22 @@ fn set_values(rest: &str) -> Result<Vec<String>, String> {
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| "expected a parenthesised set of values".to_string())?;
-    Ok(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 fn valid_key(k: &str) -> Result<String, String> {
     let ok = !k.is_empty()
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
-    if ok { Ok(k.to_string()) } else { Err(format!("invalid label key {k:?}")) }
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if ok {
+        Ok(k.to_string())
+    } else {
+        Err(format!("invalid label key {k:?}"))
+    }
 }
 
 /// A parsed `fieldSelector`: `path=value`, `path==value`, `path!=value`, comma-separated.
@@ -114,14 +139,18 @@ impl FieldSelector {
             } else if let Some((p, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
                 (p, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{input}'; can't understand '{t}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{input}'; can't understand '{t}'"
+                )));
             };
             let path = path.trim();
             let supported = path == "metadata.name"
                 || path == "metadata.namespace"
                 || allowed.is_none_or(|a| a.contains(&path));
             if !supported {
-                return Err(ApiError::bad_request(format!("field label not supported: {path}")));
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {path}"
+                )));
             }
             out.push((path.to_string(), eq, value.trim().to_string()));
         }
@@ -131,7 +160,11 @@ impl FieldSelector {
     /// A missing field counts as the empty string, so `spec.nodeName=` selects unbound pods.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
-            let got = path.split('.').try_fold(obj, |v, seg| v.get(seg)).map(scalar).unwrap_or_default();
+            let got = path
+                .split('.')
+                .try_fold(obj, |v, seg| v.get(seg))
+                .map(scalar)
+                .unwrap_or_default();
             (got == *want) == *eq
         })
     }
@@ -149,13 +182,24 @@ fn scalar(v: &Value) -> String {
 pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
     obj.pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Whether a `metav1.LabelSelector` selects these labels (an empty selector selects all).
-pub fn selector_matches(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let by_labels = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+pub fn selector_matches(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    let by_labels = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
     let by_exprs = sel.match_expressions.iter().flatten().all(|e| {
         let values = e.values.clone().unwrap_or_default();
         let req = match e.operator.as_str() {
@@ -177,7 +221,10 @@ mod tests {
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -199,7 +246,11 @@ mod tests {
             ("", true),
         ];
         for (sel, want) in cases {
-            assert_eq!(LabelSelector::parse(sel).map(|s| s.matches(&l)), Ok(want), "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).map(|s| s.matches(&l)),
+                Ok(want),
+                "{sel}"
+            );
         }
     }
 
@@ -207,18 +258,26 @@ mod tests {
     fn malformed_label_selector_is_a_bad_request() {
         let err = LabelSelector::parse("app in web").err().map(|e| e.code);
         assert_eq!(err, Some(400));
-        assert_eq!(LabelSelector::parse("a b=c").err().map(|e| e.code), Some(400));
+        assert_eq!(
+            LabelSelector::parse("a b=c").err().map(|e| e.code),
+            Some(400)
+        );
     }
 
     #[test]
     fn field_selector_treats_missing_node_name_as_empty() {
-        let pending = json!({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}});
+        let pending =
+            json!({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}});
         let bound = json!({"metadata": {"name": "q"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
-        let sel = FieldSelector::parse("spec.nodeName=", Some(&["spec.nodeName"])).unwrap_or_default();
+        let sel =
+            FieldSelector::parse("spec.nodeName=", Some(&["spec.nodeName"])).unwrap_or_default();
         assert!(sel.matches(&pending));
         assert!(!sel.matches(&bound));
-        let sel = FieldSelector::parse("spec.nodeName!=n1,status.phase=Running", Some(&["spec.nodeName", "status.phase"]))
-            .unwrap_or_default();
+        let sel = FieldSelector::parse(
+            "spec.nodeName!=n1,status.phase=Running",
+            Some(&["spec.nodeName", "status.phase"]),
+        )
+        .unwrap_or_default();
         assert!(!sel.matches(&bound));
         assert!(!sel.matches(&pending));
     }
@@ -226,6 +285,9 @@ mod tests {
     #[test]
     fn unsupported_field_label_is_rejected() {
         let err = FieldSelector::parse("spec.foo=bar", Some(&["spec.nodeName"])).err();
-        assert_eq!(err.map(|e| e.message), Some("field label not supported: spec.foo".to_string()));
+        assert_eq!(
+            err.map(|e| e.message),
+            Some("field label not supported: spec.foo".to_string())
+        );
     }
 }

@@ -43,7 +43,11 @@ struct Target {
 }
 
 fn parse_route(path: &str, crds: bool) -> Route {
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["healthz" | "readyz" | "livez", ..] => return Route::Health,
@@ -63,12 +67,22 @@ fn parse_route(path: &str, crds: bool) -> Route {
         [plural, tail @ ..] if tail.len() <= 2 => (None, *plural, tail.first(), tail.get(1)),
         _ => return Route::NotFound,
     };
-    let Some(res) = resources::find(group, version, plural) else { return Route::NotFound };
+    let Some(res) = resources::find(group, version, plural) else {
+        return Route::NotFound;
+    };
     let rt = &RESOURCES[res];
-    if (rt.crd && !crds) || (!rt.namespaced && ns.is_some()) || (rt.namespaced && ns.is_none() && name.is_some()) {
+    if (rt.crd && !crds)
+        || (!rt.namespaced && ns.is_some())
+        || (rt.namespaced && ns.is_none() && name.is_some())
+    {
         return Route::NotFound;
     }
-    Route::Resource(Target { res, ns, name: name.map(|s| s.to_string()), sub: sub.map(|s| s.to_string()) })
+    Route::Resource(Target {
+        res,
+        ns,
+        name: name.map(|s| s.to_string()),
+        sub: sub.map(|s| s.to_string()),
+    })
 }
 
 pub async fn handle(
@@ -87,7 +101,12 @@ pub async fn handle(
     };
     let (delay, fault) = {
         let mut f = sh.faults();
-        let facts = RequestFacts { method: method.as_str(), path: &path, plural, subresource: sub };
+        let facts = RequestFacts {
+            method: method.as_str(),
+            path: &path,
+            plural,
+            subresource: sub,
+        };
         (f.delay_for(&path), f.take(facts))
     };
     if let Some(d) = delay {
@@ -96,30 +115,48 @@ pub async fn handle(
     if let Some(e) = fault {
         return e.into_response();
     }
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     match dispatch(&sh, &method, route, &query, content_type, &body) {
-        Ok((code, v)) => (StatusCode::from_u16(code).unwrap_or(StatusCode::OK), axum::Json(v)).into_response(),
+        Ok((code, v)) => (
+            StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
+            axum::Json(v),
+        )
+            .into_response(),
         Err(e) => e.into_response(),
     }
 }
 
 type Answer = Result<(u16, Value), ApiError>;
 
-fn dispatch(sh: &Shared, method: &Method, route: Route, q: &BTreeMap<String, String>, ct: &str, body: &[u8]) -> Answer {
+fn dispatch(
+    sh: &Shared,
+    method: &Method,
+    route: Route,
+    q: &BTreeMap<String, String>,
+    ct: &str,
+    body: &[u8],
+) -> Answer {
     let crds = sh.crds_installed();
     match route {
         Route::Version => Ok((200, version())),
         Route::Health => Ok((200, json!("ok"))),
         Route::CoreVersions => Ok((200, resources::core_versions())),
         Route::Groups => Ok((200, resources::group_list(crds))),
-        Route::Group(g) => resources::group(&g, crds).map(|v| (200, v)).ok_or_else(ApiError::path_not_found),
-        Route::ResourceList(g, v) => {
-            resources::resource_list(&g, &v, crds).map(|v| (200, v)).ok_or_else(ApiError::path_not_found)
-        }
+        Route::Group(g) => resources::group(&g, crds)
+            .map(|v| (200, v))
+            .ok_or_else(ApiError::path_not_found),
+        Route::ResourceList(g, v) => resources::resource_list(&g, &v, crds)
+            .map(|v| (200, v))
+            .ok_or_else(ApiError::path_not_found),
         Route::NotFound => Err(ApiError::path_not_found()),
         Route::Resource(t) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return Err(ApiError::method_not_allowed("watch is not supported by the simulated cluster"));
+                return Err(ApiError::method_not_allowed(
+                    "watch is not supported by the simulated cluster",
+                ));
             }
             let now = sh.clock.rfc3339();
             let mut store = sh.store();
@@ -137,19 +174,34 @@ fn version() -> Value {
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
 
-fn resource(store: &mut Store, now: &str, method: &Method, t: Target, q: &BTreeMap<String, String>, ct: &str, body: &[u8]) -> Answer {
+fn resource(
+    store: &mut Store,
+    now: &str,
+    method: &Method,
+    t: Target,
+    q: &BTreeMap<String, String>,
+    ct: &str,
+    body: &[u8],
+) -> Answer {
     let rt = &RESOURCES[t.res];
     let ns = t.ns.clone().unwrap_or_default();
     match (method.as_str(), t.name.as_deref(), t.sub.as_deref()) {
         ("GET", None, None) => list(store, t.res, t.ns.as_deref(), q),
         ("POST", None, None) => {
             if rt.namespaced && t.ns.is_none() {
-                return Err(ApiError::method_not_allowed(format!("create of {} needs a namespace in the path", rt.plural)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "create of {} needs a namespace in the path",
+                    rt.plural
+                )));
             }
-            Ok((201, store.create(t.res, &ns, parse_body(body)?, now, Write::Main)?))
+            Ok((
+                201,
+                store.create(t.res, &ns, parse_body(body)?, now, Write::Main)?,
+            ))
         }
         ("DELETE", None, None) => {
             let (_, listed) = list(store, t.res, t.ns.as_deref(), q)?;
@@ -159,13 +211,26 @@ fn resource(store: &mut Store, now: &str, method: &Method, t: Target, q: &BTreeM
             }
             Ok((200, listed))
         }
-        ("GET", Some(name), None | Some("status")) => Ok((200, store.get(t.res, &ns, name)?.clone())),
+        ("GET", Some(name), None | Some("status")) => {
+            Ok((200, store.get(t.res, &ns, name)?.clone()))
+        }
         ("PUT", Some(name), s @ (None | Some("status"))) => {
-            let how = if s.is_some() { Write::Status } else { Write::Main };
-            Ok((200, store.replace(t.res, &ns, name, parse_body(body)?, how)?))
+            let how = if s.is_some() {
+                Write::Status
+            } else {
+                Write::Main
+            };
+            Ok((
+                200,
+                store.replace(t.res, &ns, name, parse_body(body)?, how)?,
+            ))
         }
         ("PATCH", Some(name), s @ (None | Some("status"))) => {
-            let how = if s.is_some() { Write::Status } else { Write::Main };
+            let how = if s.is_some() {
+                Write::Status
+            } else {
+                Write::Main
+            };
             patch_object(store, now, t.res, &ns, name, how, ct, body)
         }
         ("DELETE", Some(name), None) => {
@@ -174,13 +239,21 @@ fn resource(store: &mut Store, now: &str, method: &Method, t: Target, q: &BTreeM
                 // Pods answer with the object they were; other kinds with a success Status.
                 return Ok((200, gone));
             }
-            Ok((200, status::success(200, json!({"name": name, "group": rt.group, "kind": rt.plural, "uid": gone["metadata"]["uid"]}))))
+            Ok((
+                200,
+                status::success(
+                    200,
+                    json!({"name": name, "group": rt.group, "kind": rt.plural, "uid": gone["metadata"]["uid"]}),
+                ),
+            ))
         }
         ("POST", Some(name), Some("eviction")) if t.res == PODS => evict(store, &ns, name, body),
         ("GET", Some(name), Some("scale")) if t.res == DEPLOYMENTS || t.res == REPLICASETS => {
             Ok((200, scale_of(store.get(t.res, &ns, name)?)))
         }
-        ("PATCH" | "PUT", Some(name), Some("scale")) if t.res == DEPLOYMENTS || t.res == REPLICASETS => {
+        ("PATCH" | "PUT", Some(name), Some("scale"))
+            if t.res == DEPLOYMENTS || t.res == REPLICASETS =>
+        {
             let current = store.get(t.res, &ns, name)?.clone();
             let mut scale = scale_of(&current);
             if method == Method::PUT {
@@ -188,13 +261,19 @@ fn resource(store: &mut Store, now: &str, method: &Method, t: Target, q: &BTreeM
             } else {
                 patch::apply(PatchKind::from_content_type(ct)?, &mut scale, body)?;
             }
-            let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+            let replicas = scale
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             let mut updated = current;
             updated["spec"]["replicas"] = json!(replicas);
             if let Some(rv) = scale.pointer("/metadata/resourceVersion") {
                 updated["metadata"]["resourceVersion"] = rv.clone();
             }
-            Ok((200, scale_of(&store.replace(t.res, &ns, name, updated, Write::Main)?)))
+            Ok((
+                200,
+                scale_of(&store.replace(t.res, &ns, name, updated, Write::Main)?),
+            ))
         }
         (m, _, s) => Err(ApiError::method_not_allowed(format!(
             "{m} is not supported on {}{} by the simulated cluster",
@@ -206,24 +285,50 @@ fn resource(store: &mut Store, now: &str, method: &Method, t: Target, q: &BTreeM
 
 /// Deletes with background propagation unless `propagationPolicy=Orphan` (query or
 /// DeleteOptions body); `gracePeriodSeconds` is accepted and deletion is immediate.
-fn delete_one(store: &mut Store, res: usize, ns: &str, name: &str, q: &BTreeMap<String, String>, body: &[u8]) -> Result<Value, ApiError> {
-    let body_policy = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|b| b.get("propagationPolicy").and_then(Value::as_str).map(String::from));
-    let orphan = q.get("propagationPolicy").map(String::as_str) == Some("Orphan") || body_policy.as_deref() == Some("Orphan");
-    if orphan { store.delete(res, ns, name) } else { store.delete_cascade(res, ns, name) }
+fn delete_one(
+    store: &mut Store,
+    res: usize,
+    ns: &str,
+    name: &str,
+    q: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let body_policy = serde_json::from_slice::<Value>(body).ok().and_then(|b| {
+        b.get("propagationPolicy")
+            .and_then(Value::as_str)
+            .map(String::from)
+    });
+    let orphan = q.get("propagationPolicy").map(String::as_str) == Some("Orphan")
+        || body_policy.as_deref() == Some("Orphan");
+    if orphan {
+        store.delete(res, ns, name)
+    } else {
+        store.delete_cascade(res, ns, name)
+    }
 }
 
 fn ns_name(obj: &Value) -> (String, String) {
-    let s = |p: &str| obj.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| {
+        obj.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     (s("/metadata/namespace"), s("/metadata/name"))
 }
 
 fn list(store: &Store, res: usize, ns: Option<&str>, q: &BTreeMap<String, String>) -> Answer {
     let rt = &RESOURCES[res];
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""), rt.field_labels)?;
-    let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+        rt.field_labels,
+    )?;
+    let limit: usize = q
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
     // The continue token is the namespace/name of the last item returned.
     let after = q.get("continue").cloned().unwrap_or_default();
     let mut items: Vec<Value> = Vec::new();
@@ -250,11 +355,23 @@ fn list(store: &Store, res: usize, ns: Option<&str>, q: &BTreeMap<String, String
     if let Some(token) = more {
         meta["continue"] = json!(token);
     }
-    Ok((200, json!({ "kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": meta, "items": items })))
+    Ok((
+        200,
+        json!({ "kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(), "metadata": meta, "items": items }),
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]
-fn patch_object(store: &mut Store, now: &str, res: usize, ns: &str, name: &str, how: Write, ct: &str, body: &[u8]) -> Answer {
+fn patch_object(
+    store: &mut Store,
+    now: &str,
+    res: usize,
+    ns: &str,
+    name: &str,
+    how: Write,
+    ct: &str,
+    body: &[u8],
+) -> Answer {
     let kind = PatchKind::from_content_type(ct)?;
     let current = match store.get(res, ns, name) {
         Ok(v) => v.clone(),
@@ -262,7 +379,10 @@ fn patch_object(store: &mut Store, now: &str, res: usize, ns: &str, name: &str, 
             // Server-side apply creates what does not exist yet.
             let mut fresh = json!({ "metadata": { "name": name } });
             patch::apply(kind, &mut fresh, body)?;
-            return store.create(res, ns, fresh, now, Write::Main).map(|v| (201, v)).map_err(|_| e);
+            return store
+                .create(res, ns, fresh, now, Write::Main)
+                .map(|v| (201, v))
+                .map_err(|_| e);
         }
         Err(e) => return Err(e),
     };
@@ -275,7 +395,12 @@ fn scale_of(obj: &Value) -> Value {
     let selector = obj
         .pointer("/spec/selector/matchLabels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","))
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default();
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -291,20 +416,32 @@ fn scale_of(obj: &Value) -> Value {
 
 fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
     let eviction = parse_body(body)?;
-    let kind = eviction.get("kind").and_then(Value::as_str).unwrap_or("Eviction");
+    let kind = eviction
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("Eviction");
     if kind != "Eviction" {
-        return Err(ApiError::bad_request(format!("expected an Eviction, got a {kind}")));
+        return Err(ApiError::bad_request(format!(
+            "expected an Eviction, got a {kind}"
+        )));
     }
     if let Some(n) = eviction.pointer("/metadata/name").and_then(Value::as_str)
         && n != name
     {
-        return Err(ApiError::bad_request("name in URL does not match name in Eviction object"));
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
     }
     let pod: Pod = serde_json::from_value(store.get(PODS, ns, name)?.clone())
         .map_err(|e| ApiError::internal(format!("stored pod does not decode: {e}")))?;
-    let pdbs: Vec<PodDisruptionBudget> =
-        store.list(PDBS, Some(ns)).filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
-    let pods: Vec<Pod> = store.list(PODS, Some(ns)).filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let pdbs: Vec<PodDisruptionBudget> = store
+        .list(PDBS, Some(ns))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    let pods: Vec<Pod> = store
+        .list(PODS, Some(ns))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
     let scale = |p: &Pod| controller_scale(store, p);
     eviction::check(&pod, &pdbs, &pods, &scale)?;
     store.delete(PODS, ns, name)?;
@@ -315,8 +452,17 @@ fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
 /// as the disruption controller's finders do.
 fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-    let owner = pod.metadata.owner_references.as_ref()?.iter().find(|o| o.controller == Some(true))?;
-    let replicas = |v: &Value| v.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1) as i32;
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    let replicas = |v: &Value| {
+        v.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1) as i32
+    };
     match owner.kind.as_str() {
         "ReplicaSet" => {
             let rs = store.get(REPLICASETS, ns, &owner.name).ok()?;
@@ -327,7 +473,10 @@ fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
                 .and_then(|o| o["name"].as_str())
                 .and_then(|d| store.get(DEPLOYMENTS, ns, d).ok());
             match deploy {
-                Some(d) => Some((d["metadata"]["uid"].as_str().unwrap_or("").to_string(), replicas(d))),
+                Some(d) => Some((
+                    d["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                    replicas(d),
+                )),
                 None => Some((owner.uid.clone(), replicas(rs))),
             }
         }
@@ -347,14 +496,28 @@ mod tests {
     #[test]
     fn paths_route_to_resources_like_the_real_server() {
         let pods = |ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
-            Route::Resource(Target { res: PODS, ns: ns.map(String::from), name: name.map(String::from), sub: sub.map(String::from) })
+            Route::Resource(Target {
+                res: PODS,
+                ns: ns.map(String::from),
+                name: name.map(String::from),
+                sub: sub.map(String::from),
+            })
         };
         assert_eq!(route("/api/v1/pods"), pods(None, None, None));
-        assert_eq!(route("/api/v1/namespaces/a/pods/b/eviction"), pods(Some("a"), Some("b"), Some("eviction")));
+        assert_eq!(
+            route("/api/v1/namespaces/a/pods/b/eviction"),
+            pods(Some("a"), Some("b"), Some("eviction"))
+        );
         assert_eq!(route("/api/v1/pods/b"), Route::NotFound);
         assert_eq!(route("/api/v1/namespaces/a/nodes"), Route::NotFound);
         assert_eq!(route("/apis/karpenter.sh/v1/nodepools"), Route::NotFound);
-        assert!(matches!(parse_route("/apis/karpenter.sh/v1/nodepools", true), Route::Resource(_)));
-        assert_eq!(route("/apis/apps/v1"), Route::ResourceList("apps".into(), "v1".into()));
+        assert!(matches!(
+            parse_route("/apis/karpenter.sh/v1/nodepools", true),
+            Route::Resource(_)
+        ));
+        assert_eq!(
+            route("/apis/apps/v1"),
+            Route::ResourceList("apps".into(), "v1".into())
+        );
     }
 }

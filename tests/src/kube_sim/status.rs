@@ -19,7 +19,13 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: json!({}), retry_after: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: json!({}),
+            retry_after: None,
+        }
     }
 
     fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
@@ -33,19 +39,31 @@ impl ApiError {
 
     /// `pods "x" not found` (404 NotFound).
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, plural)))
-            .with_details(group, plural, name)
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        )
+        .with_details(group, plural, name)
     }
 
     /// The answer for a path no served resource matches (a group whose CRD is absent).
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// `pods "x" already exists` (409 AlreadyExists).
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, plural)))
-            .with_details(group, plural, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, plural)),
+        )
+        .with_details(group, plural, name)
     }
 
     /// Optimistic-concurrency failure on a stale `resourceVersion` (409 Conflict).
@@ -64,7 +82,11 @@ impl ApiError {
 
     /// A field failed validation (422 Invalid): `Pod "" is invalid: metadata.name: Required value`.
     pub fn invalid(kind: &str, name: &str, field: &str, problem: &str) -> Self {
-        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {field}: {problem}"))
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {field}: {problem}"),
+        )
     }
 
     /// A JSON patch that cannot be applied (the real server answers 422 Invalid).
@@ -81,7 +103,13 @@ impl ApiError {
     }
 
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type:?}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type:?}"
+            ),
+        )
     }
 
     /// The eviction API's refusal when a PodDisruptionBudget would be violated.
@@ -98,13 +126,28 @@ impl ApiError {
     /// Any status a test injects; reason chosen as the server would for that code.
     pub fn injected(code: u16) -> Self {
         let (reason, message) = match code {
-            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
-            500 => ("InternalError", "an error on the server (\"injected by the simulated cluster\") has prevented the request from succeeding"),
-            503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-            504 => ("Timeout", "the server was unable to return a response in the time allotted"),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            ),
+            500 => (
+                "InternalError",
+                "an error on the server (\"injected by the simulated cluster\") has prevented the request from succeeding",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            504 => (
+                "Timeout",
+                "the server was unable to return a response in the time allotted",
+            ),
             401 => ("Unauthorized", "Unauthorized"),
             403 => ("Forbidden", "forbidden: injected by the simulated cluster"),
-            404 => ("NotFound", "the server could not find the requested resource"),
+            404 => (
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
             409 => ("Conflict", "conflict injected by the simulated cluster"),
             _ => ("InternalError", "failure injected by the simulated cluster"),
         };
@@ -158,5 +201,9 @@ pub fn success(code: u16, details: Value) -> Value {
 }
 
 fn qualified(group: &str, plural: &str) -> String {
-    if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
 }

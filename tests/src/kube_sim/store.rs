@@ -43,7 +43,11 @@ const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 impl Store {
     /// An empty cluster with the namespaces every cluster has.
     pub fn new() -> Store {
-        let mut s = Store { objects: BTreeMap::new(), rv: 1, seq: 0 };
+        let mut s = Store {
+            objects: BTreeMap::new(),
+            rv: 1,
+            seq: 0,
+        };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
                              "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
@@ -97,7 +101,9 @@ impl Store {
     }
 
     pub fn get(&self, r: usize, ns: &str, name: &str) -> Result<&Value, ApiError> {
-        self.objects.get(&(r, ns.to_string(), name.to_string())).ok_or_else(|| not_found(r, name))
+        self.objects
+            .get(&(r, ns.to_string(), name.to_string()))
+            .ok_or_else(|| not_found(r, name))
     }
 
     /// Objects of one resource, in one namespace or (`None`) in all, ordered by namespace and name.
@@ -109,13 +115,28 @@ impl Store {
             .map(|(_, v)| v)
     }
 
-    pub fn create(&mut self, r: usize, ns: &str, mut obj: Value, now: &str, how: Write) -> Result<Value, ApiError> {
+    pub fn create(
+        &mut self,
+        r: usize,
+        ns: &str,
+        mut obj: Value,
+        now: &str,
+        how: Write,
+    ) -> Result<Value, ApiError> {
         let rt = &RESOURCES[r];
         check_type_meta(rt, &mut obj)?;
         let ns = namespace_for(rt, ns, &obj)?;
-        let mut name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if name.is_empty() {
-            let prefix = obj.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("").to_string();
+            let prefix = obj
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             if prefix.is_empty() {
                 return Err(ApiError::invalid(
                     rt.kind,
@@ -128,7 +149,10 @@ impl Store {
         }
         validate_name(rt, &name)?;
         (rt.validate)(&obj).map_err(|e| {
-            ApiError::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", rt.kind, rt.version, rt.kind))
+            ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: {e}",
+                rt.kind, rt.version, rt.kind
+            ))
         })?;
         if r == PODS && how != Write::Internal {
             validate_pod(&obj, &name)?;
@@ -161,28 +185,58 @@ impl Store {
         Ok(obj)
     }
 
-    pub fn replace(&mut self, r: usize, ns: &str, name: &str, mut obj: Value, how: Write) -> Result<Value, ApiError> {
+    pub fn replace(
+        &mut self,
+        r: usize,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        how: Write,
+    ) -> Result<Value, ApiError> {
         let rt = &RESOURCES[r];
         check_type_meta(rt, &mut obj)?;
-        let key = (r, if rt.namespaced { ns.to_string() } else { String::new() }, name.to_string());
-        let old = self.objects.get(&key).ok_or_else(|| not_found(r, name))?.clone();
-        let body_name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(name);
+        let key = (
+            r,
+            if rt.namespaced {
+                ns.to_string()
+            } else {
+                String::new()
+            },
+            name.to_string(),
+        );
+        let old = self
+            .objects
+            .get(&key)
+            .ok_or_else(|| not_found(r, name))?
+            .clone();
+        let body_name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(name);
         if body_name != name {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        let old_rv = old.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
+        let old_rv = old
+            .pointer("/metadata/resourceVersion")
+            .cloned()
+            .unwrap_or(Value::Null);
         if how != Write::Internal {
             match obj.pointer("/metadata/resourceVersion") {
-                Some(Value::String(rv)) if !rv.is_empty() && Some(rv.as_str()) != old_rv.as_str() => {
+                Some(Value::String(rv))
+                    if !rv.is_empty() && Some(rv.as_str()) != old_rv.as_str() =>
+                {
                     return Err(ApiError::conflict(rt.group, rt.plural, name));
                 }
                 _ => {}
             }
         }
         (rt.validate)(&obj).map_err(|e| {
-            ApiError::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", rt.kind, rt.version, rt.kind))
+            ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: {e}",
+                rt.kind, rt.version, rt.kind
+            ))
         })?;
         let mut new = match how {
             Write::Status if rt.status_subresource => {
@@ -218,7 +272,10 @@ impl Store {
         meta.insert("resourceVersion".into(), json!(rv));
         let generation = old_meta.get("generation").and_then(Value::as_i64);
         if let Some(g) = generation {
-            meta.insert("generation".into(), json!(if spec_changed { g + 1 } else { g }));
+            meta.insert(
+                "generation".into(),
+                json!(if spec_changed { g + 1 } else { g }),
+            );
         }
         put_meta(&mut new, meta);
         self.objects.insert(key, new.clone());
@@ -229,7 +286,12 @@ impl Store {
     /// every object whose ownerReferences name it (transitively). Returns the object.
     pub fn delete_cascade(&mut self, r: usize, ns: &str, name: &str) -> Result<Value, ApiError> {
         let gone = self.delete(r, ns, name)?;
-        let mut uids: Vec<String> = gone.pointer("/metadata/uid").and_then(Value::as_str).map(String::from).into_iter().collect();
+        let mut uids: Vec<String> = gone
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(String::from)
+            .into_iter()
+            .collect();
         while let Some(uid) = uids.pop() {
             let dependents: Vec<Key> = self
                 .objects
@@ -254,8 +316,19 @@ impl Store {
 
     pub fn delete(&mut self, r: usize, ns: &str, name: &str) -> Result<Value, ApiError> {
         let rt = &RESOURCES[r];
-        let key = (r, if rt.namespaced { ns.to_string() } else { String::new() }, name.to_string());
-        let obj = self.objects.remove(&key).ok_or_else(|| not_found(r, name))?;
+        let key = (
+            r,
+            if rt.namespaced {
+                ns.to_string()
+            } else {
+                String::new()
+            },
+            name.to_string(),
+        );
+        let obj = self
+            .objects
+            .remove(&key)
+            .ok_or_else(|| not_found(r, name))?;
         self.bump();
         Ok(obj)
     }
@@ -285,7 +358,10 @@ fn put_meta(obj: &mut Value, meta: Map<String, Value>) {
 /// Fills in `apiVersion`/`kind`, rejecting a body of another type (400 as upstream).
 fn check_type_meta(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
     if !obj.is_object() {
-        return Err(ApiError::bad_request(format!("{} body must be a JSON object", rt.kind)));
+        return Err(ApiError::bad_request(format!(
+            "{} body must be a JSON object",
+            rt.kind
+        )));
     }
     let want = rt.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
@@ -312,7 +388,10 @@ fn namespace_for(rt: &ResourceType, path_ns: &str, obj: &Value) -> Result<String
     if !rt.namespaced {
         return Ok(String::new());
     }
-    let body_ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let body_ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     match (path_ns, body_ns) {
         ("", "") => Ok("default".to_string()),
         ("", b) => Ok(b.to_string()),
@@ -329,7 +408,9 @@ fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
     let ok = name.len() <= 253
         && name.split('.').all(|label| {
             !label.is_empty()
-                && label.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         });
@@ -350,7 +431,12 @@ fn validate_name(rt: &ResourceType, name: &str) -> Result<(), ApiError> {
 fn validate_pod(obj: &Value, name: &str) -> Result<(), ApiError> {
     let containers = obj.pointer("/spec/containers").and_then(Value::as_array);
     if containers.is_none_or(|c| c.is_empty()) {
-        return Err(ApiError::invalid("Pod", name, "spec.containers", "Required value"));
+        return Err(ApiError::invalid(
+            "Pod",
+            name,
+            "spec.containers",
+            "Required value",
+        ));
     }
     Ok(())
 }
@@ -387,9 +473,19 @@ mod tests {
     fn every_write_moves_the_cluster_resource_version_forward() {
         let mut s = Store::new();
         let before: u64 = s.resource_version().parse().unwrap_or(0);
-        let a = s.create(PODS, "default", pod("a"), T, Write::Main).unwrap_or_default();
-        let b = s.create(PODS, "default", pod("b"), T, Write::Main).unwrap_or_default();
-        let rv = |v: &Value| v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("").parse::<u64>().unwrap_or(0);
+        let a = s
+            .create(PODS, "default", pod("a"), T, Write::Main)
+            .unwrap_or_default();
+        let b = s
+            .create(PODS, "default", pod("b"), T, Write::Main)
+            .unwrap_or_default();
+        let rv = |v: &Value| {
+            v.pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .parse::<u64>()
+                .unwrap_or(0)
+        };
         assert!(rv(&a) > before);
         assert_eq!(rv(&b), rv(&a) + 1);
         assert_ne!(a["metadata"]["uid"], b["metadata"]["uid"]);
@@ -399,14 +495,21 @@ mod tests {
     #[test]
     fn replacing_with_a_stale_resource_version_conflicts() {
         let mut s = Store::new();
-        let a = s.create(PODS, "default", pod("a"), T, Write::Main).unwrap_or_default();
+        let a = s
+            .create(PODS, "default", pod("a"), T, Write::Main)
+            .unwrap_or_default();
         let mut first = a.clone();
         first["metadata"]["labels"] = json!({"x": "1"});
         let r = s.replace(PODS, "default", "a", first, Write::Main);
         assert!(r.is_ok(), "{r:?}");
         let mut stale = a;
         stale["metadata"]["labels"] = json!({"x": "2"});
-        assert_eq!(s.replace(PODS, "default", "a", stale, Write::Main).err().map(|e| e.reason), Some("Conflict"));
+        assert_eq!(
+            s.replace(PODS, "default", "a", stale, Write::Main)
+                .err()
+                .map(|e| e.reason),
+            Some("Conflict")
+        );
     }
 
     #[test]
@@ -414,9 +517,17 @@ mod tests {
         let mut s = Store::new();
         let mut nameless = pod("x");
         nameless["metadata"] = json!({});
-        assert_eq!(s.create(PODS, "default", nameless, T, Write::Main).err().map(|e| e.code), Some(422));
+        assert_eq!(
+            s.create(PODS, "default", nameless, T, Write::Main)
+                .err()
+                .map(|e| e.code),
+            Some(422)
+        );
         assert!(s.create(PODS, "default", pod("a"), T, Write::Main).is_ok());
         let dup = s.create(PODS, "default", pod("a"), T, Write::Main).err();
-        assert_eq!(dup.map(|e| (e.code, e.reason)), Some((409, "AlreadyExists")));
+        assert_eq!(
+            dup.map(|e| (e.code, e.reason)),
+            Some((409, "AlreadyExists"))
+        );
     }
 }

@@ -30,18 +30,26 @@ pub fn parse_user_data(text: &str) -> RegistrationFlags {
     for value in flag_values(text, "--node-labels=") {
         for pair in value.split(',').filter(|p| !p.is_empty()) {
             if let Some((k, v)) = pair.split_once('=') {
-                out.labels.insert(k.trim().to_string(), v.trim().to_string());
+                out.labels
+                    .insert(k.trim().to_string(), v.trim().to_string());
             }
         }
     }
     for value in flag_values(text, "--register-with-taints=") {
         out.taints.extend(value.split(',').filter_map(parse_taint));
     }
-    if let Some(n) = flag_values(text, "--max-pods=").last().and_then(|v| v.parse().ok()) {
+    if let Some(n) = flag_values(text, "--max-pods=")
+        .last()
+        .and_then(|v| v.parse().ok())
+    {
         out.max_pods = Some(n);
     }
     for line in text.lines() {
-        if let Some(n) = line.trim().strip_prefix("maxPods:").and_then(|v| v.trim().parse().ok()) {
+        if let Some(n) = line
+            .trim()
+            .strip_prefix("maxPods:")
+            .and_then(|v| v.trim().parse().ok())
+        {
             out.max_pods = Some(n);
         }
     }
@@ -55,7 +63,9 @@ fn flag_values<'a>(text: &'a str, flag: &str) -> Vec<&'a str> {
     let mut rest = text;
     while let Some(i) = rest.find(flag) {
         let tail = &rest[i + flag.len()..];
-        let end = tail.find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ']')).unwrap_or(tail.len());
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ']'))
+            .unwrap_or(tail.len());
         out.push(&tail[..end]);
         rest = &tail[end..];
     }
@@ -75,12 +85,19 @@ fn parse_taint(spec: &str) -> Option<Taint> {
     if key.is_empty() {
         return None;
     }
-    Some(Taint { key: key.to_string(), value, effect: effect.to_string(), time_added: None })
+    Some(Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        time_added: None,
+    })
 }
 
 fn unquote(s: &str) -> &str {
     let s = s.trim();
-    s.strip_prefix('"').and_then(|r| r.strip_suffix('"')).unwrap_or(s)
+    s.strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .unwrap_or(s)
 }
 
 fn bottlerocket(text: &str, out: &mut RegistrationFlags) {
@@ -88,20 +105,31 @@ fn bottlerocket(text: &str, out: &mut RegistrationFlags) {
     for raw in text.lines() {
         let line = raw.trim();
         if line.starts_with('[') && line.ends_with(']') {
-            section = line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            section = line
+                .trim_matches(|c| c == '[' || c == ']')
+                .trim()
+                .to_string();
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else { continue };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
         let (key, value) = (unquote(key), value.trim());
         match section.as_str() {
             "settings.kubernetes.node-labels" => {
-                out.labels.insert(key.to_string(), unquote(value).to_string());
+                out.labels
+                    .insert(key.to_string(), unquote(value).to_string());
             }
             "settings.kubernetes.node-taints" => {
-                let items: Vec<&str> = match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
-                    Some(list) => list.split(',').map(unquote).filter(|s| !s.is_empty()).collect(),
-                    None => vec![unquote(value)],
-                };
+                let items: Vec<&str> =
+                    match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                        Some(list) => list
+                            .split(',')
+                            .map(unquote)
+                            .filter(|s| !s.is_empty())
+                            .collect(),
+                        None => vec![unquote(value)],
+                    };
                 for item in items {
                     out.taints.extend(parse_taint(&format!("{key}={item}")));
                 }
@@ -121,11 +149,19 @@ mod tests {
     use super::*;
 
     fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
-        Taint { key: key.into(), value: value.map(String::from), effect: effect.into(), time_added: None }
+        Taint {
+            key: key.into(),
+            value: value.map(String::from),
+            effect: effect.into(),
+            time_added: None,
+        }
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -134,8 +170,17 @@ mod tests {
                   --kubelet-extra-args '--node-labels=karpenter.sh/nodepool=default,team=a \
                   --register-with-taints=dedicated=gpu:NoSchedule,spot:NoExecute --max-pods=29'\n";
         let f = parse_user_data(ud);
-        assert_eq!(f.labels, labels(&[("karpenter.sh/nodepool", "default"), ("team", "a")]));
-        assert_eq!(f.taints, vec![taint("dedicated", Some("gpu"), "NoSchedule"), taint("spot", None, "NoExecute")]);
+        assert_eq!(
+            f.labels,
+            labels(&[("karpenter.sh/nodepool", "default"), ("team", "a")])
+        );
+        assert_eq!(
+            f.taints,
+            vec![
+                taint("dedicated", Some("gpu"), "NoSchedule"),
+                taint("spot", None, "NoExecute")
+            ]
+        );
         assert_eq!(f.max_pods, Some(29));
     }
 
@@ -147,8 +192,17 @@ mod tests {
                   \x20   flags:\n    - --node-labels=karpenter.sh/capacity-type=spot,nodewright.io/nodeclaim=abc\n\
                   \x20   - --register-with-taints=nodewright.io/disrupted=:NoSchedule\n--//--\n";
         let f = parse_user_data(ud);
-        assert_eq!(f.labels, labels(&[("karpenter.sh/capacity-type", "spot"), ("nodewright.io/nodeclaim", "abc")]));
-        assert_eq!(f.taints, vec![taint("nodewright.io/disrupted", None, "NoSchedule")]);
+        assert_eq!(
+            f.labels,
+            labels(&[
+                ("karpenter.sh/capacity-type", "spot"),
+                ("nodewright.io/nodeclaim", "abc")
+            ])
+        );
+        assert_eq!(
+            f.taints,
+            vec![taint("nodewright.io/disrupted", None, "NoSchedule")]
+        );
         assert_eq!(f.max_pods, Some(58));
         let flow = "kubelet:\n  flags: [\"--node-labels=a=b\", \"--register-with-taints=k=v:NoExecute\"]\n";
         let f = parse_user_data(flow);
@@ -163,12 +217,21 @@ mod tests {
                   [settings.kubernetes.node-taints]\n\"dedicated\" = [\"gpu:NoSchedule\"]\nold = \"x:NoExecute\"\n";
         let f = parse_user_data(ud);
         assert_eq!(f.labels, labels(&[("karpenter.sh/nodepool", "default")]));
-        assert_eq!(f.taints, vec![taint("dedicated", Some("gpu"), "NoSchedule"), taint("old", Some("x"), "NoExecute")]);
+        assert_eq!(
+            f.taints,
+            vec![
+                taint("dedicated", Some("gpu"), "NoSchedule"),
+                taint("old", Some("x"), "NoExecute")
+            ]
+        );
         assert_eq!(f.max_pods, Some(110));
     }
 
     #[test]
     fn a_taint_with_an_unknown_effect_is_ignored() {
-        assert_eq!(parse_user_data("--register-with-taints=a=b:Sometimes").taints, vec![]);
+        assert_eq!(
+            parse_user_data("--register-with-taints=a=b:Sometimes").taints,
+            vec![]
+        );
     }
 }
