@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use nodewright_world::kube_sim::{
-    Arch, CloudView, CloudViewError, InstanceState, NodeCapacity, SimCluster, SimConfig,
+    Arch, CloudView, CloudViewError, InstanceState, NodeCapacity, SimClock, SimCluster, SimConfig,
     SimInstance,
 };
 use serde_json::json;
@@ -61,6 +61,9 @@ spec:\n  cluster:\n    name: c1\n  kubelet:\n    flags:\n    - --node-labels=kar
 const AL2: &str = "#!/bin/bash\n/etc/eks/bootstrap.sh 'c1' --kubelet-extra-args \
 '--node-labels=karpenter.sh/nodepool=legacy --register-with-taints=legacy=true:NoExecute'\n";
 
+/// Every fake instance launched at the instant the manual clock starts.
+const LAUNCH: jiff::Timestamp = jiff::Timestamp::constant(1_735_689_600, 0);
+
 fn instance(id: &str, user_data: &str) -> SimInstance {
     SimInstance {
         instance_id: id.to_string(),
@@ -69,7 +72,7 @@ fn instance(id: &str, user_data: &str) -> SimInstance {
         private_dns_name: format!("{}.ec2.internal", id.trim_start_matches("i-")),
         private_ip: Some("10.0.0.9".to_string()),
         state: InstanceState::Running,
-        launch_time: jiff::Timestamp::from_second(1_735_689_600).unwrap(),
+        launch_time: LAUNCH,
         user_data: Some(user_data.to_string()),
         tags: BTreeMap::new(),
     }
@@ -81,6 +84,7 @@ async fn world(instances: Vec<SimInstance>) -> (SimCluster, Arc<FakeCloud>, kube
         boot_delay: Duration::from_secs(30),
         ready_delay: Duration::from_secs(10),
         node_removal_delay: Duration::from_secs(20),
+        clock: SimClock::manual_at(LAUNCH),
         ..SimConfig::default()
     }
     .with_cloud(cloud.clone(), Arc::new(m5_large));

@@ -24,14 +24,18 @@ enum Mode {
 #[derive(Debug, Clone)]
 pub struct SimClock(Arc<Mutex<Mode>>);
 
-/// 2025-01-01T00:00:00Z: a fixed start so that timestamps in manual mode are reproducible.
-const MANUAL_EPOCH_SECONDS: i64 = 1_735_689_600;
-
 impl SimClock {
-    /// A clock that stands still until `advance` moves it; starts at 2025-01-01T00:00:00Z.
+    /// A clock that stands still until `advance` moves it, starting at the current wall-clock
+    /// second (so that instance launch times from moto, which are wall-clock, compare).
     pub fn manual() -> SimClock {
-        let now = Timestamp::from_second(MANUAL_EPOCH_SECONDS).unwrap_or(Timestamp::UNIX_EPOCH);
-        SimClock(Arc::new(Mutex::new(Mode::Manual { now })))
+        let now =
+            Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::UNIX_EPOCH);
+        SimClock::manual_at(now)
+    }
+
+    /// A manual clock starting at a fixed instant (reproducible timestamps).
+    pub fn manual_at(start: Timestamp) -> SimClock {
+        SimClock(Arc::new(Mutex::new(Mode::Manual { now: start })))
     }
 
     /// A clock that follows real time from now, `speed` times as fast (1.0 = real time).
@@ -110,7 +114,9 @@ mod tests {
 
     #[test]
     fn manual_clock_moves_only_when_advanced_and_clones_share_it() {
-        let c = SimClock::manual();
+        let c = SimClock::manual_at(
+            Timestamp::from_second(1_735_689_600).unwrap_or(Timestamp::UNIX_EPOCH),
+        );
         let other = c.clone();
         let t0 = c.now();
         assert_eq!(c.now(), t0);
