@@ -10,7 +10,7 @@ use base64::Engine as _;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 
-use super::kubelet::{CloudView, CloudViewError, InstanceState, SimInstance};
+use super::cloud::{CloudView, CloudViewError, InstanceState, SimInstance};
 
 /// Ownership tag nodewright puts on every instance it launches (DESIGN.md).
 pub const CLUSTER_TAG: &str = "nodewright.io/cluster";

@@ -15,6 +15,7 @@
 //! namespace), aggregated discovery, authentication and RBAC, and protobuf.
 
 mod clock;
+mod cloud;
 mod controller;
 mod ec2;
 mod eviction;
@@ -29,7 +30,9 @@ mod server;
 mod state;
 mod status;
 mod store;
+mod subresources;
 mod userdata;
+mod validation;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
@@ -39,11 +42,11 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 pub use clock::SimClock;
-pub use ec2::Ec2CloudView;
-pub use faults::{Fault, FaultTarget};
-pub use kubelet::{
+pub use cloud::{
     Arch, CloudView, CloudViewError, InstanceCapacity, InstanceState, NodeCapacity, SimInstance,
 };
+pub use ec2::Ec2CloudView;
+pub use faults::{Fault, FaultTarget};
 pub use status::ApiError;
 pub use userdata::{RegistrationFlags, parse_user_data};
 

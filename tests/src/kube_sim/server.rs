@@ -7,18 +7,16 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
-use super::eviction;
 use super::faults::RequestFacts;
 use super::patch::{self, PatchKind};
-use super::resources::{self, DEPLOYMENTS, PDBS, PODS, REPLICASETS, RESOURCES};
+use super::resources::{self, DEPLOYMENTS, PODS, REPLICASETS, RESOURCES};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
 use super::state::Shared;
 use super::status::{self, ApiError};
 use super::store::{Store, Write};
+use super::subresources::{evict, scale_of};
 
 /// Where a path leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +127,7 @@ pub async fn handle(
     }
 }
 
-type Answer = Result<(u16, Value), ApiError>;
+pub type Answer = Result<(u16, Value), ApiError>;
 
 fn dispatch(
     sh: &Shared,
@@ -173,7 +171,7 @@ fn version() -> Value {
     })
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+pub fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
 }
@@ -389,100 +387,6 @@ fn patch_object(
     let mut doc = current;
     patch::apply(kind, &mut doc, body)?;
     Ok((200, store.replace(res, ns, name, doc, how)?))
-}
-
-fn scale_of(obj: &Value) -> Value {
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    json!({
-        "kind": "Scale", "apiVersion": "autoscaling/v1",
-        "metadata": {
-            "name": obj.pointer("/metadata/name"), "namespace": obj.pointer("/metadata/namespace"),
-            "uid": obj.pointer("/metadata/uid"), "resourceVersion": obj.pointer("/metadata/resourceVersion"),
-            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
-        },
-        "spec": { "replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)) },
-        "status": { "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector },
-    })
-}
-
-fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
-    let eviction = parse_body(body)?;
-    let kind = eviction
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or("Eviction");
-    if kind != "Eviction" {
-        return Err(ApiError::bad_request(format!(
-            "expected an Eviction, got a {kind}"
-        )));
-    }
-    if let Some(n) = eviction.pointer("/metadata/name").and_then(Value::as_str)
-        && n != name
-    {
-        return Err(ApiError::bad_request(
-            "name in URL does not match name in Eviction object",
-        ));
-    }
-    let pod: Pod = serde_json::from_value(store.get(PODS, ns, name)?.clone())
-        .map_err(|e| ApiError::internal(format!("stored pod does not decode: {e}")))?;
-    let pdbs: Vec<PodDisruptionBudget> = store
-        .list(PDBS, Some(ns))
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect();
-    let pods: Vec<Pod> = store
-        .list(PODS, Some(ns))
-        .filter_map(|v| serde_json::from_value(v.clone()).ok())
-        .collect();
-    let scale = |p: &Pod| controller_scale(store, p);
-    eviction::check(&pod, &pdbs, &pods, &scale)?;
-    store.delete(PODS, ns, name)?;
-    Ok((201, status::success(201, json!({}))))
-}
-
-/// The controller of a pod and the replicas it wants, following ReplicaSet → Deployment
-/// as the disruption controller's finders do.
-fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))?;
-    let replicas = |v: &Value| {
-        v.pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1) as i32
-    };
-    match owner.kind.as_str() {
-        "ReplicaSet" => {
-            let rs = store.get(REPLICASETS, ns, &owner.name).ok()?;
-            let deploy = rs
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .and_then(|os| os.iter().find(|o| o["kind"] == "Deployment"))
-                .and_then(|o| o["name"].as_str())
-                .and_then(|d| store.get(DEPLOYMENTS, ns, d).ok());
-            match deploy {
-                Some(d) => Some((
-                    d["metadata"]["uid"].as_str().unwrap_or("").to_string(),
-                    replicas(d),
-                )),
-                None => Some((owner.uid.clone(), replicas(rs))),
-            }
-        }
-        // A StatefulSet or another scalable controller this sim does not store: count its pods.
-        _ => None,
-    }
 }
 
 #[cfg(test)]
