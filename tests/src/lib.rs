@@ -1,3 +1,5 @@
-//! The local world.
+//! The local world: moto's server for AWS and a simulated EKS cluster on loopback, the
+//! harness that wires nodewright's real handlers to both, and the demo built on it.
 
+pub mod kube_sim;
 pub mod moto;

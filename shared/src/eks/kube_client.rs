@@ -65,6 +65,7 @@ pub fn client_with_tokens(
     root_certs: Option<Vec<Vec<u8>>>,
     tokens: Arc<TokenSource>,
 ) -> Result<kube::Client, KubeClientError> {
+    install_crypto_provider();
     let url: http::Uri = endpoint
         .parse()
         .map_err(|source| KubeClientError::Endpoint {
@@ -103,4 +104,12 @@ impl AsyncPredicate<Request<Body>> for BearerToken {
             Ok(request)
         })
     }
+}
+
+/// kube builds a rustls connector for every client, and with both of rustls's crypto back
+/// ends in the dependency graph (aws-lc-rs from the AWS SDK, ring from others) rustls
+/// cannot pick one by itself and panics. Installing aws-lc-rs, the SDK's, once per process
+/// settles it; a second call is a no-op.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }

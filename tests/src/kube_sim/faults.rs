@@ -1,0 +1,180 @@
+//! Fault injection for tests: make the next requests that match fail, or answer slowly.
+
+use std::time::Duration;
+
+use super::status::ApiError;
+
+/// Which requests a fault applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// Requests whose path starts with this (e.g. `/api/v1/namespaces/default/pods`).
+    PathPrefix(String),
+    /// Requests for a resource by plural (`pods`, `nodes`, `nodepools`), optionally only a
+    /// subresource (`eviction`, `status`), in any namespace.
+    Resource {
+        plural: String,
+        subresource: Option<String>,
+    },
+}
+
+/// The next `times` requests matching `method` (any if `None`) and `target` fail with
+/// `status` and a proper `Status` body (429 also carries `Retry-After: 1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    pub method: Option<String>,
+    pub target: FaultTarget,
+    pub status: u16,
+    pub times: u32,
+}
+
+impl Fault {
+    /// One failure with `status` for any request under `path_prefix`.
+    pub fn path(path_prefix: impl Into<String>, status: u16) -> Fault {
+        Fault {
+            method: None,
+            target: FaultTarget::PathPrefix(path_prefix.into()),
+            status,
+            times: 1,
+        }
+    }
+
+    /// One failure with `status` for any request on the resource `plural`.
+    pub fn resource(plural: impl Into<String>, status: u16) -> Fault {
+        Fault {
+            method: None,
+            target: FaultTarget::Resource {
+                plural: plural.into(),
+                subresource: None,
+            },
+            status,
+            times: 1,
+        }
+    }
+
+    /// Limits the fault to a subresource (`eviction`, `status`, `scale`).
+    pub fn subresource(mut self, sub: impl Into<String>) -> Fault {
+        if let FaultTarget::Resource { subresource, .. } = &mut self.target {
+            *subresource = Some(sub.into());
+        }
+        self
+    }
+
+    /// Limits the fault to one HTTP method (`GET`, `POST`, `PATCH`, `DELETE`, `PUT`).
+    pub fn method(mut self, method: &str) -> Fault {
+        self.method = Some(method.to_ascii_uppercase());
+        self
+    }
+
+    pub fn times(mut self, n: u32) -> Fault {
+        self.times = n;
+        self
+    }
+}
+
+/// What a request looks like to the fault matcher.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub plural: Option<&'a str>,
+    pub subresource: Option<&'a str>,
+}
+
+/// Active faults and slow paths.
+#[derive(Debug, Default)]
+pub struct Faults {
+    pending: Vec<Fault>,
+    slow: Vec<(String, Duration)>,
+}
+
+impl Faults {
+    pub fn inject(&mut self, f: Fault) {
+        if f.times > 0 {
+            self.pending.push(f);
+        }
+    }
+
+    pub fn slow(&mut self, path_prefix: String, delay: Duration) {
+        self.slow.push((path_prefix, delay));
+    }
+
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.slow.clear();
+    }
+
+    /// Consumes one use of the first fault matching the request.
+    pub fn take(&mut self, req: RequestFacts<'_>) -> Option<ApiError> {
+        let i = self.pending.iter().position(|f| matches(f, req))?;
+        let f = &mut self.pending[i];
+        f.times -= 1;
+        let err = ApiError::injected(f.status);
+        if f.times == 0 {
+            self.pending.remove(i);
+        }
+        Some(err)
+    }
+
+    pub fn delay_for(&self, path: &str) -> Option<Duration> {
+        self.slow
+            .iter()
+            .filter(|(p, _)| path.starts_with(p.as_str()))
+            .map(|(_, d)| *d)
+            .max()
+    }
+}
+
+fn matches(f: &Fault, req: RequestFacts<'_>) -> bool {
+    if f.method.as_deref().is_some_and(|m| m != req.method) {
+        return false;
+    }
+    match &f.target {
+        FaultTarget::PathPrefix(p) => req.path.starts_with(p.as_str()),
+        FaultTarget::Resource {
+            plural,
+            subresource,
+        } => {
+            req.plural == Some(plural.as_str())
+                && subresource
+                    .as_deref()
+                    .is_none_or(|s| req.subresource == Some(s))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(method: &'a str, plural: &'a str, sub: Option<&'a str>) -> RequestFacts<'a> {
+        RequestFacts {
+            method,
+            path: "/api/v1/namespaces/default/pods/x/eviction",
+            plural: Some(plural),
+            subresource: sub,
+        }
+    }
+
+    #[test]
+    fn a_fault_fires_the_number_of_times_asked_then_stops() {
+        let mut f = Faults::default();
+        f.inject(
+            Fault::resource("pods", 429)
+                .subresource("eviction")
+                .method("post")
+                .times(2),
+        );
+        assert_eq!(f.take(req("GET", "pods", None)), None);
+        assert_eq!(
+            f.take(req("POST", "pods", Some("eviction")))
+                .map(|e| e.code),
+            Some(429)
+        );
+        assert_eq!(
+            f.take(req("POST", "pods", Some("eviction")))
+                .map(|e| e.retry_after),
+            Some(Some(1))
+        );
+        assert_eq!(f.take(req("POST", "pods", Some("eviction"))), None);
+    }
+}

@@ -1,0 +1,105 @@
+//! Subresources with behaviour of their own: `pods/eviction` and `deployments/scale`.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde_json::{Value, json};
+
+use super::eviction;
+use super::resources::{DEPLOYMENTS, PDBS, PODS, REPLICASETS};
+use super::server::{Answer, parse_body};
+use super::status::{self, ApiError};
+use super::store::Store;
+
+pub fn scale_of(obj: &Value) -> Value {
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    json!({
+        "kind": "Scale", "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": obj.pointer("/metadata/name"), "namespace": obj.pointer("/metadata/namespace"),
+            "uid": obj.pointer("/metadata/uid"), "resourceVersion": obj.pointer("/metadata/resourceVersion"),
+            "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
+        },
+        "spec": { "replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)) },
+        "status": { "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector },
+    })
+}
+
+pub fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
+    let eviction = parse_body(body)?;
+    let kind = eviction
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("Eviction");
+    if kind != "Eviction" {
+        return Err(ApiError::bad_request(format!(
+            "expected an Eviction, got a {kind}"
+        )));
+    }
+    if let Some(n) = eviction.pointer("/metadata/name").and_then(Value::as_str)
+        && n != name
+    {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    let pod: Pod = serde_json::from_value(store.get(PODS, ns, name)?.clone())
+        .map_err(|e| ApiError::internal(format!("stored pod does not decode: {e}")))?;
+    let pdbs: Vec<PodDisruptionBudget> = store
+        .list(PDBS, Some(ns))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    let pods: Vec<Pod> = store
+        .list(PODS, Some(ns))
+        .filter_map(|v| serde_json::from_value(v.clone()).ok())
+        .collect();
+    let scale = |p: &Pod| controller_scale(store, p);
+    eviction::check(&pod, &pdbs, &pods, &scale)?;
+    store.delete(PODS, ns, name)?;
+    Ok((201, status::success(201, json!({}))))
+}
+
+/// The controller of a pod and the replicas it wants, following ReplicaSet → Deployment
+/// as the disruption controller's finders do.
+fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    let replicas = |v: &Value| {
+        v.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1) as i32
+    };
+    match owner.kind.as_str() {
+        "ReplicaSet" => {
+            let rs = store.get(REPLICASETS, ns, &owner.name).ok()?;
+            let deploy = rs
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .and_then(|os| os.iter().find(|o| o["kind"] == "Deployment"))
+                .and_then(|o| o["name"].as_str())
+                .and_then(|d| store.get(DEPLOYMENTS, ns, d).ok());
+            match deploy {
+                Some(d) => Some((
+                    d["metadata"]["uid"].as_str().unwrap_or("").to_string(),
+                    replicas(d),
+                )),
+                None => Some((owner.uid.clone(), replicas(rs))),
+            }
+        }
+        // A StatefulSet or another scalable controller this sim does not store: count its pods.
+        _ => None,
+    }
+}
