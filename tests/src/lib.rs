@@ -3,3 +3,4 @@
 
 pub mod kube_sim;
 pub mod moto;
+pub mod world;

@@ -205,6 +205,7 @@ impl EmulatedApiServer {
                 .await;
         });
         let url: axum::http::Uri = format!("http://{addr}").parse().expect("url");
+        nodewright::eks::install_crypto_provider();
         let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
         let mut settings = ClusterSettings::new(default_params(), "provisioner-test");
         settings.page_size = page_size;

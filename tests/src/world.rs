@@ -1,0 +1,85 @@
+//! The local world in one value: moto seeded like an EKS account, and a simulated cluster
+//! whose kubelet turns the instances moto holds for this cluster into nodes, sized from the
+//! bundled catalog. The demo and the end-to-end scenarios both start here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use anyhow::Context;
+use aws_config::SdkConfig;
+use serde_json::Value;
+
+use crate::kube_sim::{Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig};
+use crate::moto::{Moto, SeedSpec, Seeded, seed};
+
+pub struct World {
+    pub moto: Moto,
+    pub seeded: Seeded,
+    pub sdk: SdkConfig,
+    pub sim: SimCluster,
+}
+
+/// Node capacity for every bundled instance type, from the same arithmetic the solver uses
+/// (capacity minus kube-reserved, system-reserved and the eviction threshold).
+pub fn catalog_capacity() -> anyhow::Result<Arc<dyn InstanceCapacity>> {
+    let types = nodewright::catalog::bundled_instance_types().context("the bundled catalog loads")?;
+    let table: HashMap<String, NodeCapacity> = types
+        .into_iter()
+        .map(|(it, _)| {
+            let capacity = it.capacity(None);
+            let overhead = it.overhead(None);
+            let extended: BTreeMap<String, i64> = capacity.extended.iter().map(|(k, v)| (k.clone(), v / 1000)).collect();
+            let node = NodeCapacity {
+                cpu_milli: capacity.cpu,
+                memory_bytes: capacity.memory / 1000,
+                pods: (capacity.pods / 1000) as u32,
+                arch: if it.arch == "arm64" { Arch::Arm64 } else { Arch::Amd64 },
+                extended,
+                reserved_cpu_milli: overhead.cpu,
+                reserved_memory_bytes: overhead.memory / 1000,
+            };
+            (it.name, node)
+        })
+        .collect();
+    Ok(Arc::new(move |name: &str| table.get(name).cloned()))
+}
+
+impl World {
+    /// Starts moto, seeds it for `cluster`, and starts the simulated cluster on `clock`
+    /// with its kubelet reading instances from moto.
+    pub async fn start(cluster: &str, mut config: SimConfig) -> anyhow::Result<World> {
+        let moto = Moto::start().await.context("moto starts (run `make setup` if the venv is missing)")?;
+        let sdk = moto.sdk_config().await;
+        let seeded = seed(&sdk, &SeedSpec::new(cluster)).await.context("moto is seeded")?;
+        let ec2 = aws_sdk_ec2::Client::new(&sdk);
+        config.cluster_name = cluster.to_string();
+        let config = config.with_cloud(Arc::new(Ec2CloudView::new(ec2, cluster)), catalog_capacity()?);
+        let sim = SimCluster::start(config).await.context("the simulated cluster starts")?;
+        Ok(World { moto, seeded, sdk, sim })
+    }
+
+    pub fn clock(&self) -> SimClock {
+        self.sim.clock()
+    }
+
+    /// Applies every document of a YAML file (any kind the simulated API serves).
+    pub fn apply_yaml(&self, text: &str) -> anyhow::Result<usize> {
+        let mut n = 0;
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let value: Value = serde::Deserialize::deserialize(doc).context("a YAML document")?;
+            if value.is_null() {
+                continue;
+            }
+            self.sim.apply_json(value).context("the simulated cluster accepts the document")?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Replaces `{{cluster}}` in an example so its selectors find the seeded subnets.
+    pub fn example(&self, name: &str) -> anyhow::Result<String> {
+        let path = crate::moto::workspace_root().join("examples").join(name);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(text.replace("demo-cluster", &self.seeded.cluster))
+    }
+}
