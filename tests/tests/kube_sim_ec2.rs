@@ -2,8 +2,7 @@
 //! launch template, tagged for the cluster, is listed with its decoded user data, and the
 //! kubelet simulation registers it as a Node.
 //!
-//! Needs a running `moto_server`; ignored unless run with `--ignored` and
-//! `NODEWRIGHT_MOTO_URL=http://127.0.0.1:<port>` (the moto harness will start one).
+//! moto runs through the harness (`nodewright_world::moto`), on a free loopback port.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,10 +31,9 @@ async fn ec2(url: &str) -> aws_sdk_ec2::Client {
 }
 
 #[tokio::test]
-#[ignore = "needs NODEWRIGHT_MOTO_URL pointing at a running moto_server"]
 async fn fleet_instance_with_launch_template_user_data_becomes_a_labelled_node() {
-    let url = std::env::var("NODEWRIGHT_MOTO_URL").expect("NODEWRIGHT_MOTO_URL");
-    let client = ec2(&url).await;
+    let moto = nodewright_world::moto::Moto::start().await.expect("moto starts");
+    let client = ec2(moto.url()).await;
     let ami = client
         .describe_images()
         .owners("amazon")
