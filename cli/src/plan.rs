@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use nodewright::api::{Inputs, Operator, labels};
-use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
-use nodewright::resources::{format_milli, is_byte_resource};
+use nodewright::catalog::{BUNDLED_PRICE_REGION, Catalog, DEFAULT_SPOT_DISCOUNT};
 use nodewright::scheduling::{PlannedClaim, ProvisioningPlan, Snapshot, solve};
 use serde_json::json;
 

@@ -83,3 +83,74 @@ impl World {
         Ok(text.replace("demo-cluster", &self.seeded.cluster))
     }
 }
+
+/// The provisioner exactly as Lambda runs it (`nodewright_provisioner::handler`), wired to
+/// this world: the real `kube::Client` against the simulated cluster and the real AWS SDK
+/// clients against moto.
+pub mod provisioner {
+    use std::time::Duration;
+
+    use lambda_runtime::{Context, LambdaEvent};
+    use nodewright::aws::{Ec2Adapter, ImageAdapter};
+    use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
+    use nodewright::provision::{AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings};
+    use nodewright_provisioner::{HandlerConfig, State};
+    use serde_json::{Value, json};
+
+    use super::World;
+
+    pub type ProvisionerState = State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>>;
+
+    /// The service CIDR the seeded cluster reports (moto's DescribeCluster has none).
+    pub const SERVICE_CIDR: &str = "10.100.0.0/16";
+
+    impl World {
+        pub async fn provisioner(&self, config: HandlerConfig, batch: BatchWindow) -> anyhow::Result<ProvisionerState> {
+            let cluster = self.seeded.cluster.clone();
+            let mut kube_config = self.sim.config().await?;
+            // A 429 from the API server must reach our own retry policy, not kube's
+            // fifteen-try default (the eviction API answers 429 to mean "not now").
+            kube_config.default_retry = false;
+            let client = kube::Client::try_from(kube_config)?;
+            let defaults = DefaultPoolParams {
+                cluster_name: cluster.clone(),
+                node_role: self.seeded.node_role_name.clone(),
+                capacity_types: vec!["spot".into(), "on-demand".into()],
+                architectures: vec!["amd64".into()],
+                instance_categories: vec!["c".into(), "m".into(), "r".into()],
+                cpu_limit: Some("1000".into()),
+                ami_alias: "al2023@latest".into(),
+            };
+            let kube = KubeCluster::new(client, ClusterSettings::new(defaults, "provisioner-local"));
+            let ec2 = aws_sdk_ec2::Client::new(&self.sdk);
+            let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+            let settings = ProvisionerSettings {
+                cluster: ClusterFacts {
+                    name: cluster.clone(),
+                    endpoint: self.sim.url(),
+                    // moto's cluster CA is random text; user data only carries it through.
+                    ca_bundle_base64: String::new(),
+                    service_cidr: SERVICE_CIDR.into(),
+                    kubernetes_version: self.seeded.kubernetes_version.clone(),
+                },
+                default_instance_profile: self.seeded.node_role_name.clone(),
+                batch,
+            };
+            let aws = AwsPorts { ec2: Ec2Adapter::new(ec2.clone(), cluster), images: ImageAdapter::new(ec2, ssm) };
+            let provisioner = Provisioner::new(kube, aws, settings)?;
+            Ok(ProvisionerState::with_provisioner(provisioner, config))
+        }
+    }
+
+    /// Invokes the handler the way the Lambda runtime does for an EventBridge Scheduler
+    /// target: a JSON payload and a context.
+    pub async fn invoke(state: &ProvisionerState) -> anyhow::Result<Value> {
+        let event = LambdaEvent::new(json!({"source": "nodewright.local", "detail-type": "Scheduled Event"}), Context::default());
+        nodewright_provisioner::handler(event, state).await.map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// A handler configuration for tests: short polls, a few seconds of budget.
+    pub fn quick(budget: Duration) -> HandlerConfig {
+        HandlerConfig { poll_interval: Duration::from_millis(100), budget }
+    }
+}

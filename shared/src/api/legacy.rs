@@ -28,7 +28,7 @@ use super::{
     AmiSelectorTerm, BlockDeviceMapping, ConsolidationPolicy, Disruption, Duration, EC2NodeClass,
     EC2NodeClassSpec, KubeletConfiguration, Meta, MetadataOptions, NillableDuration,
     NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassRef, NodePool, NodePoolSpec,
-    NodeSelectorRequirement, Quantity, SelectorTerm, Taint, TemplateMeta,
+    NodeSelectorRequirement, Operator, Quantity, SelectorTerm, Taint, TemplateMeta, labels,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -300,7 +300,7 @@ pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<
                     },
                     taints: s.taints.clone(),
                     startup_taints: s.startup_taints.clone(),
-                    requirements: s.requirements.clone(),
+                    requirements: with_v1alpha5_defaults(&s.requirements),
                     expire_after: Some(
                         expire_after.map_or(NillableDuration::Never, NillableDuration::After),
                     ),
@@ -621,3 +621,33 @@ pub fn render_v1_yaml(
 #[cfg(test)]
 #[path = "legacy_tests.rs"]
 mod tests;
+
+/// The requirements Karpenter's v1alpha5 defaulting added to a Provisioner that did not
+/// name them, so a converted Provisioner launches what it launched under Karpenter:
+/// on-demand, amd64, and (when no instance-type key is named) instance categories c, m, r
+/// of generation 3 or later ("If requirements are left empty, karpenter will default to
+/// the following", Karpenter v0.2x getting-started, step11-create-provisioner.sh).
+fn with_v1alpha5_defaults(requirements: &[NodeSelectorRequirement]) -> Vec<NodeSelectorRequirement> {
+    let names = |key: &str| requirements.iter().any(|r| r.key == key);
+    let req = |key: &str, operator: Operator, values: &[&str]| NodeSelectorRequirement {
+        key: key.into(),
+        operator,
+        values: values.iter().map(|v| v.to_string()).collect(),
+        min_values: None,
+    };
+    let mut out = requirements.to_vec();
+    if !names(labels::CAPACITY_TYPE) {
+        out.push(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
+    }
+    if !names(labels::ARCH) {
+        out.push(req(labels::ARCH, Operator::In, &["amd64"]));
+    }
+    let names_instance_shape = requirements.iter().any(|r| {
+        r.key == labels::INSTANCE_TYPE || r.key.starts_with("karpenter.k8s.aws/instance-")
+    });
+    if !names_instance_shape {
+        out.push(req(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]));
+        out.push(req(labels::INSTANCE_GENERATION, Operator::Gt, &["2"]));
+    }
+    out
+}

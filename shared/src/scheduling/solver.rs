@@ -684,9 +684,12 @@ impl<'a> Solver<'a> {
                     f64::INFINITY
                 }
             };
+            // Room counts only in whole pods of the shape being placed (the largest left,
+            // packing decreasing): a 3.92-vCPU node holds one 2-vCPU pod, not 1.96.
+            let usable = |free: i64, each: i64| if each > 0 { free / each * each } else { free };
             // Whole nodes: two half-empty small nodes cost what they cost.
-            let nodes = ratio(demand.cpu, ty.free.cpu)
-                .max(ratio(demand.memory, ty.free.memory))
+            let nodes = ratio(demand.cpu, usable(ty.free.cpu, pod.requests.cpu))
+                .max(ratio(demand.memory, usable(ty.free.memory, pod.requests.memory)))
                 .max(ratio(demand.pods, ty.free.pods))
                 .ceil()
                 .max(1.0);
