@@ -2,9 +2,11 @@
 //! out, how launches are named.
 
 mod batch;
+pub mod live_catalog;
 mod nodeclaim;
 mod unavailable;
 
 pub use batch::{Batch, BatchWindow};
+pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
 pub use nodeclaim::nodeclaim_id;
 pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
