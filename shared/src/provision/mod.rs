@@ -2,6 +2,7 @@
 //! out, how launches are named.
 
 mod batch;
+pub mod launch;
 pub mod live_catalog;
 mod nodeclaim;
 mod unavailable;
