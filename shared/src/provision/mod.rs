@@ -8,10 +8,15 @@ pub mod launch;
 pub mod live_catalog;
 pub mod node_template;
 mod nodeclaim;
+pub mod service;
 mod unavailable;
 
 pub use aws_ports::AwsPorts;
 pub use batch::{Batch, BatchWindow};
 pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
+pub use node_template::ClusterFacts;
 pub use nodeclaim::nodeclaim_id;
+pub use service::{
+    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
+};
 pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
