@@ -655,3 +655,7 @@ fn pod_key(p: &Pod) -> String {
         p.metadata.name.as_deref().unwrap_or_default()
     )
 }
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;
