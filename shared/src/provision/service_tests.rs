@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::Node;
 use super::*;
 use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
 use crate::aws::{
-    ApiError, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef, LaunchTemplateSpec,
-    LaunchedInstance, OwnedInstance, SecurityGroup, SpotPrice, TerminateOutcome, TypeOffering,
+    ApiError, ErrorClass, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef,
+    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, SecurityGroup, SpotPrice,
+    TerminateOutcome, TypeOffering,
 };
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
 use crate::kube::{ConfigLoad, ConfigOrigin, DefaultPoolParams, default_pool_inputs};
