@@ -1,1 +1,70 @@
-fn main() {}
+//! Wiring only: configuration from the environment, JSON logs, clients built once per cold
+//! start, then the Lambda runtime. Environment:
+//! - `CLUSTER_NAME` (required): the EKS cluster.
+//! - `NODE_INSTANCE_PROFILE`: instance profile for EC2NodeClasses without `instanceProfile`.
+//! - `NODE_ROLE`, `DEFAULT_AMI_ALIAS` (default `al2023@latest`): the default NodePool's
+//!   EC2NodeClass, used when neither CRDs nor the ConfigMap hold a NodePool.
+//! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
+//!   an EKS token.
+//! - `POLL_INTERVAL`, `INVOCATION_BUDGET`: see the library.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use lambda_runtime::{LambdaEvent, service_fn};
+use nodewright::aws::{Ec2Adapter, ImageAdapter};
+use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::provision::{BatchWindow, ProvisionerSettings};
+use nodewright_provisioner::{State, cluster_facts, handler};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .without_time()
+        .init();
+    install_crypto_provider();
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let region = aws
+        .region()
+        .map(|r| r.to_string())
+        .context("no AWS region")?;
+    let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
+    let client = if std::env::var_os("KUBECONFIG").is_some() {
+        kube::Client::try_default().await?
+    } else {
+        let credentials = aws.credentials_provider().context("no AWS credentials")?;
+        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region));
+        eks_client(&cluster, tokens)?
+    };
+    let default_pool = DefaultPoolParams {
+        cluster_name: cluster_name.clone(),
+        node_role: env("NODE_ROLE"),
+        ami_alias: std::env::var("DEFAULT_AMI_ALIAS").unwrap_or_else(|_| "al2023@latest".into()),
+        ..Default::default()
+    };
+    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
+    let kube = KubeCluster::new(client, ClusterSettings::new(default_pool, reporting));
+    let ec2 = aws_sdk_ec2::Client::new(&aws);
+    let state = State::new(
+        kube,
+        Ec2Adapter::new(ec2.clone(), &cluster_name),
+        ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
+        ProvisionerSettings {
+            cluster: cluster_facts(&cluster),
+            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
+            batch: BatchWindow::default(),
+        },
+    )?;
+    let state = &state;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        handler(event, state).await
+    }))
+    .await
+}

@@ -1,10 +1,22 @@
 //! The provisioner's decisions around the solver: when to solve, which offerings to keep
 //! out, how launches are named.
 
+mod aws_ports;
 mod batch;
+pub mod in_flight;
+pub mod launch;
+pub mod live_catalog;
+pub mod node_template;
 mod nodeclaim;
+pub mod service;
 mod unavailable;
 
+pub use aws_ports::AwsPorts;
 pub use batch::{Batch, BatchWindow};
+pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
+pub use node_template::ClusterFacts;
 pub use nodeclaim::nodeclaim_id;
+pub use service::{
+    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
+};
 pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};

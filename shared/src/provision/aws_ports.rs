@@ -1,0 +1,90 @@
+//! One value with every AWS port the provisioner uses: the EC2 adapter for most of them,
+//! and the image adapter (EC2 + SSM) for AMIs.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::api::{AmiSelectorTerm, SelectorTerm};
+use crate::aws::{
+    AwsError, Fleet, FleetOutcome, FleetRequest, Image, ImageResolver, InstanceInventory,
+    InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
+    OwnedInstance, SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
+};
+use crate::catalog::InstanceType;
+
+/// `ec2` answers every port but [`ImageResolver`], which `images` answers.
+#[derive(Debug, Clone)]
+pub struct AwsPorts<E, I> {
+    pub ec2: E,
+    pub images: I,
+}
+
+impl<E: InstanceTypeSource + Sync, I: Sync> InstanceTypeSource for AwsPorts<E, I> {
+    async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
+        self.ec2.instance_types().await
+    }
+    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
+        self.ec2.offerings().await
+    }
+    async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
+        self.ec2.spot_prices().await
+    }
+}
+
+impl<E: NetworkDiscovery + Sync, I: Sync> NetworkDiscovery for AwsPorts<E, I> {
+    async fn subnets(&self, terms: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
+        self.ec2.subnets(terms).await
+    }
+    async fn security_groups(
+        &self,
+        terms: &[SelectorTerm],
+    ) -> Result<Vec<SecurityGroup>, AwsError> {
+        self.ec2.security_groups(terms).await
+    }
+}
+
+impl<E: Sync, I: ImageResolver + Sync> ImageResolver for AwsPorts<E, I> {
+    async fn resolve(
+        &self,
+        terms: &[AmiSelectorTerm],
+        kubernetes_version: &str,
+    ) -> Result<Vec<Image>, AwsError> {
+        self.images.resolve(terms, kubernetes_version).await
+    }
+}
+
+impl<E: Fleet + Sync, I: Sync> Fleet for AwsPorts<E, I> {
+    async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
+        self.ec2.create_fleet(request).await
+    }
+}
+
+impl<E: LaunchTemplates + Sync, I: Sync> LaunchTemplates for AwsPorts<E, I> {
+    async fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> Result<LaunchTemplateRef, AwsError> {
+        self.ec2.ensure_launch_template(spec).await
+    }
+    async fn delete_unused_launch_templates(
+        &self,
+        in_use: &HashSet<String>,
+    ) -> Result<Vec<String>, AwsError> {
+        self.ec2.delete_unused_launch_templates(in_use).await
+    }
+}
+
+impl<E: InstanceInventory + Sync, I: Sync> InstanceInventory for AwsPorts<E, I> {
+    async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
+        self.ec2.list_owned().await
+    }
+    async fn terminate(&self, ids: &[String]) -> Result<TerminateOutcome, AwsError> {
+        self.ec2.terminate(ids).await
+    }
+    async fn create_tags(
+        &self,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), AwsError> {
+        self.ec2.create_tags(ids, tags).await
+    }
+}

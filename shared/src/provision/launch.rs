@@ -1,0 +1,160 @@
+//! From a planned node claim to the CreateFleet request that launches it: which (type,
+//! subnet) overrides to offer, how the instance is tagged, and what labels and taints its
+//! kubelet registers with. Pure: the caller resolves subnets and the launch template.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sha2::{Digest, Sha256};
+
+use crate::api::{Taint, labels};
+use crate::aws::fleet::MAX_INSTANCE_TYPES;
+use crate::aws::{FleetOverride, FleetRequest, LaunchTemplateRef, Subnet};
+use crate::catalog::Catalog;
+use crate::scheduling::PlannedClaim;
+
+/// Instance tag naming the NodePool a node was launched for.
+pub const NODEPOOL_TAG: &str = "nodewright.io/nodepool";
+/// Instance tag naming the launch decision (same value as the node label).
+pub const NODECLAIM_TAG: &str = labels::NODECLAIM;
+/// The tag EKS and the console use to show which cluster an instance serves.
+pub const EKS_CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
+
+/// The architecture a claim launches with and the candidate types of that architecture,
+/// cheapest first. A launch template names one AMI, and an AMI has one architecture, so a
+/// claim whose candidates mix amd64 and arm64 launches only the architecture of its
+/// cheapest type; the others are dropped from this launch.
+pub fn launch_types<'a>(claim: &'a PlannedClaim, catalog: &Catalog) -> (String, Vec<&'a str>) {
+    let arch_of = |name: &str| catalog.get(name).map(|e| e.instance_type.arch.clone());
+    let arch = arch_of(&claim.instance_type)
+        .or_else(|| claim.instance_types.iter().find_map(|t| arch_of(t)))
+        .unwrap_or_default();
+    let types = claim
+        .instance_types
+        .iter()
+        .filter(|t| arch_of(t).as_deref() == Some(arch.as_str()))
+        .map(String::as_str)
+        .take(MAX_INSTANCE_TYPES)
+        .collect();
+    (arch, types)
+}
+
+/// The tags every instance (and its volumes) gets, per DESIGN "State without a database".
+/// The EC2NodeClass `tags` come first so they can never replace nodewright's own.
+pub fn instance_tags(
+    cluster: &str,
+    nodepool: &str,
+    nodeclaim_id: &str,
+    node_class_tags: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut tags = node_class_tags.clone();
+    for (k, v) in [
+        (labels::OWNERSHIP_TAG.to_string(), cluster.to_string()),
+        (NODEPOOL_TAG.to_string(), nodepool.to_string()),
+        (NODECLAIM_TAG.to_string(), nodeclaim_id.to_string()),
+        (
+            format!("kubernetes.io/cluster/{cluster}"),
+            "owned".to_string(),
+        ),
+        (EKS_CLUSTER_NAME_TAG.to_string(), cluster.to_string()),
+        (
+            "Name".to_string(),
+            format!("{cluster}/{nodepool}/{nodeclaim_id}"),
+        ),
+    ] {
+        tags.insert(k, v);
+    }
+    tags
+}
+
+/// The CreateFleet request for `claim`: its candidate types of one architecture (see
+/// [`launch_types`]) x the claim's zones that have a subnet, kept only where the catalog
+/// still offers that type there at the claim's capacity type (an offering marked
+/// unavailable after insufficient capacity is not asked for again).
+///
+/// The client token is the node claim id plus a hash of what is asked: the same decision
+/// repeated (a retried invocation) sends the same token and EC2 launches nothing twice,
+/// while a new attempt for the same claim after insufficient capacity, which offers other
+/// types or zones, gets its own token (EC2 answers a reused token with different
+/// parameters with `IdempotentParameterMismatch`).
+pub fn fleet_request(
+    claim: &PlannedClaim,
+    catalog: &Catalog,
+    nodeclaim_id: &str,
+    launch_template: &LaunchTemplateRef,
+    subnets_by_zone: &BTreeMap<String, Subnet>,
+    cluster: &str,
+    node_class_tags: &BTreeMap<String, String>,
+) -> FleetRequest {
+    let (_, types) = launch_types(claim, catalog);
+    let zones: BTreeSet<&str> = claim.zones.iter().map(String::as_str).collect();
+    let mut overrides = Vec::new();
+    for ty in types {
+        let Some(entry) = catalog.get(ty) else {
+            continue;
+        };
+        for zone in &zones {
+            let Some(subnet) = subnets_by_zone.get(*zone) else {
+                continue;
+            };
+            let offered = entry
+                .offerings
+                .iter()
+                .any(|o| o.available && o.zone == *zone && o.capacity_type == claim.capacity_type);
+            if offered {
+                overrides.push(FleetOverride {
+                    instance_type: ty.to_string(),
+                    subnet_id: subnet.id.clone(),
+                    zone: zone.to_string(),
+                    priority: None,
+                });
+            }
+        }
+    }
+    let mut request = FleetRequest {
+        client_token: String::new(),
+        launch_template: launch_template.clone(),
+        overrides,
+        capacity_type: claim.capacity_type,
+        tags: instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags),
+    };
+    request.client_token = client_token(nodeclaim_id, &request);
+    request
+}
+
+/// `<nodeclaim id>-<12 hex digits of sha256(template, capacity type, overrides)>`: at most
+/// 28 characters, within CreateFleet's 64.
+fn client_token(nodeclaim_id: &str, request: &FleetRequest) -> String {
+    let mut h = Sha256::new();
+    h.update(request.launch_template.id.as_bytes());
+    h.update([0u8]);
+    h.update(request.capacity_type.as_str().as_bytes());
+    for o in &request.overrides {
+        h.update([0u8]);
+        h.update(o.instance_type.as_bytes());
+        h.update([1u8]);
+        h.update(o.subnet_id.as_bytes());
+    }
+    format!("{nodeclaim_id}-{}", &hex::encode(h.finalize())[..12])
+}
+
+/// The labels the node registers with: the claim's (NodePool, capacity type, the NodePool
+/// template's labels) plus the node claim id.
+pub fn node_labels(claim: &PlannedClaim, nodeclaim_id: &str) -> BTreeMap<String, String> {
+    let mut out = claim.labels.clone();
+    out.insert(labels::NODECLAIM.to_string(), nodeclaim_id.to_string());
+    out
+}
+
+/// The taints the node registers with: the NodePool's taints, then its startup taints.
+pub fn node_taints(claim: &PlannedClaim) -> Vec<Taint> {
+    claim
+        .taints
+        .iter()
+        .chain(&claim.startup_taints)
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "launch_tests.rs"]
+mod tests;

@@ -1,0 +1,231 @@
+//! Golden file: `shared/src/provision/testdata/*.golden`; `UPDATE_GOLDEN=1 cargo test -p
+//! nodewright --lib provision::launch` rewrites it (then read the diff).
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::api::TaintEffect;
+use crate::catalog::{CapacityType, Catalog};
+use crate::provision::UnavailableOfferings;
+use crate::resources::Resources;
+use crate::scheduling::Requirements;
+
+fn check_golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/provision/testdata")
+        .join(format!("{name}.golden"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        if let Err(e) = std::fs::write(&path, actual) {
+            panic!("{}: {e}", path.display());
+        }
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "{name}: differs from {}", path.display());
+}
+
+fn zones() -> Vec<String> {
+    ["us-east-1a", "us-east-1b", "us-east-1c"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn catalog() -> Catalog {
+    match Catalog::offline(&zones(), crate::catalog::DEFAULT_SPOT_DISCOUNT) {
+        Ok(c) => c,
+        Err(e) => panic!("offline catalog: {e}"),
+    }
+}
+
+fn subnet(id: &str, zone: &str) -> Subnet {
+    Subnet {
+        id: id.into(),
+        zone: zone.into(),
+        zone_id: String::new(),
+        available_ips: 100,
+        tags: BTreeMap::new(),
+    }
+}
+
+/// Like the seed's `provisioner1` (spot, c/m families, team label, a dedicated taint) as the
+/// solver plans it for five pods: candidates cheapest first, one of them arm64.
+fn seed_claim() -> PlannedClaim {
+    PlannedClaim {
+        nodepool: "provisioner1".into(),
+        node_class: "default".into(),
+        instance_types: vec![
+            "c6i.2xlarge".into(),
+            "m6g.2xlarge".into(),
+            "c5.2xlarge".into(),
+            "m5.2xlarge".into(),
+        ],
+        instance_type: "c6i.2xlarge".into(),
+        capacity_type: CapacityType::Spot,
+        zone: "us-east-1a".into(),
+        price_per_hour: 0.136,
+        zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        capacity_types: vec![CapacityType::Spot, CapacityType::OnDemand],
+        pods: (1..=5).map(|i| format!("default/web-{i}")).collect(),
+        requests: Resources::default(),
+        daemon_overhead: Resources::default(),
+        allocatable: Resources::default(),
+        labels: [
+            ("karpenter.sh/capacity-type", "spot"),
+            ("karpenter.sh/nodepool", "provisioner1"),
+            ("team", "web"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: Some("web".into()),
+            effect: TaintEffect::NoSchedule,
+        }],
+        startup_taints: vec![Taint {
+            key: "node.cilium.io/agent-not-ready".into(),
+            value: Some("true".into()),
+            effect: TaintEffect::NoExecute,
+        }],
+        requirements: Requirements::default(),
+    }
+}
+
+fn subnets() -> BTreeMap<String, Subnet> {
+    // us-east-1b has no subnet discovered; us-east-1c is not among the claim's zones.
+    [("us-east-1a", "subnet-aaa"), ("us-east-1c", "subnet-ccc")]
+        .iter()
+        .map(|(z, id)| (z.to_string(), subnet(id, z)))
+        .collect()
+}
+
+fn template() -> LaunchTemplateRef {
+    LaunchTemplateRef {
+        id: "lt-0123".into(),
+        name: "nodewright/demo/0011223344556677".into(),
+    }
+}
+
+fn class_tags() -> BTreeMap<String, String> {
+    [("team", "web"), ("Name", "user-chosen-name")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_seed_like_claim_becomes_this_fleet_request() {
+    let req = fleet_request(
+        &seed_claim(),
+        &catalog(),
+        "nw-3f2a00000000",
+        &template(),
+        &subnets(),
+        "demo",
+        &class_tags(),
+    );
+    check_golden("fleet_request_seed", &format!("{req:#?}\n"));
+}
+
+#[test]
+fn only_types_of_the_cheapest_types_architecture_are_launched() {
+    let claim = seed_claim();
+    let (arch, types) = launch_types(&claim, &catalog());
+    assert_eq!(arch, "amd64");
+    assert_eq!(types, ["c6i.2xlarge", "c5.2xlarge", "m5.2xlarge"]);
+}
+
+#[test]
+fn overrides_are_types_times_claim_zones_with_a_subnet_and_an_offering() {
+    let mut cat = catalog();
+    let mut unavailable = UnavailableOfferings::default();
+    let now = std::time::SystemTime::UNIX_EPOCH;
+    unavailable.mark("c5.2xlarge", "us-east-1a", CapacityType::Spot, now);
+    unavailable.apply(&mut cat, now);
+    let req = fleet_request(
+        &seed_claim(),
+        &cat,
+        "nw-3f2a00000000",
+        &template(),
+        &subnets(),
+        "demo",
+        &BTreeMap::new(),
+    );
+    let got: Vec<(&str, &str, &str)> = req
+        .overrides
+        .iter()
+        .map(|o| {
+            (
+                o.instance_type.as_str(),
+                o.zone.as_str(),
+                o.subnet_id.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("c6i.2xlarge", "us-east-1a", "subnet-aaa"),
+            ("m5.2xlarge", "us-east-1a", "subnet-aaa"),
+        ]
+    );
+    assert_eq!(req.capacity_type, CapacityType::Spot);
+}
+
+#[test]
+fn the_client_token_repeats_for_the_same_request_and_changes_with_the_offer() {
+    let make = |cat: &Catalog| {
+        fleet_request(
+            &seed_claim(),
+            cat,
+            "nw-3f2a00000000",
+            &template(),
+            &subnets(),
+            "demo",
+            &BTreeMap::new(),
+        )
+        .client_token
+    };
+    let first = make(&catalog());
+    assert_eq!(first, make(&catalog()));
+    assert!(first.starts_with("nw-3f2a00000000-") && first.len() <= 64);
+    let mut cat = catalog();
+    let mut unavailable = UnavailableOfferings::default();
+    let now = std::time::SystemTime::UNIX_EPOCH;
+    unavailable.mark("c6i.2xlarge", "us-east-1a", CapacityType::Spot, now);
+    unavailable.apply(&mut cat, now);
+    assert_ne!(first, make(&cat));
+}
+
+#[test]
+fn class_tags_cannot_replace_nodewrights_own() {
+    let tags = instance_tags("demo", "provisioner1", "nw-1", &class_tags());
+    assert_eq!(
+        tags.get("Name").map(String::as_str),
+        Some("demo/provisioner1/nw-1")
+    );
+    assert_eq!(tags.get("team").map(String::as_str), Some("web"));
+    assert_eq!(
+        tags.get("kubernetes.io/cluster/demo").map(String::as_str),
+        Some("owned")
+    );
+}
+
+#[test]
+fn the_node_registers_with_the_claim_labels_the_claim_id_and_all_taints() {
+    let claim = seed_claim();
+    let labels = node_labels(&claim, "nw-1");
+    assert_eq!(
+        labels.get("nodewright.io/nodeclaim").map(String::as_str),
+        Some("nw-1")
+    );
+    assert_eq!(labels.len(), claim.labels.len() + 1);
+    let keys: Vec<String> = node_taints(&claim).into_iter().map(|t| t.key).collect();
+    assert_eq!(keys, ["dedicated", "node.cilium.io/agent-not-ready"]);
+}

@@ -1,0 +1,232 @@
+//! The catalog the provisioner solves against, built from what EC2 reports (types, zone
+//! offerings, spot prices) and kept for a few minutes in a warm container.
+//!
+//! On-demand prices come from a price table the caller passes in (the bundled us-east-1
+//! table, [`crate::catalog::bundled_instance_types`]). The AWS Pricing API is NOT called:
+//! in other regions on-demand prices are us-east-1's, which orders types correctly in most
+//! regions but is not the price the region charges.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, SystemTime};
+
+use crate::aws::{AwsError, InstanceTypeSource, SpotPrice, TypeOffering};
+use crate::catalog::{
+    CapacityType, Catalog, CatalogEntry, DEFAULT_SPOT_DISCOUNT, InstanceType, Offering,
+    estimated_spot_price,
+};
+
+/// How long EC2's answers are reused: instance types and offerings change on the scale of
+/// months, spot prices at most every few minutes (Karpenter refreshes its instance-type
+/// and pricing caches on a similar period).
+pub const CATALOG_TTL: Duration = Duration::from_secs(300);
+
+/// The catalog for `zones` (the zones of the discovered subnets): a type gets an
+/// on-demand offering in each zone EC2 offers it in when `on_demand_prices` has its price,
+/// and a spot offering where a spot price for (type, zone) is known (the newest one wins).
+/// A type with no offering left is dropped.
+///
+/// When EC2 reported no spot price at all (a region or emulator without spot price
+/// history), spot offerings of spot-capable types are estimated from on-demand with
+/// [`DEFAULT_SPOT_DISCOUNT`] and the catalog says so (`spot_prices_estimated`).
+pub fn build_catalog(
+    types: &[InstanceType],
+    offerings: &[TypeOffering],
+    spot_prices: &[SpotPrice],
+    on_demand_prices: &HashMap<String, f64>,
+    zones: &[String],
+) -> Catalog {
+    let wanted: BTreeSet<&str> = zones.iter().map(String::as_str).collect();
+    let mut offered: HashMap<&str, BTreeSet<&str>> = HashMap::new();
+    for o in offerings {
+        if wanted.contains(o.zone.as_str()) {
+            offered.entry(&o.instance_type).or_default().insert(&o.zone);
+        }
+    }
+    let mut spot: HashMap<(&str, &str), &SpotPrice> = HashMap::new();
+    for p in spot_prices {
+        if !(p.price.is_finite() && p.price > 0.0) {
+            continue;
+        }
+        let key = (p.instance_type.as_str(), p.zone.as_str());
+        match spot.get(&key) {
+            Some(kept) if kept.timestamp >= p.timestamp => {}
+            _ => {
+                spot.insert(key, p);
+            }
+        }
+    }
+    let estimated = spot_prices.is_empty();
+    let mut entries = Vec::new();
+    for it in types {
+        let Some(in_zones) = offered.get(it.name.as_str()) else {
+            continue;
+        };
+        let on_demand = on_demand_prices
+            .get(&it.name)
+            .copied()
+            .filter(|p| p.is_finite() && *p > 0.0);
+        let mut list = Vec::new();
+        for zone in zones.iter().filter(|z| in_zones.contains(z.as_str())) {
+            if let Some(price) = on_demand {
+                list.push(offering(zone, CapacityType::OnDemand, price));
+            }
+            let spot_price = match spot.get(&(it.name.as_str(), zone.as_str())) {
+                Some(p) => Some(p.price),
+                None if estimated && it.spot => {
+                    on_demand.map(|od| estimated_spot_price(od, DEFAULT_SPOT_DISCOUNT))
+                }
+                None => None,
+            };
+            if let Some(price) = spot_price {
+                list.push(offering(zone, CapacityType::Spot, price));
+            }
+        }
+        if !list.is_empty() {
+            entries.push(CatalogEntry {
+                instance_type: it.clone(),
+                offerings: list,
+            });
+        }
+    }
+    Catalog {
+        entries,
+        spot_prices_estimated: estimated,
+    }
+}
+
+fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
+    Offering {
+        zone: zone.to_string(),
+        capacity_type,
+        price,
+        available: true,
+    }
+}
+
+/// What EC2 said, as of `at`.
+#[derive(Debug, Clone)]
+struct Fetched {
+    at: SystemTime,
+    types: Vec<InstanceType>,
+    offerings: Vec<TypeOffering>,
+    spot_prices: Vec<SpotPrice>,
+}
+
+/// EC2's instance data, refreshed every [`CATALOG_TTL`]. A refresh that fails keeps the last
+/// good data (a catalog a few minutes old beats no launch at all); only a first load that
+/// fails is an error.
+#[derive(Debug)]
+pub struct LiveCatalog {
+    ttl: Duration,
+    on_demand_prices: HashMap<String, f64>,
+    fetched: Option<Fetched>,
+    /// The catalog last built, and the zones it was built for.
+    built: Option<(Vec<String>, SystemTime, Catalog)>,
+}
+
+/// How a [`LiveCatalog::get`] went, besides the catalog itself.
+#[derive(Debug, Default)]
+pub struct Refresh {
+    /// The refresh that failed, when stale data was used instead.
+    pub stale_because: Option<AwsError>,
+}
+
+impl LiveCatalog {
+    pub fn new(on_demand_prices: HashMap<String, f64>) -> LiveCatalog {
+        LiveCatalog::with_ttl(on_demand_prices, CATALOG_TTL)
+    }
+
+    pub fn with_ttl(on_demand_prices: HashMap<String, f64>, ttl: Duration) -> LiveCatalog {
+        LiveCatalog {
+            ttl,
+            on_demand_prices,
+            fetched: None,
+            built: None,
+        }
+    }
+
+    /// The catalog for `zones` at `now`, asking `source` again when the data is older
+    /// than the TTL (or `now` went backwards).
+    pub async fn get<S: InstanceTypeSource>(
+        &mut self,
+        source: &S,
+        zones: &[String],
+        now: SystemTime,
+    ) -> Result<(Catalog, Refresh), AwsError> {
+        let fresh = self
+            .fetched
+            .as_ref()
+            .is_some_and(|f| now.duration_since(f.at).is_ok_and(|age| age < self.ttl));
+        let mut refresh = Refresh::default();
+        if !fresh {
+            match fetch(source, now).await {
+                Ok(f) => {
+                    self.fetched = Some(f);
+                    self.built = None;
+                }
+                Err(e) if self.fetched.is_some() => refresh.stale_because = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(f) = &self.fetched else {
+            // Unreachable: either the fetch above succeeded or we returned its error.
+            return Ok((Catalog::default(), refresh));
+        };
+        if let Some((z, at, c)) = &self.built
+            && z == zones
+            && *at == f.at
+        {
+            return Ok((c.clone(), refresh));
+        }
+        let catalog = build_catalog(
+            &f.types,
+            &f.offerings,
+            &f.spot_prices,
+            &self.on_demand_prices,
+            zones,
+        );
+        self.built = Some((zones.to_vec(), f.at, catalog.clone()));
+        Ok((catalog, refresh))
+    }
+}
+
+async fn fetch<S: InstanceTypeSource>(source: &S, now: SystemTime) -> Result<Fetched, AwsError> {
+    Ok(Fetched {
+        at: now,
+        types: source.instance_types().await?,
+        offerings: source.offerings().await?,
+        spot_prices: source.spot_prices().await?,
+    })
+}
+
+/// The bundled us-east-1 on-demand prices by type name (see the module comment).
+pub fn bundled_on_demand_prices() -> Result<HashMap<String, f64>, crate::catalog::CatalogError> {
+    Ok(crate::catalog::bundled_instance_types()?
+        .into_iter()
+        .map(|(it, price)| (it.name, price))
+        .collect())
+}
+
+/// Offerings by (type, zone, capacity type) -> price, for tests and reports.
+pub fn price_table(catalog: &Catalog) -> BTreeMap<(String, String, CapacityType), f64> {
+    catalog
+        .entries
+        .iter()
+        .flat_map(|e| {
+            e.offerings.iter().map(|o| {
+                (
+                    (
+                        e.instance_type.name.clone(),
+                        o.zone.clone(),
+                        o.capacity_type,
+                    ),
+                    o.price,
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "live_catalog_tests.rs"]
+mod tests;

@@ -1,0 +1,254 @@
+use std::sync::Mutex;
+
+use super::*;
+use crate::aws::{ApiError, ErrorClass};
+
+fn it(name: &str, spot: bool) -> InstanceType {
+    InstanceType {
+        name: name.into(),
+        arch: "amd64".into(),
+        vcpu: 2,
+        memory_mib: 4096,
+        spot,
+        ..Default::default()
+    }
+}
+
+fn offered(ty: &str, zone: &str) -> TypeOffering {
+    TypeOffering {
+        instance_type: ty.into(),
+        zone: zone.into(),
+    }
+}
+
+fn spot(ty: &str, zone: &str, price: f64, at_secs: i64) -> SpotPrice {
+    SpotPrice {
+        instance_type: ty.into(),
+        zone: zone.into(),
+        price,
+        timestamp: jiff::Timestamp::from_second(at_secs).ok(),
+    }
+}
+
+fn zones(z: &[&str]) -> Vec<String> {
+    z.iter().map(|s| s.to_string()).collect()
+}
+
+type Key = (&'static str, &'static str, CapacityType);
+
+fn table(c: &Catalog) -> Vec<((String, String, CapacityType), f64)> {
+    price_table(c).into_iter().collect()
+}
+
+fn want(rows: &[(Key, f64)]) -> Vec<((String, String, CapacityType), f64)> {
+    let mut v: Vec<_> = rows
+        .iter()
+        .map(|((t, z, c), p)| ((t.to_string(), z.to_string(), *c), *p))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn offerings_come_from_zone_offerings_prices_and_the_subnet_zones() {
+    use CapacityType::{OnDemand as Od, Spot as S};
+    let types = [
+        it("m5.large", true),
+        it("c5.large", true),
+        it("x9.huge", true),
+    ];
+    let offerings = [
+        offered("m5.large", "us-east-1a"),
+        offered("m5.large", "us-east-1b"),
+        // A zone without a discovered subnet is left out.
+        offered("m5.large", "us-east-1c"),
+        offered("c5.large", "us-east-1b"),
+        // No on-demand price and no spot price: no offering, so no entry.
+        offered("x9.huge", "us-east-1a"),
+    ];
+    let spot_prices = [
+        spot("m5.large", "us-east-1a", 0.05, 100),
+        // The newest price wins, whatever the order EC2 lists them in.
+        spot("m5.large", "us-east-1a", 0.03, 200),
+        spot("m5.large", "us-east-1a", 0.04, 150),
+        spot("m5.large", "us-east-1c", 0.01, 100),
+    ];
+    let od: HashMap<String, f64> = [("m5.large".to_string(), 0.096), ("c5.large".into(), 0.085)]
+        .into_iter()
+        .collect();
+    let c = build_catalog(
+        &types,
+        &offerings,
+        &spot_prices,
+        &od,
+        &zones(&["us-east-1a", "us-east-1b"]),
+    );
+    assert!(!c.spot_prices_estimated);
+    assert_eq!(
+        table(&c),
+        want(&[
+            (("c5.large", "us-east-1b", Od), 0.085),
+            (("m5.large", "us-east-1a", Od), 0.096),
+            (("m5.large", "us-east-1a", S), 0.03),
+            (("m5.large", "us-east-1b", Od), 0.096),
+        ])
+    );
+    assert!(c.get("x9.huge").is_none());
+}
+
+#[test]
+fn a_type_without_an_on_demand_price_is_offered_as_spot_only() {
+    let types = [it("m7i.large", true)];
+    let offerings = [offered("m7i.large", "us-east-1a")];
+    let c = build_catalog(
+        &types,
+        &offerings,
+        &[spot("m7i.large", "us-east-1a", 0.04, 1)],
+        &HashMap::new(),
+        &zones(&["us-east-1a"]),
+    );
+    assert_eq!(
+        table(&c),
+        want(&[(("m7i.large", "us-east-1a", CapacityType::Spot), 0.04)])
+    );
+}
+
+#[test]
+fn without_any_spot_price_spot_is_estimated_from_on_demand_and_flagged() {
+    let types = [it("m5.large", true), it("t1.micro", false)];
+    let offerings = [
+        offered("m5.large", "us-east-1a"),
+        offered("t1.micro", "us-east-1a"),
+    ];
+    let od: HashMap<String, f64> = [("m5.large".to_string(), 0.1), ("t1.micro".into(), 0.02)]
+        .into_iter()
+        .collect();
+    let c = build_catalog(&types, &offerings, &[], &od, &zones(&["us-east-1a"]));
+    assert!(c.spot_prices_estimated);
+    let spot_m5 = price_table(&c)
+        .get(&("m5.large".into(), "us-east-1a".into(), CapacityType::Spot))
+        .copied();
+    assert_eq!(
+        spot_m5,
+        Some(estimated_spot_price(0.1, DEFAULT_SPOT_DISCOUNT))
+    );
+    // A type EC2 does not sell as spot gets no spot estimate.
+    assert!(!price_table(&c).contains_key(&(
+        "t1.micro".into(),
+        "us-east-1a".into(),
+        CapacityType::Spot
+    )));
+}
+
+/// A fake `InstanceTypeSource` that counts calls and fails on demand: it stands in for EC2
+/// only to test the cache's refresh logic, not EC2's answers.
+struct FakeInstanceTypeSource {
+    calls: Mutex<u32>,
+    failing: Mutex<bool>,
+    price: Mutex<f64>,
+}
+
+impl FakeInstanceTypeSource {
+    fn new() -> Self {
+        FakeInstanceTypeSource {
+            calls: Mutex::new(0),
+            failing: Mutex::new(false),
+            price: Mutex::new(0.05),
+        }
+    }
+    fn set_failing(&self, f: bool) {
+        if let Ok(mut x) = self.failing.lock() {
+            *x = f;
+        }
+    }
+    fn set_price(&self, p: f64) {
+        if let Ok(mut x) = self.price.lock() {
+            *x = p;
+        }
+    }
+    fn calls(&self) -> u32 {
+        self.calls.lock().map(|c| *c).unwrap_or(0)
+    }
+}
+
+impl InstanceTypeSource for FakeInstanceTypeSource {
+    async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
+        if let Ok(mut c) = self.calls.lock() {
+            *c += 1;
+        }
+        if self.failing.lock().map(|f| *f).unwrap_or(true) {
+            return Err(AwsError::DescribeInstanceTypes {
+                source: ApiError {
+                    class: ErrorClass::Throttled,
+                    code: Some("RequestLimitExceeded".into()),
+                    message: "slow down".into(),
+                    source: Box::new(std::io::Error::other("fake")),
+                },
+            });
+        }
+        Ok(vec![it("m5.large", true)])
+    }
+    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
+        Ok(vec![offered("m5.large", "us-east-1a")])
+    }
+    async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
+        let p = self.price.lock().map(|p| *p).unwrap_or(0.0);
+        Ok(vec![spot("m5.large", "us-east-1a", p, 1)])
+    }
+}
+
+fn spot_price_of(c: &Catalog) -> Option<f64> {
+    price_table(c)
+        .get(&("m5.large".into(), "us-east-1a".into(), CapacityType::Spot))
+        .copied()
+}
+
+#[tokio::test]
+async fn the_catalog_is_reused_for_five_minutes_then_refreshed() {
+    let src = FakeInstanceTypeSource::new();
+    let mut live = LiveCatalog::new(HashMap::new());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let z = zones(&["us-east-1a"]);
+    let first = live.get(&src, &z, t0).await.map(|(c, _)| spot_price_of(&c));
+    assert_eq!(first.ok().flatten(), Some(0.05));
+    src.set_price(0.07);
+    let cached = live.get(&src, &z, t0 + Duration::from_secs(299)).await;
+    assert_eq!(cached.ok().and_then(|(c, _)| spot_price_of(&c)), Some(0.05));
+    assert_eq!(src.calls(), 1);
+    let refreshed = live.get(&src, &z, t0 + CATALOG_TTL).await;
+    assert_eq!(
+        refreshed.ok().and_then(|(c, _)| spot_price_of(&c)),
+        Some(0.07)
+    );
+    assert_eq!(src.calls(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_refresh_keeps_the_last_good_catalog_and_says_why() {
+    let src = FakeInstanceTypeSource::new();
+    let mut live = LiveCatalog::new(HashMap::new());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let z = zones(&["us-east-1a"]);
+    assert!(live.get(&src, &z, t0).await.is_ok());
+    src.set_failing(true);
+    let stale = live.get(&src, &z, t0 + Duration::from_secs(600)).await;
+    let Ok((catalog, refresh)) = stale else {
+        panic!("a failed refresh must not lose the last good catalog")
+    };
+    assert_eq!(spot_price_of(&catalog), Some(0.05));
+    assert!(refresh.stale_because.is_some());
+    // The failure is not cached: the next call asks EC2 again.
+    let _ = live.get(&src, &z, t0 + Duration::from_secs(601)).await;
+    assert_eq!(src.calls(), 3);
+}
+
+#[tokio::test]
+async fn a_first_load_that_fails_is_an_error() {
+    let src = FakeInstanceTypeSource::new();
+    src.set_failing(true);
+    let mut live = LiveCatalog::new(HashMap::new());
+    let got = live
+        .get(&src, &zones(&["us-east-1a"]), SystemTime::UNIX_EPOCH)
+        .await;
+    assert!(got.is_err());
+}

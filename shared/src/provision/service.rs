@@ -1,0 +1,476 @@
+//! The provisioner: one poll reads the cluster and EC2, solves, and launches what the plan
+//! says. Everything it touches is behind the ports, so the same code runs against AWS and
+//! EKS, against moto and the simulated cluster, and against fakes for what neither can
+//! easily produce (insufficient capacity, throttling).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::batch::{Batch, BatchWindow};
+use super::in_flight::{in_flight, missing_nodeclaim_labels};
+use super::live_catalog::LiveCatalog;
+use super::node_template::ClusterFacts;
+use super::unavailable::UnavailableOfferings;
+use crate::api::{EC2NodeClass, NodePool, labels};
+use crate::aws::{
+    AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates,
+    NetworkDiscovery, Subnet, pick_subnet_per_zone,
+};
+use crate::catalog::CatalogError;
+use crate::kube::{
+    ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource, ObjectKind,
+    PodRef, PodSource, existing_nodes, usable,
+};
+use crate::scheduling::{Snapshot, solve};
+
+/// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
+/// each round keeps the offerings that just failed out of the plan.
+pub const MAX_LAUNCH_ROUNDS: usize = 3;
+
+#[derive(Debug, Clone)]
+pub struct ProvisionerSettings {
+    pub cluster: ClusterFacts,
+    /// For EC2NodeClasses that name neither `instanceProfile` nor a profile nodewright
+    /// could use for their `role`.
+    pub default_instance_profile: String,
+    pub batch: BatchWindow,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("reading {what} from the cluster failed")]
+    Kube {
+        what: &'static str,
+        #[source]
+        source: KubeError,
+    },
+    #[error("{what} failed")]
+    Aws {
+        what: &'static str,
+        #[source]
+        source: AwsError,
+    },
+    #[error("on-demand price table")]
+    Prices(#[source] CatalogError),
+}
+
+/// What one poll saw and did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PollReport {
+    pub pending_pods: usize,
+    /// The batching window is still open: look again after this long.
+    pub waiting: Option<Duration>,
+    pub claims: usize,
+    pub launched_instances: Vec<String>,
+    pub failed_claims: usize,
+    pub nominated_pods: usize,
+    pub unschedulable_pods: usize,
+    /// CreateFleet was throttled: launching stopped for this poll.
+    pub throttled: bool,
+    /// Per launched claim: from the first time one of its pods was seen pending to the
+    /// moment CreateFleet was sent.
+    pub pending_to_fleet: Vec<Duration>,
+    pub nodes_labelled: usize,
+}
+
+pub struct Provisioner<K, A> {
+    kube: K,
+    aws: A,
+    settings: ProvisionerSettings,
+    catalog: LiveCatalog,
+    unavailable: UnavailableOfferings,
+    /// Pending pod uid -> when this container first saw it pending.
+    first_seen: HashMap<String, SystemTime>,
+    /// Pending pods some solve already planned for; only others open the batching window.
+    handled: HashSet<String>,
+    /// (object, reason, message) already reported, so each poll does not repeat them.
+    warned: HashSet<(String, String)>,
+}
+
+/// Per poll, what each usable EC2NodeClass resolves to.
+pub(super) struct ClassNetwork {
+    pub(super) subnets: BTreeMap<String, Subnet>,
+}
+
+pub(super) enum ClaimOutcome {
+    Launched {
+        instances: Vec<crate::aws::LaunchedInstance>,
+        nodeclaim: String,
+        sent: SystemTime,
+    },
+    /// No instance: these (type, zone) offerings lacked capacity.
+    NoCapacity,
+    Throttled,
+    Failed(String),
+}
+
+impl<K, A> Provisioner<K, A>
+where
+    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
+    A: InstanceTypeSource
+        + NetworkDiscovery
+        + ImageResolver
+        + Fleet
+        + LaunchTemplates
+        + InstanceInventory
+        + Sync,
+{
+    /// A provisioner using the bundled us-east-1 on-demand prices (see
+    /// [`super::live_catalog`]).
+    pub fn new(kube: K, aws: A, settings: ProvisionerSettings) -> Result<Self, ProvisionError> {
+        let prices =
+            super::live_catalog::bundled_on_demand_prices().map_err(ProvisionError::Prices)?;
+        Ok(Self::with_catalog(
+            kube,
+            aws,
+            settings,
+            LiveCatalog::new(prices),
+        ))
+    }
+
+    pub fn with_catalog(
+        kube: K,
+        aws: A,
+        settings: ProvisionerSettings,
+        catalog: LiveCatalog,
+    ) -> Self {
+        Provisioner {
+            kube,
+            aws,
+            settings,
+            catalog,
+            unavailable: UnavailableOfferings::default(),
+            first_seen: HashMap::new(),
+            handled: HashSet::new(),
+            warned: HashSet::new(),
+        }
+    }
+
+    pub fn kube(&self) -> &K {
+        &self.kube
+    }
+
+    pub fn aws(&self) -> &A {
+        &self.aws
+    }
+
+    pub async fn poll(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
+        let started = Instant::now();
+        let mut report = PollReport::default();
+        let kube_err = |what| move |source| ProvisionError::Kube { what, source };
+        let aws_err = |what| move |source| ProvisionError::Aws { what, source };
+
+        let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
+        let (pools, classes, dropped) = usable(&config.inputs, &config.problems);
+        for (object, why) in dropped {
+            self.report_dropped(&object, &why).await;
+        }
+
+        let pending = self
+            .kube
+            .pending_pods()
+            .await
+            .map_err(kube_err("pending pods"))?;
+        report.pending_pods = pending.len();
+        let uids: HashSet<String> = pending.iter().map(pod_uid).collect();
+        self.first_seen.retain(|uid, _| uids.contains(uid));
+        self.handled.retain(|uid| uids.contains(uid));
+        self.warned
+            .retain(|(object, _)| !object.starts_with("pod:") || uids.contains(&object[4..]));
+        if pending.is_empty() {
+            return Ok(report);
+        }
+        for uid in &uids {
+            self.first_seen.entry(uid.clone()).or_insert(now);
+        }
+        if let Some(wait) = self.batch_wait(&uids, now) {
+            report.waiting = Some(wait);
+            return Ok(report);
+        }
+
+        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
+        let daemon_sets = self
+            .kube
+            .daemon_sets()
+            .await
+            .map_err(kube_err("DaemonSets"))?;
+        let bound = self
+            .kube
+            .bound_pods_by_node()
+            .await
+            .map_err(kube_err("bound pods"))?;
+        let owned = self
+            .aws
+            .list_owned()
+            .await
+            .map_err(aws_err("listing owned instances"))?;
+
+        for (node, claim) in missing_nodeclaim_labels(&nodes, &owned) {
+            match self.kube.label(&node, labels::NODECLAIM, &claim).await {
+                Ok(()) => report.nodes_labelled += 1,
+                Err(e) => {
+                    tracing::warn!(node, nodeclaim = claim, error = %e, "labelling node failed")
+                }
+            }
+        }
+
+        let (networks, classes) = self.discover_networks(classes).await;
+        let pools: Vec<NodePool> = pools
+            .into_iter()
+            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
+            .collect();
+        let mut zones: Vec<String> = networks
+            .values()
+            .flat_map(|n| n.subnets.keys().cloned())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        let (mut catalog, refresh) = self
+            .catalog
+            .get(&self.aws, &zones, now)
+            .await
+            .map_err(aws_err("building the instance catalog"))?;
+        if let Some(e) = refresh.stale_because {
+            tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
+        }
+        self.unavailable.apply(&mut catalog, now);
+
+        let (mut snapshot, pod_errors) = Snapshot::from_k8s(&pending, &daemon_sets);
+        for e in pod_errors {
+            tracing::warn!(
+                pod = e.pod,
+                field = e.field,
+                message = e.message,
+                "pod cannot be planned for"
+            );
+        }
+        let flying = in_flight(
+            &owned,
+            &nodes,
+            &catalog,
+            &pools,
+            &classes,
+            &snapshot.daemon_sets,
+        );
+        snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
+
+        let by_key: HashMap<String, &Pod> = pending.iter().map(|p| (pod_key(p), p)).collect();
+        let mut unschedulable: Vec<(String, String)> = Vec::new();
+        let mut images: HashMap<String, Result<Vec<Image>, String>> = HashMap::new();
+        for round in 0..MAX_LAUNCH_ROUNDS {
+            let plan = solve(&snapshot, &catalog, &pools, &classes);
+            report.claims += plan.node_claims.len();
+            report.nominated_pods += plan.nominations.iter().map(|n| n.pods.len()).sum::<usize>();
+            for key in plan
+                .node_claims
+                .iter()
+                .flat_map(|c| &c.pods)
+                .chain(plan.nominations.iter().flat_map(|n| &n.pods))
+            {
+                if let Some(p) = by_key.get(key) {
+                    self.handled.insert(pod_uid(p));
+                }
+            }
+            unschedulable.extend(
+                plan.unschedulable
+                    .iter()
+                    .map(|u| (u.pod.clone(), u.reason.clone())),
+            );
+            let mut retry: HashSet<String> = HashSet::new();
+            let mut launched_now: Vec<InFlight> = Vec::new();
+            for claim in &plan.node_claims {
+                let outcome = self
+                    .launch(
+                        claim,
+                        &catalog,
+                        &classes,
+                        &networks,
+                        &by_key,
+                        &mut images,
+                        now,
+                        started,
+                    )
+                    .await;
+                match outcome {
+                    ClaimOutcome::Launched {
+                        instances,
+                        nodeclaim,
+                        sent,
+                    } => {
+                        let first = claim
+                            .pods
+                            .iter()
+                            .filter_map(|k| by_key.get(k))
+                            .filter_map(|p| self.first_seen.get(&pod_uid(p)))
+                            .min()
+                            .copied()
+                            .unwrap_or(now);
+                        report
+                            .pending_to_fleet
+                            .push(sent.duration_since(first).unwrap_or_default());
+                        for i in &instances {
+                            report.launched_instances.push(i.id.clone());
+                            launched_now.push(InFlight {
+                                instance_id: i.id.clone(),
+                                instance_type: i.instance_type.clone(),
+                                zone: i.zone.clone(),
+                                capacity_type: Some(i.capacity_type),
+                                nodepool: Some(claim.nodepool.clone()),
+                                nodeclaim: nodeclaim.clone(),
+                                labels: claim.labels.clone(),
+                                taints: claim.taints.clone(),
+                                capacity: catalog
+                                    .get(&i.instance_type)
+                                    .map(|e| e.instance_type.capacity(None))
+                                    .unwrap_or_default(),
+                                allocatable: claim.allocatable.clone(),
+                            });
+                        }
+                    }
+                    ClaimOutcome::NoCapacity => {
+                        report.failed_claims += 1;
+                        retry.extend(claim.pods.iter().cloned());
+                    }
+                    ClaimOutcome::Throttled => {
+                        report.failed_claims += 1;
+                        report.throttled = true;
+                        break;
+                    }
+                    ClaimOutcome::Failed(why) => {
+                        report.failed_claims += 1;
+                        unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
+                    }
+                }
+            }
+            if report.throttled || retry.is_empty() {
+                break;
+            }
+            if round + 1 == MAX_LAUNCH_ROUNDS {
+                let why = format!(
+                    "no capacity for any offering after {MAX_LAUNCH_ROUNDS} attempts; will retry"
+                );
+                unschedulable.extend(retry.into_iter().map(|p| (p, why.clone())));
+                break;
+            }
+            self.unavailable.apply(&mut catalog, now);
+            snapshot.pods.retain(|d| retry.contains(&d.key()));
+            let mut extra = existing_nodes(&[], &HashMap::new(), &launched_now);
+            snapshot.nodes.append(&mut extra);
+        }
+
+        report.unschedulable_pods = unschedulable.len();
+        for (key, reason) in unschedulable {
+            let Some(pod) = by_key.get(&key) else {
+                continue;
+            };
+            let uid = pod_uid(pod);
+            if self.warned.insert((format!("pod:{uid}"), reason.clone())) {
+                tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
+                self.kube
+                    .pod_event(
+                        &PodRef::of(pod),
+                        "FailedScheduling",
+                        &reason,
+                        EventType::Warning,
+                    )
+                    .await;
+            }
+        }
+        Ok(report)
+    }
+
+    /// `Some(wait)` while the batching window over pods no solve has planned for is open.
+    fn batch_wait(&self, uids: &HashSet<String>, now: SystemTime) -> Option<Duration> {
+        let fresh: Vec<SystemTime> = uids
+            .iter()
+            .filter(|u| !self.handled.contains(*u))
+            .filter_map(|u| self.first_seen.get(u))
+            .copied()
+            .collect();
+        let (first, last) = (fresh.iter().min()?, fresh.iter().max()?);
+        let offset = |t: &SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        match self
+            .settings
+            .batch
+            .decide(offset(first), offset(last), offset(&now))
+        {
+            Batch::Ready => None,
+            Batch::Wait(d) => Some(d),
+        }
+    }
+
+    async fn report_dropped(&mut self, object: &str, why: &str) {
+        if !self.warned.insert((object.to_string(), why.to_string())) {
+            return;
+        }
+        tracing::warn!(object, reason = why, "configuration skipped");
+        let (kind, name) = match object.split_once('/') {
+            Some(("EC2NodeClass", name)) => (ObjectKind::EC2NodeClass, name),
+            Some((_, name)) => (ObjectKind::NodePool, name),
+            None => (ObjectKind::NodePool, object),
+        };
+        self.kube
+            .object_event(kind, name, "InvalidConfiguration", why, EventType::Warning)
+            .await;
+    }
+
+    /// Subnets per usable class; a class whose subnets cannot be found (or that has none)
+    /// is reported and left out, with the NodePools that use it.
+    async fn discover_networks(
+        &mut self,
+        classes: Vec<EC2NodeClass>,
+    ) -> (HashMap<String, ClassNetwork>, Vec<EC2NodeClass>) {
+        let mut networks = HashMap::new();
+        let mut kept = Vec::new();
+        for class in classes {
+            let name = class.metadata.name.clone();
+            match self.aws.subnets(&class.spec.subnet_selector_terms).await {
+                Ok(found) if !found.is_empty() => {
+                    networks.insert(
+                        name,
+                        ClassNetwork {
+                            subnets: pick_subnet_per_zone(&found),
+                        },
+                    );
+                    kept.push(class);
+                }
+                Ok(_) => {
+                    self.report_dropped(
+                        &format!("EC2NodeClass/{name}"),
+                        "spec.subnetSelectorTerms: no subnet matches",
+                    )
+                    .await
+                }
+                Err(e) => {
+                    self.report_dropped(
+                        &format!("EC2NodeClass/{name}"),
+                        &format!("subnet discovery failed: {e}"),
+                    )
+                    .await
+                }
+            }
+        }
+        (networks, kept)
+    }
+}
+
+pub(super) fn pod_uid(p: &Pod) -> String {
+    p.metadata.uid.clone().unwrap_or_else(|| pod_key(p))
+}
+
+fn pod_key(p: &Pod) -> String {
+    format!(
+        "{}/{}",
+        p.metadata.namespace.as_deref().unwrap_or("default"),
+        p.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+#[path = "service_launch.rs"]
+mod launch_claim;
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;

@@ -1,0 +1,218 @@
+//! Launching one planned claim: AMI, security groups, user data and launch template, then
+//! CreateFleet with the claim's deterministic id; insufficient capacity is remembered.
+
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
+use super::super::node_template::{NodeTemplateInput, launch_template_spec};
+use super::super::nodeclaim::nodeclaim_id;
+use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
+use crate::api::EC2NodeClass;
+use crate::aws::{
+    AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceTypeSource,
+    LaunchTemplates, NetworkDiscovery,
+};
+use crate::catalog::Catalog;
+use crate::kube::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, PodRef, PodSource};
+use crate::scheduling::PlannedClaim;
+
+impl<K, A> Provisioner<K, A>
+where
+    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
+    A: InstanceTypeSource
+        + NetworkDiscovery
+        + ImageResolver
+        + Fleet
+        + LaunchTemplates
+        + InstanceInventory
+        + Sync,
+{
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn launch(
+        &mut self,
+        claim: &PlannedClaim,
+        catalog: &Catalog,
+        classes: &[EC2NodeClass],
+        networks: &HashMap<String, ClassNetwork>,
+        by_key: &HashMap<String, &Pod>,
+        images: &mut HashMap<String, Result<Vec<Image>, String>>,
+        now: SystemTime,
+        started: Instant,
+    ) -> ClaimOutcome {
+        let failed = |what: &str, e: &AwsError| {
+            if e.class() == ErrorClass::Throttled {
+                ClaimOutcome::Throttled
+            } else {
+                ClaimOutcome::Failed(format!("{what}: {e}"))
+            }
+        };
+        let (Some(class), Some(network)) = (
+            classes.iter().find(|c| c.metadata.name == claim.node_class),
+            networks.get(&claim.node_class),
+        ) else {
+            return ClaimOutcome::Failed(format!(
+                "EC2NodeClass {} is not usable",
+                claim.node_class
+            ));
+        };
+        let (arch, _) = launch_types(claim, catalog);
+        let version = self.settings.cluster.kubernetes_version.clone();
+        if !images.contains_key(&claim.node_class) {
+            let resolved = self
+                .aws
+                .resolve(&class.spec.ami_selector_terms, &version)
+                .await;
+            if let Err(e) = &resolved
+                && e.class() == ErrorClass::Throttled
+            {
+                return ClaimOutcome::Throttled;
+            }
+            images.insert(
+                claim.node_class.clone(),
+                resolved.map_err(|e| e.to_string()),
+            );
+        }
+        let image = match images.get(&claim.node_class) {
+            Some(Ok(list)) => match list.iter().find(|i| i.arch == arch) {
+                Some(i) => i.id.clone(),
+                None => {
+                    return ClaimOutcome::Failed(format!(
+                        "EC2NodeClass {}: spec.amiSelectorTerms select no {arch} image for Kubernetes {version}",
+                        claim.node_class
+                    ));
+                }
+            },
+            Some(Err(e)) => {
+                return ClaimOutcome::Failed(format!(
+                    "resolving AMIs of EC2NodeClass {}: {e}",
+                    claim.node_class
+                ));
+            }
+            None => return ClaimOutcome::Failed("AMI resolution did not run".into()),
+        };
+        let groups = match self
+            .aws
+            .security_groups(&class.spec.security_group_selector_terms)
+            .await
+        {
+            Ok(g) => g.into_iter().map(|g| g.id).collect(),
+            Err(e) => return failed("security group discovery", &e),
+        };
+        let uids: Vec<String> = claim
+            .pods
+            .iter()
+            .map(|k| {
+                by_key
+                    .get(k)
+                    .map(|p| pod_uid(p))
+                    .unwrap_or_else(|| k.clone())
+            })
+            .collect();
+        let nodeclaim = nodeclaim_id(&claim.nodepool, uids.iter().map(String::as_str));
+        let input = NodeTemplateInput {
+            class_name: &claim.node_class,
+            spec: &class.spec,
+            cluster: &self.settings.cluster,
+            image_id: &image,
+            security_group_ids: groups,
+            default_instance_profile: &self.settings.default_instance_profile,
+            labels: node_labels(claim, &nodeclaim),
+            taints: node_taints(claim),
+        };
+        let spec = match launch_template_spec(&input) {
+            Ok(s) => s,
+            Err(e) => return ClaimOutcome::Failed(e.to_string()),
+        };
+        let template = match self.aws.ensure_launch_template(&spec).await {
+            Ok(t) => t,
+            Err(e) => return failed("launch template", &e),
+        };
+        let request = fleet_request(
+            claim,
+            catalog,
+            &nodeclaim,
+            &template,
+            &network.subnets,
+            &self.settings.cluster.name,
+            &class.spec.tags,
+        );
+        if request.overrides.is_empty() {
+            return ClaimOutcome::Failed(format!(
+                "no subnet of EC2NodeClass {} is in a zone where the planned types are offered ({})",
+                claim.node_class,
+                claim.zones.join(", ")
+            ));
+        }
+        let sent = now + started.elapsed();
+        let outcome = match self.aws.create_fleet(&request).await {
+            Ok(o) => o,
+            Err(e) => return failed("CreateFleet", &e),
+        };
+        for e in &outcome.errors {
+            if e.class == ErrorClass::InsufficientCapacity && !e.instance_type.is_empty() {
+                self.unavailable
+                    .mark(&e.instance_type, &e.zone, request.capacity_type, now);
+            }
+        }
+        if let Some(first) = outcome.instances.first() {
+            let message = format!(
+                "Launching {} {} in {} for {} pods, node claim {}",
+                first.instance_type,
+                first.capacity_type,
+                first.zone,
+                claim.pods.len(),
+                nodeclaim
+            );
+            tracing::info!(
+                instance_type = first.instance_type,
+                capacity_type = %first.capacity_type,
+                zone = first.zone,
+                pods = claim.pods.len(),
+                nodeclaim,
+                instance_id = first.id,
+                nodepool = claim.nodepool,
+                "launching"
+            );
+            for key in &claim.pods {
+                if let Some(p) = by_key.get(key) {
+                    self.kube
+                        .pod_event(&PodRef::of(p), "Launching", &message, EventType::Normal)
+                        .await;
+                }
+            }
+            return ClaimOutcome::Launched {
+                instances: outcome.instances,
+                nodeclaim,
+                sent,
+            };
+        }
+        if outcome
+            .errors
+            .iter()
+            .any(|e| e.class == ErrorClass::Throttled)
+        {
+            return ClaimOutcome::Throttled;
+        }
+        if outcome
+            .errors
+            .iter()
+            .any(|e| e.class == ErrorClass::InsufficientCapacity)
+        {
+            tracing::warn!(
+                nodeclaim,
+                errors = outcome.errors.len(),
+                "no capacity for any offering of the claim"
+            );
+            return ClaimOutcome::NoCapacity;
+        }
+        let first_error = outcome
+            .errors
+            .first()
+            .map(|e| format!("{}: {}", e.code, e.message))
+            .unwrap_or_default();
+        ClaimOutcome::Failed(format!("CreateFleet launched nothing: {first_error}"))
+    }
+}

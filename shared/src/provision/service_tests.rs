@@ -1,0 +1,402 @@
+//! Service tests over fake ports, only for what the real world (moto, the simulated
+//! cluster) cannot easily produce: insufficient capacity and throttled CreateFleet calls.
+//! The end-to-end scale-up story is tested against moto and the simulated cluster.
+
+use std::sync::Mutex;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::Node;
+
+use super::*;
+use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
+use crate::aws::{
+    ApiError, ErrorClass, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef,
+    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, SecurityGroup, SpotPrice,
+    TerminateOutcome, TypeOffering,
+};
+use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
+use crate::kube::{ConfigLoad, ConfigOrigin, DefaultPoolParams, default_pool_inputs};
+
+const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
+
+/// A fake cluster: fixed pending pods and a default NodePool; records events.
+struct FakeCluster {
+    pending: Vec<Pod>,
+    events: Mutex<Vec<(String, String, String)>>,
+}
+
+impl PodSource for FakeCluster {
+    async fn pending_pods(&self) -> Result<Vec<Pod>, KubeError> {
+        Ok(self.pending.clone())
+    }
+    async fn bound_pods_by_node(&self) -> Result<HashMap<String, Vec<Pod>>, KubeError> {
+        Ok(HashMap::new())
+    }
+}
+
+impl NodeSource for FakeCluster {
+    async fn nodes(&self) -> Result<Vec<Node>, KubeError> {
+        Ok(vec![])
+    }
+    async fn daemon_sets(&self) -> Result<Vec<DaemonSet>, KubeError> {
+        Ok(vec![])
+    }
+}
+
+impl ConfigSource for FakeCluster {
+    async fn load(&self) -> Result<ConfigLoad, KubeError> {
+        let (inputs, problems) = default_pool_inputs(&DefaultPoolParams {
+            cluster_name: "demo".into(),
+            node_role: "demo-node".into(),
+            architectures: vec!["amd64".into()],
+            ami_alias: "al2023@latest".into(),
+            ..Default::default()
+        });
+        Ok(ConfigLoad {
+            inputs,
+            problems,
+            source: ConfigOrigin::Default,
+        })
+    }
+}
+
+impl EventSink for FakeCluster {
+    async fn pod_event(&self, pod: &PodRef, reason: &str, message: &str, _: EventType) {
+        if let Ok(mut e) = self.events.lock() {
+            e.push((pod.name.clone(), reason.into(), message.into()));
+        }
+    }
+    async fn object_event(
+        &self,
+        _: ObjectKind,
+        name: &str,
+        reason: &str,
+        message: &str,
+        _: EventType,
+    ) {
+        if let Ok(mut e) = self.events.lock() {
+            e.push((name.into(), reason.into(), message.into()));
+        }
+    }
+}
+
+impl NodeOps for FakeCluster {
+    async fn taint(&self, _: &str, _: &Taint) -> Result<(), KubeError> {
+        Ok(())
+    }
+    async fn cordon(&self, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+    async fn label(&self, _: &str, _: &str, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
+}
+
+/// How the fake fleet answers each CreateFleet call, in order.
+#[derive(Clone, Copy)]
+enum Answer {
+    NoCapacityAnywhere,
+    Launch,
+    Throttle,
+}
+
+/// A fake AWS: a few bundled types in two zones, one subnet per zone, and a scripted
+/// CreateFleet that records every request.
+struct FakeAws {
+    types: Vec<InstanceType>,
+    script: Mutex<Vec<Answer>>,
+    requests: Mutex<Vec<FleetRequest>>,
+}
+
+impl FakeAws {
+    fn new(type_names: &[&str], script: Vec<Answer>) -> Self {
+        let types = bundled_instance_types()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(t, _)| t)
+            .filter(|t| type_names.contains(&t.name.as_str()))
+            .collect();
+        FakeAws {
+            types,
+            script: Mutex::new(script),
+            requests: Mutex::new(vec![]),
+        }
+    }
+    fn requests(&self) -> Vec<FleetRequest> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl InstanceTypeSource for FakeAws {
+    async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
+        Ok(self.types.clone())
+    }
+    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
+        Ok(self
+            .types
+            .iter()
+            .flat_map(|t| {
+                ZONES.iter().map(|z| TypeOffering {
+                    instance_type: t.name.clone(),
+                    zone: z.to_string(),
+                })
+            })
+            .collect())
+    }
+    async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
+        Ok(vec![])
+    }
+}
+
+impl NetworkDiscovery for FakeAws {
+    async fn subnets(&self, _: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
+        Ok(ZONES
+            .iter()
+            .map(|z| Subnet {
+                id: format!("subnet-{z}"),
+                zone: z.to_string(),
+                zone_id: String::new(),
+                available_ips: 100,
+                tags: Default::default(),
+            })
+            .collect())
+    }
+    async fn security_groups(&self, _: &[SelectorTerm]) -> Result<Vec<SecurityGroup>, AwsError> {
+        Ok(vec![SecurityGroup {
+            id: "sg-1".into(),
+            name: "nodes".into(),
+        }])
+    }
+}
+
+impl ImageResolver for FakeAws {
+    async fn resolve(&self, _: &[AmiSelectorTerm], _: &str) -> Result<Vec<Image>, AwsError> {
+        Ok(vec![Image {
+            id: "ami-amd64".into(),
+            name: "al2023".into(),
+            arch: "amd64".into(),
+            creation_date: "2026-01-01T00:00:00.000Z".into(),
+        }])
+    }
+}
+
+impl LaunchTemplates for FakeAws {
+    async fn ensure_launch_template(
+        &self,
+        spec: &LaunchTemplateSpec,
+    ) -> Result<LaunchTemplateRef, AwsError> {
+        Ok(LaunchTemplateRef {
+            id: "lt-1".into(),
+            name: spec.name("demo"),
+        })
+    }
+    async fn delete_unused_launch_templates(
+        &self,
+        _: &HashSet<String>,
+    ) -> Result<Vec<String>, AwsError> {
+        Ok(vec![])
+    }
+}
+
+impl InstanceInventory for FakeAws {
+    async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
+        Ok(vec![])
+    }
+    async fn terminate(&self, _: &[String]) -> Result<TerminateOutcome, AwsError> {
+        Ok(TerminateOutcome::default())
+    }
+    async fn create_tags(
+        &self,
+        _: &[String],
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), AwsError> {
+        Ok(())
+    }
+}
+
+impl Fleet for FakeAws {
+    async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
+        let n = match self.requests.lock() {
+            Ok(mut r) => {
+                r.push(request.clone());
+                r.len()
+            }
+            Err(_) => 0,
+        };
+        let answer = self
+            .script
+            .lock()
+            .ok()
+            .and_then(|s| s.get(n.saturating_sub(1)).copied())
+            .unwrap_or(Answer::Launch);
+        match answer {
+            Answer::Launch => {
+                let o = &request.overrides[0];
+                Ok(FleetOutcome {
+                    instances: vec![LaunchedInstance {
+                        id: format!("i-{n:08x}"),
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                        capacity_type: request.capacity_type,
+                    }],
+                    errors: vec![],
+                })
+            }
+            Answer::NoCapacityAnywhere => Ok(FleetOutcome {
+                instances: vec![],
+                errors: request
+                    .overrides
+                    .iter()
+                    .map(|o| FleetError {
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                        code: "InsufficientInstanceCapacity".into(),
+                        message: "no capacity".into(),
+                        class: ErrorClass::InsufficientCapacity,
+                    })
+                    .collect(),
+            }),
+            Answer::Throttle => Err(AwsError::CreateFleet {
+                client_token: request.client_token.clone(),
+                source: ApiError {
+                    class: ErrorClass::Throttled,
+                    code: Some("RequestLimitExceeded".into()),
+                    message: "Request limit exceeded.".into(),
+                    source: Box::new(std::io::Error::other("fake")),
+                },
+            }),
+        }
+    }
+}
+
+fn pod(name: &str, cpu: &str) -> Pod {
+    let value = serde_json::json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"containers": [{"name": "app", "image": "app",
+            "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}}}]},
+        "status": {"phase": "Pending"},
+    });
+    match serde_json::from_value(value) {
+        Ok(p) => p,
+        Err(e) => panic!("test pod: {e}"),
+    }
+}
+
+fn provisioner(pending: Vec<Pod>, aws: FakeAws) -> Provisioner<FakeCluster, FakeAws> {
+    let settings = ProvisionerSettings {
+        cluster: ClusterFacts {
+            name: "demo".into(),
+            endpoint: "https://demo.eks.example.com".into(),
+            ca_bundle_base64: "Y2E=".into(),
+            service_cidr: "10.100.0.0/16".into(),
+            kubernetes_version: "1.31".into(),
+        },
+        default_instance_profile: "demo-node".into(),
+        batch: BatchWindow {
+            idle: Duration::ZERO,
+            max: Duration::ZERO,
+        },
+    };
+    let cluster = FakeCluster {
+        pending,
+        events: Mutex::new(vec![]),
+    };
+    match Provisioner::new(cluster, aws, settings) {
+        Ok(p) => p,
+        Err(e) => panic!("provisioner: {e}"),
+    }
+}
+
+fn offered(r: &FleetRequest) -> HashSet<(String, String, CapacityType)> {
+    r.overrides
+        .iter()
+        .map(|o| (o.instance_type.clone(), o.zone.clone(), r.capacity_type))
+        .collect()
+}
+
+#[tokio::test]
+async fn after_insufficient_capacity_the_same_poll_relaunches_on_other_offerings() {
+    let aws = FakeAws::new(
+        &["m5.large", "c5.large", "m5.xlarge"],
+        vec![Answer::NoCapacityAnywhere, Answer::Launch],
+    );
+    let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let report = match p.poll(now).await {
+        Ok(r) => r,
+        Err(e) => panic!("poll: {e}"),
+    };
+    let requests = p.aws().requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let (first, second) = (&requests[0], &requests[1]);
+    assert!(
+        offered(first).is_disjoint(&offered(second)),
+        "{first:#?} {second:#?}"
+    );
+    assert!(!offered(second).is_empty());
+    assert_ne!(first.client_token, second.client_token);
+    // Both attempts are the same node claim.
+    assert_eq!(
+        first.tags.get(labels::NODECLAIM),
+        second.tags.get(labels::NODECLAIM)
+    );
+    assert_eq!(report.launched_instances, ["i-00000002"]);
+    assert_eq!((report.claims, report.failed_claims), (2, 1));
+    assert_eq!(report.pending_to_fleet.len(), 1);
+    let events = p
+        .kube()
+        .events
+        .lock()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    assert!(
+        events.iter().any(|(pod, reason, msg)| pod == "web-1"
+            && reason == "Launching"
+            && msg.contains("for 1 pods")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_throttled_create_fleet_stops_launching_for_this_poll() {
+    // 1.5 vCPU each on 2-vCPU types: every pod needs its own node, so three claims.
+    let aws = FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Throttle]);
+    let pending = vec![pod("a", "1500m"), pod("b", "1500m"), pod("c", "1500m")];
+    let mut p = provisioner(pending, aws);
+    let report = match p
+        .poll(SystemTime::UNIX_EPOCH + Duration::from_secs(1))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => panic!("poll: {e}"),
+    };
+    assert_eq!(report.claims, 3);
+    assert!(report.throttled);
+    assert_eq!(p.aws().requests().len(), 1);
+    assert!(report.launched_instances.is_empty());
+}
+
+#[tokio::test]
+async fn capacity_that_never_comes_is_reported_once_per_pod_not_every_poll() {
+    let aws = FakeAws::new(&["m5.large"], vec![Answer::NoCapacityAnywhere; 100]);
+    let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    for i in 0..2 {
+        if let Err(e) = p.poll(t0 + Duration::from_secs(5 * i)).await {
+            panic!("poll: {e}")
+        }
+    }
+    let events = p
+        .kube()
+        .events
+        .lock()
+        .map(|e| e.clone())
+        .unwrap_or_default();
+    let warnings: Vec<_> = events
+        .iter()
+        .filter(|(_, r, _)| r == "FailedScheduling")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events:?}");
+    // m5.large spot, then on-demand, each in both zones at once: nothing is left after two.
+    assert_eq!(p.aws().requests().len(), 2);
+}
