@@ -117,6 +117,11 @@ impl Template {
         let mut template_labels = pool.spec.template.metadata.labels.clone();
         template_labels.insert(labels::NODEPOOL.into(), name.clone());
         let mut requirements = Requirements::from_api(&spec.requirements);
+        // Karpenter launches on-demand when a NodePool does not name a capacity type; spot
+        // must be asked for.
+        if requirements.get(labels::CAPACITY_TYPE).is_none() {
+            requirements.add(labels::CAPACITY_TYPE, Requirement::in_values([labels::ON_DEMAND.to_string()]));
+        }
         for (k, v) in &template_labels {
             requirements.add(k, Requirement::in_values([v.clone()]));
         }
