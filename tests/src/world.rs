@@ -95,6 +95,7 @@ pub mod provisioner {
     use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
     use nodewright::provision::{AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings};
     use nodewright_provisioner::{HandlerConfig, State};
+    use base64::Engine as _;
     use serde_json::{Value, json};
 
     use super::World;
@@ -128,8 +129,10 @@ pub mod provisioner {
                 cluster: ClusterFacts {
                     name: cluster.clone(),
                     endpoint: self.sim.url(),
-                    // moto's cluster CA is random text; user data only carries it through.
-                    ca_bundle_base64: String::new(),
+                    // The simulated cluster serves plain HTTP, so nodes need no CA; the user
+                    // data still carries one, as on EKS. A placeholder, named as such.
+                    ca_bundle_base64: base64::engine::general_purpose::STANDARD
+                        .encode("placeholder CA of the simulated cluster (plain HTTP)\n"),
                     service_cidr: SERVICE_CIDR.into(),
                     kubernetes_version: self.seeded.kubernetes_version.clone(),
                 },

@@ -65,6 +65,7 @@ async fn let_nodes_join(world: &World) {
 }
 
 async fn start(cluster: &str) -> World {
+    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("nodewright=info").try_init();
     let config = SimConfig { clock: SimClock::manual(), crds_installed: true, ..SimConfig::default() };
     World::start(cluster, config).await.expect("the local world starts")
 }

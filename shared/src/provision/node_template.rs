@@ -28,7 +28,7 @@ pub enum NodeTemplateError {
         field: &'static str,
         reason: String,
     },
-    #[error("EC2NodeClass {class}: user data")]
+    #[error("EC2NodeClass {class}: user data: {source}")]
     UserData {
         class: String,
         #[source]

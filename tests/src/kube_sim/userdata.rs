@@ -57,15 +57,24 @@ pub fn parse_user_data(text: &str) -> RegistrationFlags {
     out
 }
 
-/// Values of `--flag=value` occurrences; a value ends at whitespace, a quote or `]`.
+/// Values of `--flag=value` occurrences. A plain value ends at whitespace, a quote or `]`;
+/// a quoted one (`--node-labels="a=b,c=d"`, as Karpenter and nodewright write them for
+/// systemd, possibly escaped as `\"` inside a YAML string) ends at its closing quote.
 fn flag_values<'a>(text: &'a str, flag: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(i) = rest.find(flag) {
-        let tail = &rest[i + flag.len()..];
-        let end = tail
-            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ']'))
-            .unwrap_or(tail.len());
+        let mut tail = &rest[i + flag.len()..];
+        let quote = ["\\\"", "\""].into_iter().find(|q| tail.starts_with(q));
+        let end = match quote {
+            Some(q) => {
+                tail = &tail[q.len()..];
+                tail.find(q).unwrap_or(tail.len())
+            }
+            None => tail
+                .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | ']'))
+                .unwrap_or(tail.len()),
+        };
         out.push(&tail[..end]);
         rest = &tail[end..];
     }
@@ -204,6 +213,11 @@ mod tests {
             vec![taint("nodewright.io/disrupted", None, "NoSchedule")]
         );
         assert_eq!(f.max_pods, Some(58));
+        let quoted = "    - --node-labels=\"karpenter.sh/nodepool=default,nodeType=cpu-node\"\n    - --register-with-taints=\"cpuIntensive=true:NoSchedule\"\n";
+        let q = parse_user_data(quoted);
+        assert_eq!(q.labels.get("nodeType").map(String::as_str), Some("cpu-node"), "quoted values are read whole");
+        assert_eq!(q.labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
+        assert_eq!(q.taints.len(), 1);
         let flow = "kubelet:\n  flags: [\"--node-labels=a=b\", \"--register-with-taints=k=v:NoExecute\"]\n";
         let f = parse_user_data(flow);
         assert_eq!(f.labels, labels(&[("a", "b")]));
