@@ -133,15 +133,24 @@ fn to_json(plan: &ProvisioningPlan, catalog: &Catalog, zones: &[String]) -> serd
     })
 }
 
+/// "used/allocatable" with DaemonSets counted as used: CPU in cores, memory in GiB.
 fn used_of(c: &PlannedClaim, name: &str) -> String {
-    let bytes = is_byte_resource(name);
     let mut used = c.requests.clone();
     used.add(&c.daemon_overhead);
-    format!(
-        "{}/{}",
-        format_milli(used.get(name), bytes),
-        format_milli(c.allocatable.get(name), bytes)
-    )
+    let unit = if name == "cpu" {
+        1000.0
+    } else {
+        1000.0 * (1u64 << 30) as f64
+    };
+    let (u, a) = (
+        used.get(name) as f64 / unit,
+        c.allocatable.get(name) as f64 / unit,
+    );
+    if name == "cpu" {
+        format!("{u:.2}/{a:.2}")
+    } else {
+        format!("{u:.1}/{a:.1}Gi")
+    }
 }
 
 fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String {
@@ -185,14 +194,16 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String
         plan.unschedulable.len(),
         plan.total_price_per_hour()
     ));
-    if catalog.spot_prices_estimated
-        && plan
-            .node_claims
-            .iter()
-            .any(|c| c.capacity_type.as_str() == labels::SPOT)
-    {
+    out.push_str(&format!(
+        "\nPrices: bundled {BUNDLED_PRICE_REGION} on-demand table"
+    ));
+    let any_spot = plan
+        .node_claims
+        .iter()
+        .any(|c| c.capacity_type.as_str() == labels::SPOT);
+    if catalog.spot_prices_estimated && any_spot {
         out.push_str(&format!(
-            " (spot prices are estimates: on-demand less {:.0}%)",
+            "; spot prices are estimates (on-demand less {:.0}%)",
             discount * 100.0
         ));
     }

@@ -205,9 +205,16 @@ fn lp_lower_bound(
             vars.push((lp.add_var(o.price, (0.0, f64::INFINITY)), cap));
         }
     }
-    for get in [|r: &Resources| r.cpu, |r: &Resources| r.memory, |r: &Resources| r.pods] {
+    for get in [
+        |r: &Resources| r.cpu,
+        |r: &Resources| r.memory,
+        |r: &Resources| r.pods,
+    ] {
         let scale = get(demand) as f64;
-        let row: Vec<_> = vars.iter().map(|(v, cap)| (*v, get(cap) as f64 / scale)).collect();
+        let row: Vec<_> = vars
+            .iter()
+            .map(|(v, cap)| (*v, get(cap) as f64 / scale))
+            .collect();
         lp.add_constraint(row.as_slice(), ComparisonOp::Ge, 1.0);
     }
     match lp.solve() {
@@ -228,7 +235,11 @@ fn usable(free: i64, sizes: &[i64]) -> i64 {
         return free.max(0);
     }
     let cap = (free / g) as usize;
-    let mut units: Vec<usize> = sizes.iter().filter(|s| **s > 0).map(|s| (*s / g) as usize).collect();
+    let mut units: Vec<usize> = sizes
+        .iter()
+        .filter(|s| **s > 0)
+        .map(|s| (*s / g) as usize)
+        .collect();
     units.sort_unstable();
     units.dedup();
     let mut reach = vec![false; cap + 1];
@@ -342,15 +353,19 @@ fn cost_quality(catalog: &Catalog) {
         // Still a valid bound, tighter: a type that cannot hold even the smallest pod is
         // never part of a packing, and a node counts only for the cpu (memory) that some
         // multiset of the mix's pod sizes can fill in it.
-        let (cpus, mems): (Vec<i64>, Vec<i64>) =
-            pods.iter().map(|p| (p.requests.cpu, p.requests.memory)).unzip();
+        let (cpus, mems): (Vec<i64>, Vec<i64>) = pods
+            .iter()
+            .map(|p| (p.requests.cpu, p.requests.memory))
+            .unzip();
         let tight = lp_lower_bound(&template, &demand, |ty| {
-            pods.iter().any(|p| p.requests.fits_in(&ty.free)).then(|| Resources {
-                cpu: usable(ty.free.cpu, &cpus),
-                memory: usable(ty.free.memory, &mems),
-                pods: ty.free.pods,
-                ..Default::default()
-            })
+            pods.iter()
+                .any(|p| p.requests.fits_in(&ty.free))
+                .then(|| Resources {
+                    cpu: usable(ty.free.cpu, &cpus),
+                    memory: usable(ty.free.memory, &mems),
+                    pods: ty.free.pods,
+                    ..Default::default()
+                })
         });
         let ffd = ffd_cheapest_fit(&template, &pods);
         let price = plan.total_price_per_hour();

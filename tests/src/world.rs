@@ -9,7 +9,9 @@ use anyhow::Context;
 use aws_config::SdkConfig;
 use serde_json::Value;
 
-use crate::kube_sim::{Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig};
+use crate::kube_sim::{
+    Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig,
+};
 use crate::moto::{Moto, SeedSpec, Seeded, seed};
 
 pub struct World {
@@ -22,18 +24,27 @@ pub struct World {
 /// Node capacity for every bundled instance type, from the same arithmetic the solver uses
 /// (capacity minus kube-reserved, system-reserved and the eviction threshold).
 pub fn catalog_capacity() -> anyhow::Result<Arc<dyn InstanceCapacity>> {
-    let types = nodewright::catalog::bundled_instance_types().context("the bundled catalog loads")?;
+    let types =
+        nodewright::catalog::bundled_instance_types().context("the bundled catalog loads")?;
     let table: HashMap<String, NodeCapacity> = types
         .into_iter()
         .map(|(it, _)| {
             let capacity = it.capacity(None);
             let overhead = it.overhead(None);
-            let extended: BTreeMap<String, i64> = capacity.extended.iter().map(|(k, v)| (k.clone(), v / 1000)).collect();
+            let extended: BTreeMap<String, i64> = capacity
+                .extended
+                .iter()
+                .map(|(k, v)| (k.clone(), v / 1000))
+                .collect();
             let node = NodeCapacity {
                 cpu_milli: capacity.cpu,
                 memory_bytes: capacity.memory / 1000,
                 pods: (capacity.pods / 1000) as u32,
-                arch: if it.arch == "arm64" { Arch::Arm64 } else { Arch::Amd64 },
+                arch: if it.arch == "arm64" {
+                    Arch::Arm64
+                } else {
+                    Arch::Amd64
+                },
                 extended,
                 reserved_cpu_milli: overhead.cpu,
                 reserved_memory_bytes: overhead.memory / 1000,
@@ -48,14 +59,28 @@ impl World {
     /// Starts moto, seeds it for `cluster`, and starts the simulated cluster on `clock`
     /// with its kubelet reading instances from moto.
     pub async fn start(cluster: &str, mut config: SimConfig) -> anyhow::Result<World> {
-        let moto = Moto::start().await.context("moto starts (run `make setup` if the venv is missing)")?;
+        let moto = Moto::start()
+            .await
+            .context("moto starts (run `make setup` if the venv is missing)")?;
         let sdk = moto.sdk_config().await;
-        let seeded = seed(&sdk, &SeedSpec::new(cluster)).await.context("moto is seeded")?;
+        let seeded = seed(&sdk, &SeedSpec::new(cluster))
+            .await
+            .context("moto is seeded")?;
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         config.cluster_name = cluster.to_string();
-        let config = config.with_cloud(Arc::new(Ec2CloudView::new(ec2, cluster)), catalog_capacity()?);
-        let sim = SimCluster::start(config).await.context("the simulated cluster starts")?;
-        Ok(World { moto, seeded, sdk, sim })
+        let config = config.with_cloud(
+            Arc::new(Ec2CloudView::new(ec2, cluster)),
+            catalog_capacity()?,
+        );
+        let sim = SimCluster::start(config)
+            .await
+            .context("the simulated cluster starts")?;
+        Ok(World {
+            moto,
+            seeded,
+            sdk,
+            sim,
+        })
     }
 
     pub fn clock(&self) -> SimClock {
@@ -70,7 +95,9 @@ impl World {
             if value.is_null() {
                 continue;
             }
-            self.sim.apply_json(value).context("the simulated cluster accepts the document")?;
+            self.sim
+                .apply_json(value)
+                .context("the simulated cluster accepts the document")?;
             n += 1;
         }
         Ok(n)
@@ -79,7 +106,8 @@ impl World {
     /// Replaces `{{cluster}}` in an example so its selectors find the seeded subnets.
     pub fn example(&self, name: &str) -> anyhow::Result<String> {
         let path = crate::moto::workspace_root().join("examples").join(name);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
         Ok(text.replace("demo-cluster", &self.seeded.cluster))
     }
 }
@@ -90,12 +118,14 @@ impl World {
 pub mod provisioner {
     use std::time::Duration;
 
+    use base64::Engine as _;
     use lambda_runtime::{Context, LambdaEvent};
     use nodewright::aws::{Ec2Adapter, ImageAdapter};
     use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
-    use nodewright::provision::{AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings};
+    use nodewright::provision::{
+        AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings,
+    };
     use nodewright_provisioner::{HandlerConfig, State};
-    use base64::Engine as _;
     use serde_json::{Value, json};
 
     use super::World;
@@ -106,7 +136,11 @@ pub mod provisioner {
     pub const SERVICE_CIDR: &str = "10.100.0.0/16";
 
     impl World {
-        pub async fn provisioner(&self, config: HandlerConfig, batch: BatchWindow) -> anyhow::Result<ProvisionerState> {
+        pub async fn provisioner(
+            &self,
+            config: HandlerConfig,
+            batch: BatchWindow,
+        ) -> anyhow::Result<ProvisionerState> {
             let cluster = self.seeded.cluster.clone();
             let mut kube_config = self.sim.config().await?;
             // A 429 from the API server must reach our own retry policy, not kube's
@@ -122,7 +156,8 @@ pub mod provisioner {
                 cpu_limit: Some("1000".into()),
                 ami_alias: "al2023@latest".into(),
             };
-            let kube = KubeCluster::new(client, ClusterSettings::new(defaults, "provisioner-local"));
+            let kube =
+                KubeCluster::new(client, ClusterSettings::new(defaults, "provisioner-local"));
             let ec2 = aws_sdk_ec2::Client::new(&self.sdk);
             let ssm = aws_sdk_ssm::Client::new(&self.sdk);
             let settings = ProvisionerSettings {
@@ -139,7 +174,10 @@ pub mod provisioner {
                 default_instance_profile: self.seeded.node_role_name.clone(),
                 batch,
             };
-            let aws = AwsPorts { ec2: Ec2Adapter::new(ec2.clone(), cluster), images: ImageAdapter::new(ec2, ssm) };
+            let aws = AwsPorts {
+                ec2: Ec2Adapter::new(ec2.clone(), cluster),
+                images: ImageAdapter::new(ec2, ssm),
+            };
             let provisioner = Provisioner::new(kube, aws, settings)?;
             Ok(ProvisionerState::with_provisioner(provisioner, config))
         }
@@ -148,12 +186,20 @@ pub mod provisioner {
     /// Invokes the handler the way the Lambda runtime does for an EventBridge Scheduler
     /// target: a JSON payload and a context.
     pub async fn invoke(state: &ProvisionerState) -> anyhow::Result<Value> {
-        let event = LambdaEvent::new(json!({"source": "nodewright.local", "detail-type": "Scheduled Event"}), Context::default());
-        nodewright_provisioner::handler(event, state).await.map_err(|e| anyhow::anyhow!("{e}"))
+        let event = LambdaEvent::new(
+            json!({"source": "nodewright.local", "detail-type": "Scheduled Event"}),
+            Context::default(),
+        );
+        nodewright_provisioner::handler(event, state)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     /// A handler configuration for tests: short polls, a few seconds of budget.
     pub fn quick(budget: Duration) -> HandlerConfig {
-        HandlerConfig { poll_interval: Duration::from_millis(100), budget }
+        HandlerConfig {
+            poll_interval: Duration::from_millis(100),
+            budget,
+        }
     }
 }

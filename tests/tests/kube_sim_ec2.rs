@@ -32,7 +32,9 @@ async fn ec2(url: &str) -> aws_sdk_ec2::Client {
 
 #[tokio::test]
 async fn fleet_instance_with_launch_template_user_data_becomes_a_labelled_node() {
-    let moto = nodewright_world::moto::Moto::start().await.expect("moto starts");
+    let moto = nodewright_world::moto::Moto::start()
+        .await
+        .expect("moto starts");
     let client = ec2(moto.url()).await;
     let ami = client
         .describe_images()

@@ -26,20 +26,48 @@ async fn owned_instances(world: &World) -> Vec<Launched> {
     let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
     let out = ec2
         .describe_instances()
-        .filters(aws_sdk_ec2::types::Filter::builder().name("tag:nodewright.io/cluster").values(&world.seeded.cluster).build())
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:nodewright.io/cluster")
+                .values(&world.seeded.cluster)
+                .build(),
+        )
         .send()
         .await
         .expect("DescribeInstances against moto");
     out.reservations()
         .iter()
         .flat_map(|r| r.instances())
-        .filter(|i| i.state().and_then(|s| s.name()).is_some_and(|n| n.as_str() != "terminated"))
+        .filter(|i| {
+            i.state()
+                .and_then(|s| s.name())
+                .is_some_and(|n| n.as_str() != "terminated")
+        })
         .map(|i| Launched {
             id: i.instance_id().unwrap_or_default().to_string(),
-            instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-            zone: i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
-            lifecycle: i.instance_lifecycle().map(|l| l.as_str().to_string()).unwrap_or_else(|| "on-demand".into()),
-            tags: i.tags().iter().map(|t| (t.key().unwrap_or_default().to_string(), t.value().unwrap_or_default().to_string())).collect(),
+            instance_type: i
+                .instance_type()
+                .map(|t| t.as_str().to_string())
+                .unwrap_or_default(),
+            zone: i
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .unwrap_or_default()
+                .to_string(),
+            lifecycle: i
+                .instance_lifecycle()
+                .map(|l| l.as_str().to_string())
+                .unwrap_or_else(|| "on-demand".into()),
+            tags: i
+                .tags()
+                .iter()
+                .map(|t| {
+                    (
+                        t.key().unwrap_or_default().to_string(),
+                        t.value().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect(),
         })
         .collect()
 }
@@ -52,7 +80,10 @@ fn pods_of(world: &World, ns: &str, app: &str) -> (usize, usize) {
         .into_iter()
         .filter(|p| p["metadata"]["namespace"] == ns && p["metadata"]["labels"]["app"] == app)
         .collect();
-    let running = pods.iter().filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string()).count();
+    let running = pods
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
+        .count();
     (pods.len(), running)
 }
 
@@ -65,85 +96,167 @@ async fn let_nodes_join(world: &World) {
 }
 
 async fn start(cluster: &str) -> World {
-    let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("nodewright=info").try_init();
-    let config = SimConfig { clock: SimClock::manual(), crds_installed: true, ..SimConfig::default() };
-    World::start(cluster, config).await.expect("the local world starts")
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nodewright=info")
+        .try_init();
+    let config = SimConfig {
+        clock: SimClock::manual(),
+        crds_installed: true,
+        ..SimConfig::default()
+    };
+    World::start(cluster, config)
+        .await
+        .expect("the local world starts")
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow { idle: Duration::from_millis(200), max: Duration::from_secs(2) }
+    BatchWindow {
+        idle: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_become_tagged_instances_then_ready_nodes_then_running_pods() {
     let world = start("e2e-getting-started").await;
-    world.apply_yaml(&world.example("getting-started.yaml").unwrap()).unwrap();
+    world
+        .apply_yaml(&world.example("getting-started.yaml").unwrap())
+        .unwrap();
     world.sim.step().await; // the Deployment's pods are created and found unschedulable
     let (total, running) = pods_of(&world, "default", "inflate");
-    assert!(total > 0 && running == 0, "{total} pods, {running} running before any node exists");
+    assert!(
+        total > 0 && running == 0,
+        "{total} pods, {running} running before any node exists"
+    );
 
-    let state = world.provisioner(quick(Duration::from_secs(3)), quick_batch()).await.unwrap();
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
     let summary = invoke(&state).await.expect("the handler succeeds");
     let launched = owned_instances(&world).await;
     assert!(!launched.is_empty(), "nothing launched: {summary}");
     for i in &launched {
-        assert_eq!(i.tags.get("nodewright.io/cluster"), Some(&world.seeded.cluster), "{}", i.id);
-        assert_eq!(i.tags.get("nodewright.io/nodepool").map(String::as_str), Some("default"));
-        assert!(i.tags.get("nodewright.io/nodeclaim").is_some_and(|c| c.starts_with("nw-")));
-        assert_eq!(i.tags.get(&format!("kubernetes.io/cluster/{}", world.seeded.cluster)).map(String::as_str), Some("owned"));
+        assert_eq!(
+            i.tags.get("nodewright.io/cluster"),
+            Some(&world.seeded.cluster),
+            "{}",
+            i.id
+        );
+        assert_eq!(
+            i.tags.get("nodewright.io/nodepool").map(String::as_str),
+            Some("default")
+        );
+        assert!(
+            i.tags
+                .get("nodewright.io/nodeclaim")
+                .is_some_and(|c| c.starts_with("nw-"))
+        );
+        assert_eq!(
+            i.tags
+                .get(&format!("kubernetes.io/cluster/{}", world.seeded.cluster))
+                .map(String::as_str),
+            Some("owned")
+        );
         let family = i.instance_type.split('.').next().unwrap();
-        assert!(family.starts_with(['c', 'm', 'r']), "{} is outside the pool's categories", i.instance_type);
+        assert!(
+            family.starts_with(['c', 'm', 'r']),
+            "{} is outside the pool's categories",
+            i.instance_type
+        );
         assert!(i.zone.starts_with("us-east-1"));
     }
 
     let_nodes_join(&world).await;
     let (total, running) = pods_of(&world, "default", "inflate");
-    assert_eq!(running, total, "every pod runs once the nodes are Ready ({running}/{total}); handler said {summary}");
+    assert_eq!(
+        running, total,
+        "every pod runs once the nodes are Ready ({running}/{total}); handler said {summary}"
+    );
     let nodes = world.sim.list_json("v1", "Node");
     assert_eq!(nodes.len(), launched.len());
     for n in &nodes {
-        assert_eq!(n["metadata"]["labels"]["karpenter.sh/nodepool"], "default", "labels come from the user data: {n}");
+        assert_eq!(
+            n["metadata"]["labels"]["karpenter.sh/nodepool"], "default",
+            "labels come from the user data: {n}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     let world = start("e2e-idempotent").await;
-    world.apply_yaml(&world.example("getting-started.yaml").unwrap()).unwrap();
+    world
+        .apply_yaml(&world.example("getting-started.yaml").unwrap())
+        .unwrap();
     world.sim.step().await;
-    let state = world.provisioner(quick(Duration::from_secs(3)), quick_batch()).await.unwrap();
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
     invoke(&state).await.unwrap();
     let first = owned_instances(&world).await.len();
     assert!(first > 0);
     // The instances are in flight (no Node yet): a second invocation counts them.
     invoke(&state).await.unwrap();
-    assert_eq!(owned_instances(&world).await.len(), first, "the in-flight capacity was launched again");
+    assert_eq!(
+        owned_instances(&world).await.len(),
+        first,
+        "the in-flight capacity was launched again"
+    );
     // A cold container (new state, as after a crash) must not launch again either.
-    let cold = world.provisioner(quick(Duration::from_secs(3)), quick_batch()).await.unwrap();
+    let cold = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
     invoke(&cold).await.unwrap();
-    assert_eq!(owned_instances(&world).await.len(), first, "a retried invocation launched again");
+    assert_eq!(
+        owned_instances(&world).await.len(),
+        first,
+        "a retried invocation launched again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu_pods() {
     let world = start("e2e-provisioner2").await;
     // The seed pins ap-northeast-1a; the local world's account is us-east-1.
-    let seed = world.example("seed-provisioner2-cpu.yaml").unwrap().replace("ap-northeast-1a", "us-east-1a");
+    let seed = world
+        .example("seed-provisioner2-cpu.yaml")
+        .unwrap()
+        .replace("ap-northeast-1a", "us-east-1a");
     world.apply_yaml(&seed).unwrap();
     world.sim.step().await;
-    let state = world.provisioner(quick(Duration::from_secs(3)), quick_batch()).await.unwrap();
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert_eq!(launched.len(), 2, "{summary}");
     for i in &launched {
-        assert_eq!((i.instance_type.as_str(), i.zone.as_str(), i.lifecycle.as_str()), ("c5.xlarge", "us-east-1a", "on-demand"));
-        assert_eq!(i.tags.get("nodewright.io/nodepool").map(String::as_str), Some("provisioner2"));
+        assert_eq!(
+            (
+                i.instance_type.as_str(),
+                i.zone.as_str(),
+                i.lifecycle.as_str()
+            ),
+            ("c5.xlarge", "us-east-1a", "on-demand")
+        );
+        assert_eq!(
+            i.tags.get("nodewright.io/nodepool").map(String::as_str),
+            Some("provisioner2")
+        );
     }
     let_nodes_join(&world).await;
     assert_eq!(pods_of(&world, "karpenter-inflate", "inflate2"), (5, 5));
     for n in world.sim.list_json("v1", "Node") {
         let taints = n["spec"]["taints"].to_string();
-        assert!(taints.contains("cpuIntensive"), "the NodePool taint is registered: {taints}");
+        assert!(
+            taints.contains("cpuIntensive"),
+            "the NodePool taint is registered: {taints}"
+        );
         assert_eq!(n["metadata"]["labels"]["nodeType"], "cpu-node");
     }
 }
@@ -151,17 +264,32 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
     let world = start("e2e-limits").await;
-    let limited = world.example("getting-started.yaml").unwrap().replace("cpu: 1000", "cpu: 4");
-    assert!(limited.contains("cpu: 4"), "the example's limit line changed; update this test");
+    let limited = world
+        .example("getting-started.yaml")
+        .unwrap()
+        .replace("cpu: 1000", "cpu: 4");
+    assert!(
+        limited.contains("cpu: 4"),
+        "the example's limit line changed; update this test"
+    );
     world.apply_yaml(&limited).unwrap();
     world.sim.step().await;
-    let state = world.provisioner(quick(Duration::from_secs(3)), quick_batch()).await.unwrap();
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
     invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     let catalog = nodewright::catalog::bundled_instance_types().unwrap();
     let vcpus: u32 = launched
         .iter()
-        .map(|i| catalog.iter().find(|(t, _)| t.name == i.instance_type).map(|(t, _)| t.vcpu).unwrap_or(0))
+        .map(|i| {
+            catalog
+                .iter()
+                .find(|(t, _)| t.name == i.instance_type)
+                .map(|(t, _)| t.vcpu)
+                .unwrap_or(0)
+        })
         .sum();
     assert!(vcpus <= 4, "launched {vcpus} vCPU over a limit of 4");
     let events: Vec<Value> = world
@@ -172,6 +300,19 @@ async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
         .filter(|e| e["reason"] == "FailedScheduling")
         .collect();
     assert!(!events.is_empty(), "no FailedScheduling event was written");
-    let text = events.iter().map(|e| e.get("note").or(e.get("message")).cloned().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n");
-    assert!(text.contains("limits"), "the event does not name the limit: {text}");
+    let text = events
+        .iter()
+        .map(|e| {
+            e.get("note")
+                .or(e.get("message"))
+                .cloned()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        text.contains("limits"),
+        "the event does not name the limit: {text}"
+    );
 }

@@ -627,7 +627,9 @@ mod tests;
 /// on-demand, amd64, and (when no instance-type key is named) instance categories c, m, r
 /// of generation 3 or later ("If requirements are left empty, karpenter will default to
 /// the following", Karpenter v0.2x getting-started, step11-create-provisioner.sh).
-fn with_v1alpha5_defaults(requirements: &[NodeSelectorRequirement]) -> Vec<NodeSelectorRequirement> {
+fn with_v1alpha5_defaults(
+    requirements: &[NodeSelectorRequirement],
+) -> Vec<NodeSelectorRequirement> {
     let names = |key: &str| requirements.iter().any(|r| r.key == key);
     let req = |key: &str, operator: Operator, values: &[&str]| NodeSelectorRequirement {
         key: key.into(),
@@ -646,7 +648,11 @@ fn with_v1alpha5_defaults(requirements: &[NodeSelectorRequirement]) -> Vec<NodeS
         r.key == labels::INSTANCE_TYPE || r.key.starts_with("karpenter.k8s.aws/instance-")
     });
     if !names_instance_shape {
-        out.push(req(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]));
+        out.push(req(
+            labels::INSTANCE_CATEGORY,
+            Operator::In,
+            &["c", "m", "r"],
+        ));
         out.push(req(labels::INSTANCE_GENERATION, Operator::Gt, &["2"]));
     }
     out

@@ -27,13 +27,13 @@ pub enum Why {
     },
     TooBig {
         pool: String,
-        requests: Resources,
-        largest_free: Resources,
+        requests: Box<Resources>,
+        largest_free: Box<Resources>,
     },
     Limit {
         pool: String,
         limits: BTreeMap<String, i64>,
-        used: Resources,
+        used: Box<Resources>,
     },
     Topology {
         pool: String,
@@ -182,18 +182,18 @@ mod tests {
         let gib = |n: i64| n * (1 << 30) * 1000;
         let why = Why::TooBig {
             pool: "default".into(),
-            requests: Resources {
+            requests: Box::new(Resources {
                 cpu: 1000,
                 memory: gib(96),
                 pods: 1000,
                 ..Default::default()
-            },
-            largest_free: Resources {
+            }),
+            largest_free: Box::new(Resources {
                 cpu: 3920,
                 memory: gib(92),
                 pods: 58_000,
                 ..Default::default()
-            },
+            }),
         };
         assert_eq!(
             explain(&[why]),
@@ -215,10 +215,10 @@ mod tests {
             Why::Limit {
                 pool: "default".into(),
                 limits: [("cpu".to_string(), 1_000_000)].into(),
-                used: Resources {
+                used: Box::new(Resources {
                     cpu: 999_000,
                     ..Default::default()
-                },
+                }),
             },
         ];
         assert_eq!(

@@ -408,7 +408,8 @@ mod tests {
     fn intersections_keep_only_what_both_allow() {
         // (left, right, probe values that must be allowed, probe values that must not)
         type Side<'a> = (Operator, &'a [&'a str]);
-        let cases: &[(Side, Side, &[Option<&str>], &[Option<&str>])] = &[
+        type Probes<'a> = &'a [Option<&'a str>];
+        let cases: &[(Side, Side, Probes, Probes)] = &[
             (
                 (In, &["a", "b"]),
                 (In, &["b", "c"]),

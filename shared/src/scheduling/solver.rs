@@ -689,7 +689,10 @@ impl<'a> Solver<'a> {
             let usable = |free: i64, each: i64| if each > 0 { free / each * each } else { free };
             // Whole nodes: two half-empty small nodes cost what they cost.
             let nodes = ratio(demand.cpu, usable(ty.free.cpu, pod.requests.cpu))
-                .max(ratio(demand.memory, usable(ty.free.memory, pod.requests.memory)))
+                .max(ratio(
+                    demand.memory,
+                    usable(ty.free.memory, pod.requests.memory),
+                ))
                 .max(ratio(demand.pods, ty.free.pods))
                 .ceil()
                 .max(1.0);
@@ -706,13 +709,13 @@ impl<'a> Solver<'a> {
             None if !any_satisfies => Why::no_type(&t.nodepool, reqs),
             None if !any_fits => Err(Why::TooBig {
                 pool: t.nodepool.clone(),
-                requests: pod.requests.clone(),
-                largest_free,
+                requests: Box::new(pod.requests.clone()),
+                largest_free: Box::new(largest_free),
             }),
             None => Err(Why::Limit {
                 pool: t.nodepool.clone(),
                 limits: t.limits.clone().unwrap_or_default(),
-                used: self.limit_used[ti].clone(),
+                used: Box::new(self.limit_used[ti].clone()),
             }),
         }
     }

@@ -445,7 +445,10 @@ fn min_values_that_cannot_be_met_leave_pods_pending_with_the_reason() {
         .min_values(INSTANCE_FAMILY, In, &["c5", "m5", "r5"], 3)
         .build();
     // 40 cpu fits only 12xlarge-class types: c5/m5/r5.12xlarge, so three families do exist.
-    let ok = plan(pods("big", 1, |p| p, 40_000, GI), &[pool.clone()]);
+    let ok = plan(
+        pods("big", 1, |p| p, 40_000, GI),
+        std::slice::from_ref(&pool),
+    );
     assert!(ok.unschedulable.is_empty(), "{:?}", ok.unschedulable);
     // 300Gi fits only r5.12xlarge (384Gi): one family, fewer than three.
     let bad = plan(pods("mem", 1, |p| p, 1000, 300 * GI), &[pool]);

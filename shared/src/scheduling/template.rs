@@ -120,7 +120,10 @@ impl Template {
         // Karpenter launches on-demand when a NodePool does not name a capacity type; spot
         // must be asked for.
         if requirements.get(labels::CAPACITY_TYPE).is_none() {
-            requirements.add(labels::CAPACITY_TYPE, Requirement::in_values([labels::ON_DEMAND.to_string()]));
+            requirements.add(
+                labels::CAPACITY_TYPE,
+                Requirement::in_values([labels::ON_DEMAND.to_string()]),
+            );
         }
         for (k, v) in &template_labels {
             requirements.add(k, Requirement::in_values([v.clone()]));

@@ -215,8 +215,15 @@ mod tests {
         assert_eq!(f.max_pods, Some(58));
         let quoted = "    - --node-labels=\"karpenter.sh/nodepool=default,nodeType=cpu-node\"\n    - --register-with-taints=\"cpuIntensive=true:NoSchedule\"\n";
         let q = parse_user_data(quoted);
-        assert_eq!(q.labels.get("nodeType").map(String::as_str), Some("cpu-node"), "quoted values are read whole");
-        assert_eq!(q.labels.get("karpenter.sh/nodepool").map(String::as_str), Some("default"));
+        assert_eq!(
+            q.labels.get("nodeType").map(String::as_str),
+            Some("cpu-node"),
+            "quoted values are read whole"
+        );
+        assert_eq!(
+            q.labels.get("karpenter.sh/nodepool").map(String::as_str),
+            Some("default")
+        );
         assert_eq!(q.taints.len(), 1);
         let flow = "kubelet:\n  flags: [\"--node-labels=a=b\", \"--register-with-taints=k=v:NoExecute\"]\n";
         let f = parse_user_data(flow);
