@@ -22,8 +22,9 @@ setup: venv
 build:
 	$(CARGO) build --workspace --all-targets
 
+# Benchmarks (harness = false) are left out: `cargo test --all-targets` would run them.
 test: setup
-	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --lib --bins --tests
 
 lint:
 	$(CARGO) fmt --all --check
@@ -33,11 +34,13 @@ fmt:
 	$(CARGO) fmt --all
 
 demo: setup
+	$(CARGO) build --quiet --workspace --bins
 	$(CARGO) run --quiet -p nodewright-world --bin nodewright-demo
 
 bench: setup
 	$(CARGO) bench -p nodewright --bench solver
 	$(CARGO) bench -p nodewright-world --bench provisioner
+	$(MAKE) release
 
 release:
 	$(CARGO) build --release -p nodewright-provisioner -p nodewright-interruption -p nodewright-sweeper
