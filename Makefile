@@ -34,7 +34,6 @@ fmt:
 	$(CARGO) fmt --all
 
 demo: setup
-	$(CARGO) build --quiet --workspace --bins
 	$(CARGO) run --quiet -p nodewright-world --bin nodewright-demo
 
 bench: setup

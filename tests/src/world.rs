@@ -130,7 +130,8 @@ pub mod provisioner {
 
     use super::World;
 
-    pub type ProvisionerState = State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>>;
+    /// The handler's state over the real adapters, or over `E` wrapping the EC2 one.
+    pub type ProvisionerState<E = Ec2Adapter> = State<KubeCluster, AwsPorts<E, ImageAdapter>>;
 
     /// The service CIDR the seeded cluster reports (moto's DescribeCluster has none).
     pub const SERVICE_CIDR: &str = "10.100.0.0/16";
@@ -141,6 +142,24 @@ pub mod provisioner {
             config: HandlerConfig,
             batch: BatchWindow,
         ) -> anyhow::Result<ProvisionerState> {
+            self.provisioner_over(config, batch, |ec2| ec2).await
+        }
+
+        /// As [`World::provisioner`], with the EC2 adapter wrapped by `wrap` (fault injection).
+        pub async fn provisioner_over<E>(
+            &self,
+            config: HandlerConfig,
+            batch: BatchWindow,
+            wrap: impl FnOnce(Ec2Adapter) -> E,
+        ) -> anyhow::Result<ProvisionerState<E>>
+        where
+            E: nodewright::aws::InstanceTypeSource
+                + nodewright::aws::NetworkDiscovery
+                + nodewright::aws::Fleet
+                + nodewright::aws::LaunchTemplates
+                + nodewright::aws::InstanceInventory
+                + Sync,
+        {
             let cluster = self.seeded.cluster.clone();
             let mut kube_config = self.sim.config().await?;
             // A 429 from the API server must reach our own retry policy, not kube's
@@ -175,7 +194,7 @@ pub mod provisioner {
                 batch,
             };
             let aws = AwsPorts {
-                ec2: Ec2Adapter::new(ec2.clone(), cluster),
+                ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster)),
                 images: ImageAdapter::new(ec2, ssm),
             };
             let provisioner = Provisioner::new(kube, aws, settings)?;
@@ -185,7 +204,16 @@ pub mod provisioner {
 
     /// Invokes the handler the way the Lambda runtime does for an EventBridge Scheduler
     /// target: a JSON payload and a context.
-    pub async fn invoke(state: &ProvisionerState) -> anyhow::Result<Value> {
+    pub async fn invoke<E>(state: &ProvisionerState<E>) -> anyhow::Result<Value>
+    where
+        AwsPorts<E, ImageAdapter>: nodewright::aws::InstanceTypeSource
+            + nodewright::aws::NetworkDiscovery
+            + nodewright::aws::ImageResolver
+            + nodewright::aws::Fleet
+            + nodewright::aws::LaunchTemplates
+            + nodewright::aws::InstanceInventory
+            + Sync,
+    {
         let event = LambdaEvent::new(
             json!({"source": "nodewright.local", "detail-type": "Scheduled Event"}),
             Context::default(),
@@ -201,5 +229,69 @@ pub mod provisioner {
             poll_interval: Duration::from_millis(100),
             budget,
         }
+    }
+}
+
+/// An instance moto holds for this world's cluster, read with the plain SDK (not through
+/// nodewright's adapters, so tests check the product against an independent reading).
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `spot` or `on-demand`.
+    pub lifecycle: String,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl World {
+    /// Instances tagged `nodewright.io/cluster=<cluster>` that are not terminated.
+    pub async fn instances(&self) -> anyhow::Result<Vec<Instance>> {
+        let ec2 = aws_sdk_ec2::Client::new(&self.sdk);
+        let filter = aws_sdk_ec2::types::Filter::builder()
+            .name("tag:nodewright.io/cluster")
+            .values(&self.seeded.cluster)
+            .build();
+        let out = ec2
+            .describe_instances()
+            .filters(filter)
+            .send()
+            .await
+            .context("DescribeInstances against moto")?;
+        Ok(out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter(|i| {
+                i.state()
+                    .and_then(|s| s.name())
+                    .is_some_and(|n| n.as_str() != "terminated")
+            })
+            .map(|i| Instance {
+                id: i.instance_id().unwrap_or_default().to_string(),
+                instance_type: i
+                    .instance_type()
+                    .map(|t| t.as_str().to_string())
+                    .unwrap_or_default(),
+                zone: i
+                    .placement()
+                    .and_then(|p| p.availability_zone())
+                    .unwrap_or_default()
+                    .to_string(),
+                lifecycle: i
+                    .instance_lifecycle()
+                    .map_or_else(|| "on-demand".to_string(), |l| l.as_str().to_string()),
+                tags: i
+                    .tags()
+                    .iter()
+                    .map(|t| {
+                        (
+                            t.key().unwrap_or_default().to_string(),
+                            t.value().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect())
     }
 }

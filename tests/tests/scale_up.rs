@@ -5,71 +5,19 @@
 //! Emulated here: AWS is moto's server and Kubernetes is the simulated cluster
 //! (`nodewright_world::kube_sim`); the provisioner, the AWS SDK and `kube::Client` are real.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use nodewright::provision::BatchWindow;
 use nodewright_world::kube_sim::{SimClock, SimConfig};
-use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
+use nodewright_world::world::{Instance, World};
 use serde_json::Value;
 
-struct Launched {
-    id: String,
-    instance_type: String,
-    zone: String,
-    lifecycle: String,
-    tags: BTreeMap<String, String>,
-}
-
-async fn owned_instances(world: &World) -> Vec<Launched> {
-    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
-    let out = ec2
-        .describe_instances()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("tag:nodewright.io/cluster")
-                .values(&world.seeded.cluster)
-                .build(),
-        )
-        .send()
+async fn owned_instances(world: &World) -> Vec<Instance> {
+    world
+        .instances()
         .await
-        .expect("DescribeInstances against moto");
-    out.reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .filter(|i| {
-            i.state()
-                .and_then(|s| s.name())
-                .is_some_and(|n| n.as_str() != "terminated")
-        })
-        .map(|i| Launched {
-            id: i.instance_id().unwrap_or_default().to_string(),
-            instance_type: i
-                .instance_type()
-                .map(|t| t.as_str().to_string())
-                .unwrap_or_default(),
-            zone: i
-                .placement()
-                .and_then(|p| p.availability_zone())
-                .unwrap_or_default()
-                .to_string(),
-            lifecycle: i
-                .instance_lifecycle()
-                .map(|l| l.as_str().to_string())
-                .unwrap_or_else(|| "on-demand".into()),
-            tags: i
-                .tags()
-                .iter()
-                .map(|t| {
-                    (
-                        t.key().unwrap_or_default().to_string(),
-                        t.value().unwrap_or_default().to_string(),
-                    )
-                })
-                .collect(),
-        })
-        .collect()
+        .expect("DescribeInstances against moto")
 }
 
 /// Pods of the Deployment `app` in `ns` and how many are Running on a node.
@@ -314,5 +262,52 @@ async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
     assert!(
         text.contains("limits"),
         "the event does not name the limit: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_the_same_invocation()
+{
+    use nodewright::catalog::CapacityType;
+    use nodewright_world::aws_faults::{CapacityFaults, WithFaults};
+
+    let world = start("e2e-ice").await;
+    // provisioner2 allows only c5.xlarge in one zone; widen it to two types so there is a
+    // next-cheapest type to fall back to (the seed itself pins one type).
+    let seed = world
+        .example("seed-provisioner2-cpu.yaml")
+        .unwrap()
+        .replace("ap-northeast-1a", "us-east-1a")
+        .replace(
+            r#"values: ["c5.xlarge"]"#,
+            r#"values: ["c5.xlarge", "c6i.xlarge"]"#,
+        );
+    assert!(
+        seed.contains("c6i.xlarge"),
+        "the example's instance-type line changed; update this test"
+    );
+    world.apply_yaml(&seed).unwrap();
+    world.sim.step().await;
+    let faults = CapacityFaults::default();
+    faults.exhaust("c5.xlarge", "us-east-1a", CapacityType::OnDemand);
+    let state = world
+        .provisioner_over(quick(Duration::from_secs(3)), quick_batch(), |ec2| {
+            WithFaults {
+                inner: ec2,
+                faults: faults.clone(),
+            }
+        })
+        .await
+        .unwrap();
+    let summary = invoke(&state).await.unwrap();
+    let launched = owned_instances(&world).await;
+    assert_eq!(launched.len(), 2, "{summary}");
+    assert!(
+        launched.iter().all(|i| i.instance_type == "c6i.xlarge"),
+        "{:?}",
+        launched
+            .iter()
+            .map(|i| &i.instance_type)
+            .collect::<Vec<_>>()
     );
 }

@@ -48,6 +48,7 @@ impl ConfigSource for FakeCluster {
         let (inputs, problems) = default_pool_inputs(&DefaultPoolParams {
             cluster_name: "demo".into(),
             node_role: "demo-node".into(),
+            capacity_types: vec!["spot".into(), "on-demand".into()],
             architectures: vec!["amd64".into()],
             ami_alias: "al2023@latest".into(),
             ..Default::default()

@@ -31,66 +31,6 @@ impl Story {
     }
 }
 
-struct Launched {
-    id: String,
-    instance_type: String,
-    zone: String,
-    lifecycle: String,
-    nodepool: String,
-}
-
-async fn launched(world: &World) -> anyhow::Result<Vec<Launched>> {
-    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
-    let out = ec2
-        .describe_instances()
-        .filters(
-            aws_sdk_ec2::types::Filter::builder()
-                .name("tag:nodewright.io/cluster")
-                .values(CLUSTER)
-                .build(),
-        )
-        .send()
-        .await
-        .context("DescribeInstances")?;
-    Ok(out
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .filter(|i| {
-            i.state()
-                .and_then(|s| s.name())
-                .is_some_and(|n| n.as_str() != "terminated")
-        })
-        .map(|i| {
-            let tag = |k: &str| {
-                i.tags()
-                    .iter()
-                    .find(|t| t.key() == Some(k))
-                    .and_then(|t| t.value())
-                    .unwrap_or("")
-                    .to_string()
-            };
-            Launched {
-                id: i.instance_id().unwrap_or_default().into(),
-                instance_type: i
-                    .instance_type()
-                    .map(|t| t.as_str().to_string())
-                    .unwrap_or_default(),
-                zone: i
-                    .placement()
-                    .and_then(|p| p.availability_zone())
-                    .unwrap_or_default()
-                    .into(),
-                lifecycle: i
-                    .instance_lifecycle()
-                    .map(|l| l.as_str().to_string())
-                    .unwrap_or_else(|| "on-demand".into()),
-                nodepool: tag("nodewright.io/nodepool"),
-            }
-        })
-        .collect())
-}
-
 fn pods(world: &World) -> (usize, usize, usize) {
     let all = world.sim.list_json("v1", "Pod");
     let running = all
@@ -195,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
         "handler returned in {:.1}s: {summary}",
         t0.elapsed().as_secs_f64()
     ));
-    let fleet = launched(&world).await?;
+    let fleet = world.instances().await?;
     let mut hourly = 0.0;
     for i in &fleet {
         let od = prices.get(&i.instance_type).copied().unwrap_or(0.0);
@@ -207,7 +147,14 @@ async fn main() -> anyhow::Result<()> {
         hourly += price;
         story.say(format!(
             "  {} {:<12} {:<9} {:<11} NodePool {:<13} ${price:.4}/h",
-            i.id, i.instance_type, i.lifecycle, i.zone, i.nodepool
+            i.id,
+            i.instance_type,
+            i.lifecycle,
+            i.zone,
+            i.tags
+                .get("nodewright.io/nodepool")
+                .map(String::as_str)
+                .unwrap_or("")
         ));
     }
     let latencies: Vec<u64> = summary["pendingToFleetMs"]
@@ -281,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
 
     story.phase("Summary");
     let (total, running, _) = pods(&world);
-    story.say(format!("{} instances launched for {} NodePools, {} nodes Ready, {running}/{total} pods Running, ${hourly:.4}/h", fleet.len(), fleet.iter().map(|i| i.nodepool.as_str()).collect::<std::collections::BTreeSet<_>>().len(), ready_nodes(&world)));
+    story.say(format!("{} instances launched for {} NodePools, {} nodes Ready, {running}/{total} pods Running, ${hourly:.4}/h", fleet.len(), fleet.iter().map(|i| i.tags.get("nodewright.io/nodepool").map(String::as_str).unwrap_or("")).collect::<std::collections::BTreeSet<_>>().len(), ready_nodes(&world)));
     story.say(format!(
         "wall time {:.1}s",
         story.started.elapsed().as_secs_f64()
