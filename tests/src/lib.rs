@@ -2,6 +2,7 @@
 //! harness that wires nodewright's real handlers to both, and the demo built on it.
 
 pub mod aws_faults;
+pub mod aws_front;
 pub mod kube_sim;
 pub mod moto;
 pub mod world;

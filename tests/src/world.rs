@@ -9,6 +9,7 @@ use anyhow::Context;
 use aws_config::SdkConfig;
 use serde_json::Value;
 
+use crate::aws_front::AwsFront;
 use crate::kube_sim::{
     Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig,
 };
@@ -17,7 +18,12 @@ use crate::moto::{Moto, SeedSpec, Seeded, seed};
 pub struct World {
     pub moto: Moto,
     pub seeded: Seeded,
+    /// Straight to moto: the harness's own reads and the simulated kubelet's.
     pub sdk: SdkConfig,
+    /// Through [`World::front`]: what the functions under test are given.
+    pub product_sdk: SdkConfig,
+    /// The proxy in front of moto where AWS-side faults are armed.
+    pub front: AwsFront,
     pub sim: SimCluster,
 }
 
@@ -75,10 +81,14 @@ impl World {
         let sim = SimCluster::start(config)
             .await
             .context("the simulated cluster starts")?;
+        let front = AwsFront::start(moto.url()).await?;
+        let product_sdk = front.sdk_config(&sdk);
         Ok(World {
             moto,
             seeded,
             sdk,
+            product_sdk,
+            front,
             sim,
         })
     }
@@ -114,7 +124,7 @@ impl World {
 
 /// The provisioner exactly as Lambda runs it (`nodewright_provisioner::handler`), wired to
 /// this world: the real `kube::Client` against the simulated cluster and the real AWS SDK
-/// clients against moto.
+/// clients against moto, through the world's [`crate::aws_front::AwsFront`].
 pub mod provisioner {
     use std::time::Duration;
 
@@ -177,8 +187,8 @@ pub mod provisioner {
             };
             let kube =
                 KubeCluster::new(client, ClusterSettings::new(defaults, "provisioner-local"));
-            let ec2 = aws_sdk_ec2::Client::new(&self.sdk);
-            let ssm = aws_sdk_ssm::Client::new(&self.sdk);
+            let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
+            let ssm = aws_sdk_ssm::Client::new(&self.product_sdk);
             let settings = ProvisionerSettings {
                 cluster: ClusterFacts {
                     name: cluster.clone(),

@@ -311,3 +311,92 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
             .collect::<Vec<_>>()
     );
 }
+
+/// getting-started with two replicas: one node serves them, so exactly one instance is
+/// the right answer and any second one is a double launch.
+async fn two_pods_for_one_node(cluster: &str) -> World {
+    let world = start(cluster).await;
+    let example = world
+        .example("getting-started.yaml")
+        .unwrap()
+        .replace("replicas: 10", "replicas: 2");
+    assert!(
+        example.contains("replicas: 2"),
+        "the example's replica line changed; update this test"
+    );
+    world.apply_yaml(&example).unwrap();
+    world.sim.step().await;
+    world
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_fleet_throttled_past_the_sdk_retries_is_tried_again_by_the_next_poll_and_launches_once()
+ {
+    use nodewright_world::aws_front::Handling;
+
+    let world = two_pods_for_one_node("e2e-throttle").await;
+    // The SDK's standard retry policy makes three attempts: three throttles exhaust it, so
+    // the error reaches nodewright, which stops launching for that poll.
+    world.front.throttle("CreateFleet", 3);
+    let state = world
+        .provisioner(quick(Duration::from_secs(10)), quick_batch())
+        .await
+        .unwrap();
+    let summary = invoke(&state).await.unwrap();
+    let calls: Vec<Handling> = world
+        .front
+        .calls("CreateFleet")
+        .iter()
+        .map(|c| c.handling)
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            Handling::Throttled,
+            Handling::Throttled,
+            Handling::Throttled,
+            Handling::Forwarded(200)
+        ],
+        "{summary}"
+    );
+    assert!(summary["throttledPolls"].as_u64() >= Some(1), "{summary}");
+    assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
+    let_nodes_join(&world).await;
+    assert_eq!(pods_of(&world, "default", "inflate"), (2, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_second_launch() {
+    let world = two_pods_for_one_node("e2e-crash").await;
+    let crash = world.front.crash_after("CreateFleet");
+    let state = world
+        .provisioner(quick(Duration::from_secs(10)), quick_batch())
+        .await
+        .unwrap();
+    // The handler never learns what CreateFleet did: its future is dropped the moment moto
+    // has answered, as a container killed mid-invocation would be.
+    tokio::select! {
+        done = invoke(&state) => panic!("the handler finished without its CreateFleet answer: {done:?}"),
+        at = crash.happened() => { at.unwrap(); }
+    }
+    drop(state);
+    assert_eq!(
+        owned_instances(&world).await.len(),
+        1,
+        "moto launched the withheld request's instance"
+    );
+
+    // Lambda retries in a cold container: nothing of the first one's memory survives.
+    let cold = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
+    let summary = invoke(&cold).await.unwrap();
+    assert_eq!(
+        owned_instances(&world).await.len(),
+        1,
+        "the cold container launched again: {summary}"
+    );
+    let_nodes_join(&world).await;
+    assert_eq!(pods_of(&world, "default", "inflate"), (2, 2));
+}

@@ -1,0 +1,360 @@
+//! AWS-side faults on the wire: a loopback HTTP proxy in front of moto that the product's
+//! SDK clients talk to. Every request is forwarded to moto unchanged, except those a test
+//! has armed a fault for:
+//!
+//! - **throttling**: the next `n` calls of an action are answered as AWS answers a
+//!   throttled call (EC2: HTTP 503 `RequestLimitExceeded`; JSON protocols: HTTP 400
+//!   `ThrottlingException`), so the SDK's own retry policy and then nodewright's
+//!   classification both run for real;
+//! - **a crash between two calls**: the next call of an action is forwarded (moto acts on
+//!   it) and its answer is withheld; the test is told, and drops the handler's future as a
+//!   Lambda container dying at that instant would, with the side effect done and unseen.
+//!
+//! Every call is recorded (action, time, what the front did), so tests and benchmarks can
+//! read the wire: how often the SDK retried, when CreateFleet was sent.
+//!
+//! Insufficient capacity stays a port wrapper ([`crate::aws_faults`]): it needs the fleet's
+//! per-override answer rewritten, which is clearer in the core's types than in EC2's XML.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use aws_config::SdkConfig;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{oneshot, watch};
+
+/// The most a request body may be; CreateFleet with 60 types x 3 zones is ~40 KiB.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// What the front did with one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Forwarded to moto; moto's status code.
+    Forwarded(u16),
+    /// Answered with a throttling error; moto never saw it.
+    Throttled,
+    /// Forwarded to moto, answer withheld: the caller "crashed" here.
+    Withheld,
+}
+
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// The API action: `CreateFleet`, `GetParameter`, ... (`METHOD /path` for REST APIs).
+    pub action: String,
+    pub at: Instant,
+    pub handling: Handling,
+}
+
+#[derive(Default)]
+struct Armed {
+    throttle: HashMap<String, u32>,
+    crash: HashMap<String, oneshot::Sender<Instant>>,
+}
+
+struct Front {
+    upstream: String,
+    http: reqwest::Client,
+    armed: Mutex<Armed>,
+    calls: Mutex<Vec<Call>>,
+    /// Flips to true when the front stops, releasing withheld answers.
+    stopping: watch::Receiver<bool>,
+}
+
+/// The proxy; stops (and releases any withheld call) when dropped.
+pub struct AwsFront {
+    url: String,
+    front: Arc<Front>,
+    stop: watch::Sender<bool>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+/// Resolves when the armed call reached moto and its answer was withheld.
+pub struct Crash(oneshot::Receiver<Instant>);
+
+impl Crash {
+    /// When moto answered the call the caller will never see.
+    pub async fn happened(self) -> anyhow::Result<Instant> {
+        self.0
+            .await
+            .context("the front stopped before the armed call was made")
+    }
+}
+
+impl AwsFront {
+    /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
+    pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the AWS front to a loopback port")?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopping) = watch::channel(false);
+        let front = Arc::new(Front {
+            upstream: upstream.trim_end_matches('/').to_string(),
+            http: reqwest::Client::builder().no_proxy().build()?,
+            armed: Mutex::default(),
+            calls: Mutex::default(),
+            stopping,
+        });
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(front.clone());
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "the AWS front stopped");
+            }
+        });
+        Ok(AwsFront {
+            url,
+            front,
+            stop,
+            shutdown: Some(tx),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// `base` pointed at this front instead of moto.
+    pub fn sdk_config(&self, base: &SdkConfig) -> SdkConfig {
+        base.to_builder().endpoint_url(&self.url).build()
+    }
+
+    /// The next `times` calls of `action` are throttled.
+    pub fn throttle(&self, action: &str, times: u32) {
+        if let Ok(mut armed) = self.front.armed.lock() {
+            *armed.throttle.entry(action.to_string()).or_default() += times;
+        }
+    }
+
+    /// The next call of `action` reaches moto and its answer never comes back.
+    pub fn crash_after(&self, action: &str) -> Crash {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut armed) = self.front.armed.lock() {
+            armed.crash.insert(action.to_string(), tx);
+        }
+        Crash(rx)
+    }
+
+    /// Every call of `action` so far, in order.
+    pub fn calls(&self, action: &str) -> Vec<Call> {
+        self.front
+            .calls
+            .lock()
+            .map(|calls| {
+                calls
+                    .iter()
+                    .filter(|c| c.action == action)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for AwsFront {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+enum Plan {
+    Forward,
+    Throttle,
+    Crash(oneshot::Sender<Instant>),
+}
+
+impl Front {
+    fn plan(&self, action: &str) -> Plan {
+        let Ok(mut armed) = self.armed.lock() else {
+            return Plan::Forward;
+        };
+        if let Some(left) = armed.throttle.get_mut(action).filter(|n| **n > 0) {
+            *left -= 1;
+            return Plan::Throttle;
+        }
+        match armed.crash.remove(action) {
+            Some(tx) => Plan::Crash(tx),
+            None => Plan::Forward,
+        }
+    }
+
+    fn record(&self, action: String, at: Instant, handling: Handling) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.push(Call {
+                action,
+                at,
+                handling,
+            });
+        }
+    }
+
+    async fn forward(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, reqwest::Error> {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path_and_query}", self.upstream))
+            .body(body);
+        for (name, value) in headers {
+            if name != header::HOST && name != header::CONTENT_LENGTH {
+                request = request.header(name, value);
+            }
+        }
+        let answer = request.send().await?;
+        let status = answer.status();
+        let headers = answer.headers().clone();
+        let body = answer.bytes().await?;
+        let mut response = Response::new(Body::from(body));
+        *response.status_mut() = status;
+        for (name, value) in &headers {
+            if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
+                response.headers_mut().insert(name, value.clone());
+            }
+        }
+        Ok(response)
+    }
+}
+
+async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
+    let at = Instant::now();
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    let action = action_of(&parts.method, parts.uri.path(), &parts.headers, &body);
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let plan = front.plan(&action);
+    if let Plan::Throttle = plan {
+        front.record(action.clone(), at, Handling::Throttled);
+        return throttled(&parts.headers, &action);
+    }
+    let answer = front
+        .forward(parts.method, &path_and_query, &parts.headers, body)
+        .await;
+    let response = match answer {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                StatusCode::BAD_GATEWAY,
+                format!("the AWS front could not reach moto: {e}"),
+            )
+                .into_response();
+        }
+    };
+    match plan {
+        Plan::Crash(tx) => {
+            front.record(action, at, Handling::Withheld);
+            let _ = tx.send(Instant::now());
+            // The caller is gone; hold the answer until the front stops.
+            let mut stopping = front.stopping.clone();
+            let _ = stopping.wait_for(|s| *s).await;
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+        _ => {
+            front.record(action, at, Handling::Forwarded(response.status().as_u16()));
+            response
+        }
+    }
+}
+
+/// The action a request calls: `X-Amz-Target`'s operation for JSON protocols, `Action=`
+/// of a form body for the query protocol (EC2, STS, IAM), else `METHOD /path` (REST).
+pub fn action_of(method: &Method, path: &str, headers: &HeaderMap, body: &[u8]) -> String {
+    if let Some(target) = headers.get("x-amz-target").and_then(|v| v.to_str().ok()) {
+        return target.rsplit('.').next().unwrap_or(target).to_string();
+    }
+    let form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        let action = std::str::from_utf8(body)
+            .ok()
+            .and_then(|b| b.split('&').find_map(|kv| kv.strip_prefix("Action=")));
+        if let Some(a) = action {
+            return a.to_string();
+        }
+    }
+    format!("{method} {path}")
+}
+
+/// AWS's answer to a throttled call, in the protocol the caller spoke.
+fn throttled(headers: &HeaderMap, action: &str) -> Response {
+    let message = format!("Request limit exceeded (injected by the local world for {action}).");
+    if headers.contains_key("x-amz-target") {
+        let mut r = (
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"__type": "ThrottlingException", "message": message}).to_string(),
+        )
+            .into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-amz-json-1.1"),
+        );
+        return r;
+    }
+    // EC2's query-protocol error document (RequestLimitExceeded is answered with 503).
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error>\
+         <Code>RequestLimitExceeded</Code><Message>{message}</Message></Error></Errors>\
+         <RequestID>00000000-0000-0000-0000-000000000000</RequestID></Response>"
+    );
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, xml).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_action_is_read_from_the_target_header_the_form_body_or_the_path() {
+        let mut json = HeaderMap::new();
+        json.insert(
+            "x-amz-target",
+            HeaderValue::from_static("AmazonSSM.GetParameter"),
+        );
+        let mut form = HeaderMap::new();
+        form.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-www-form-urlencoded; charset=utf-8"),
+        );
+        let cases: [(&HeaderMap, &[u8], &str); 4] = [
+            (&json, b"{}", "GetParameter"),
+            (
+                &form,
+                b"Version=2016-11-15&Action=CreateFleet&Type=instant",
+                "CreateFleet",
+            ),
+            (&form, b"Version=2016-11-15", "POST /"),
+            (&HeaderMap::new(), b"", "POST /"),
+        ];
+        for (headers, body, want) in cases {
+            assert_eq!(action_of(&Method::POST, "/", headers, body), want);
+        }
+    }
+}
