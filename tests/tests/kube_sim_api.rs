@@ -470,3 +470,46 @@ async fn raw_eviction_refusal_carries_a_status_body_and_fault_429_a_retry_after_
         (Some("Status"), Some("TooManyRequests"))
     );
 }
+
+#[tokio::test]
+async fn kube_client_watches_pods_and_sees_them_added_changed_and_leave_its_field_selector() {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+
+    let (sim, client) = cluster().await;
+    sim.apply_json(node_json("n1", "us-east-1a")).unwrap();
+    let pods: Api<Pod> = Api::all(client);
+    let wp = WatchParams::default().fields("spec.nodeName=").timeout(5);
+    let mut events = pods.watch(&wp, "0").await.expect("watch opens").boxed();
+    let mut pending = pod_json("p1", "web", "", false);
+    pending["spec"].as_object_mut().unwrap().remove("nodeName");
+    pending["status"] = json!({"phase": "Pending"});
+    sim.apply_json(pending.clone()).unwrap();
+    let mut seen = vec![];
+    let mut bound = pending.clone();
+    bound["spec"]["nodeName"] = json!("n1");
+    while let Some(event) = tokio::time::timeout(std::time::Duration::from_secs(5), events.next())
+        .await
+        .expect("an event within 5 s")
+    {
+        let kind = match event.expect("a watch event") {
+            WatchEvent::Added(p) => ("ADDED", p.metadata.name),
+            WatchEvent::Modified(p) => ("MODIFIED", p.metadata.name),
+            WatchEvent::Deleted(p) => ("DELETED", p.metadata.name),
+            other => panic!("unexpected {other:?}"),
+        };
+        seen.push((kind.0, kind.1.unwrap_or_default()));
+        match seen.len() {
+            1 => {
+                pending["metadata"]["labels"]["tier"] = json!("front");
+                sim.apply_json(pending.clone()).unwrap();
+            }
+            2 => {
+                sim.apply_json(bound.clone()).unwrap();
+            }
+            _ => break,
+        }
+    }
+    let want = [("ADDED", "p1"), ("MODIFIED", "p1"), ("DELETED", "p1")];
+    assert_eq!(seen, want.map(|(a, b)| (a, b.to_string())));
+}

@@ -400,3 +400,39 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
     let_nodes_join(&world).await;
     assert_eq!(pods_of(&world, "default", "inflate"), (2, 2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_through_its_watch() {
+    let world = start("e2e-watch").await;
+    let example = world
+        .example("getting-started.yaml")
+        .unwrap()
+        .replace("replicas: 10", "replicas: 2");
+    let (deployment, config): (Vec<&str>, Vec<&str>) = example
+        .split("\n---\n")
+        .partition(|doc| doc.contains("kind: Deployment"));
+    assert_eq!(
+        deployment.len(),
+        1,
+        "the example's Deployment is one document"
+    );
+    world.apply_yaml(&config.join("\n---\n")).unwrap();
+    // One poll at the start, the next one 60 s later: only the watch can act in between.
+    let config = nodewright_provisioner::HandlerConfig {
+        poll_interval: Duration::from_secs(60),
+        budget: Duration::from_secs(6),
+    };
+    let state = std::sync::Arc::new(world.provisioner(config, quick_batch()).await.unwrap());
+    let handler = {
+        let state = state.clone();
+        tokio::spawn(async move { invoke(&state).await })
+    };
+    // Past the first poll, which found nothing: the handler now waits.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(owned_instances(&world).await.is_empty());
+    world.apply_yaml(deployment[0]).unwrap();
+    world.sim.step().await; // the pods are created and found unschedulable
+    let summary = handler.await.unwrap().unwrap();
+    assert!(summary["watchWakeups"].as_u64() >= Some(1), "{summary}");
+    assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
+}

@@ -2,12 +2,16 @@
 //! the Lambda runtime does; `main.rs` only wires configuration and clients.
 //!
 //! One invocation (scheduled every minute, reserved concurrency 1) polls for pending pods
-//! every `POLL_INTERVAL` until `INVOCATION_BUDGET` has passed, so a pending pod waits
-//! seconds rather than a minute. While the batching window is open (1 s after the last new
-//! pod, 10 s at most) it looks again as soon as the window closes.
+//! every `POLL_INTERVAL` until `INVOCATION_BUDGET` has passed, and between polls watches
+//! pods, so a pod that turns unschedulable starts a poll at once rather than at the next
+//! tick. While the batching window is open (1 s after the last new pod, 10 s at most) it
+//! looks again as soon as the window closes.
 
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::FutureExt as _;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::{Ec2Adapter, ImageAdapter};
 use nodewright::eks::EksCluster;
@@ -131,6 +135,8 @@ struct Summary {
     launched: Vec<String>,
     unschedulable: usize,
     throttled: u32,
+    /// Polls started early because the pod watch saw a provisionable pod.
+    wakeups: u32,
     pending_to_fleet_ms: Vec<u128>,
     last_error: Option<String>,
 }
@@ -153,6 +159,7 @@ impl Summary {
             "launchedInstances": self.launched,
             "unschedulablePods": self.unschedulable,
             "throttledPolls": self.throttled,
+            "watchWakeups": self.wakeups,
             "pendingToFleetMs": self.pending_to_fleet_ms,
             "lastError": self.last_error,
         })
@@ -164,6 +171,7 @@ impl Summary {
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
     K: nodewright::kube::PodSource
+        + nodewright::kube::PendingPodWatch
         + nodewright::kube::NodeSource
         + nodewright::kube::ConfigSource
         + nodewright::kube::EventSink
@@ -183,10 +191,25 @@ where
     } = state.config;
     tracing::debug!(request_id = event.context.request_id, "provisioner invoked");
     let mut summary = Summary::default();
+    let mut wakes = watch_or_poll(
+        state
+            .provisioner
+            .lock()
+            .await
+            .kube()
+            .watch_pending(budget)
+            .await,
+    );
     loop {
+        // Pod events so far are covered by the list this poll is about to make; later ones
+        // (during the poll) stay queued and wake the next one.
+        if let Some(stream) = wakes.as_mut() {
+            while let Some(Some(())) = stream.next().now_or_never() {}
+        }
         summary.polls += 1;
         let result: Result<PollReport, ProvisionError> =
             state.provisioner.lock().await.poll(SystemTime::now()).await;
+        let window_open = matches!(&result, Ok(r) if r.waiting.is_some());
         let next = match result {
             Ok(report) => {
                 summary.add(&report);
@@ -205,10 +228,31 @@ where
                 poll_interval
             }
         };
-        if started.elapsed() + next >= budget {
-            break;
+        let remaining = budget.saturating_sub(started.elapsed());
+        match wakes.as_mut() {
+            // While the batching window is open its deadline is the next look anyway.
+            Some(stream) if !window_open && !remaining.is_zero() => {
+                let woken = tokio::select! {
+                    () = tokio::time::sleep(next.min(remaining)) => false,
+                    event = stream.next() => match event {
+                        Some(()) => true,
+                        None => {
+                            tracing::debug!("the pod watch ended; polling only");
+                            wakes = None;
+                            false
+                        }
+                    },
+                };
+                if woken {
+                    summary.wakeups += 1;
+                    tokio::time::sleep(WAKE_COALESCE).await;
+                } else if next >= remaining {
+                    break;
+                }
+            }
+            _ if next >= remaining => break,
+            _ => tokio::time::sleep(next).await,
         }
-        tokio::time::sleep(next).await;
     }
     if summary.failed_polls == summary.polls {
         return Err(format!(
@@ -219,6 +263,24 @@ where
         .into());
     }
     Ok(summary.json())
+}
+
+/// After a wake-up, how long to let the burst that caused it land before polling: a
+/// Deployment scaled up creates its pods within milliseconds of each other.
+const WAKE_COALESCE: Duration = Duration::from_millis(50);
+
+/// A watch on provisionable pods for the rest of this invocation; without one (the watch
+/// failed to open) the handler polls every `POLL_INTERVAL`, which is slower but correct.
+fn watch_or_poll(
+    opened: Result<BoxStream<'static, ()>, nodewright::kube::KubeError>,
+) -> Option<BoxStream<'static, ()>> {
+    match opened {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            tracing::warn!(error = %e, "watching pods failed; polling only");
+            None
+        }
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

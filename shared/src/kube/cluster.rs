@@ -5,9 +5,12 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use ::kube::Client;
-use ::kube::api::{Api, ListParams, Patch, PatchParams};
+use ::kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::de::DeserializeOwned;
@@ -19,7 +22,7 @@ use super::error::{KubeError, RetryPolicy};
 use super::pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable,
 };
-use super::ports::{NodeOps, NodeSource, PodSource};
+use super::ports::{NodeOps, NodeSource, PendingPodWatch, PodSource};
 use crate::api::Taint;
 
 /// What a `KubeCluster` needs besides the client.
@@ -144,6 +147,36 @@ impl PodSource for KubeCluster {
         let api: Api<Pod> = Api::all(self.client.clone());
         let lp = ListParams::default().fields(BOUND_FIELD_SELECTOR);
         Ok(group_by_node(self.list_all(&api, lp, "pods").await?))
+    }
+}
+
+impl PendingPodWatch for KubeCluster {
+    async fn watch_pending(&self, timeout: Duration) -> Result<BoxStream<'static, ()>, KubeError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        // The API server caps a watch at `timeoutSeconds`; kube's own read timeout is 295 s.
+        let seconds = timeout.as_secs().clamp(1, 290) as u32;
+        let wp = WatchParams::default()
+            .fields(PENDING_FIELD_SELECTOR)
+            .timeout(seconds);
+        let stream = api.watch(&wp, "0").await.map_err(|source| KubeError::Api {
+            verb: "watch",
+            resource: "pods".into(),
+            source,
+        })?;
+        Ok(stream
+            .filter_map(|event| async move {
+                match event {
+                    Ok(WatchEvent::Added(pod) | WatchEvent::Modified(pod))
+                        if is_provisionable(&pod) =>
+                    {
+                        Some(())
+                    }
+                    // Bound or deleted pods, bookmarks and watch errors wake nothing; a
+                    // broken watch ends the stream and the handler falls back to polling.
+                    _ => None,
+                }
+            })
+            .boxed())
     }
 }
 

@@ -29,6 +29,7 @@ pub use pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
 };
 pub use ports::{
-    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef, PodSource,
+    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PendingPodWatch, PodRef,
+    PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};

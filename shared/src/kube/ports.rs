@@ -22,6 +22,17 @@ pub trait PodSource: Send + Sync {
     ) -> impl Future<Output = Result<HashMap<String, Vec<Pod>>, KubeError>> + Send;
 }
 
+/// A wake-up each time a pod turns provisionable, so the provisioner acts in about a
+/// second instead of at its next poll (Karpenter watches pods for the same reason).
+pub trait PendingPodWatch: Send + Sync {
+    /// A stream that yields once per pod event that leaves a pod provisionable; it ends
+    /// when the server ends the watch (after `timeout`) or the connection drops.
+    fn watch_pending(
+        &self,
+        timeout: std::time::Duration,
+    ) -> impl Future<Output = Result<futures::stream::BoxStream<'static, ()>, KubeError>> + Send;
+}
+
 pub trait NodeSource: Send + Sync {
     fn nodes(&self) -> impl Future<Output = Result<Vec<Node>, KubeError>> + Send;
     fn daemon_sets(&self) -> impl Future<Output = Result<Vec<DaemonSet>, KubeError>> + Send;

@@ -9,7 +9,7 @@
 //! instances become Nodes), the ReplicaSet and DaemonSet controllers, the scheduler, and pod
 //! start-up.
 //!
-//! Not simulated: watch, server-side apply field management (apply is a merge patch),
+//! Watch is served by re-listing (see `watch.rs`). Not simulated: server-side apply field management (apply is a merge patch),
 //! admission (quotas, limit ranges, pod security), graceful deletion (pods go away at
 //! once, finalizers are ignored), namespace lifecycle (objects may be created in any
 //! namespace), aggregated discovery, authentication and RBAC, and protobuf.
@@ -38,6 +38,7 @@ mod store;
 mod subresources;
 mod userdata;
 mod validation;
+mod watch;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};

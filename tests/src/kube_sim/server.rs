@@ -117,6 +117,13 @@ pub async fn handle(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    if let Route::Resource(t) = &route
+        && method == Method::GET
+        && t.name.is_none()
+        && query.get("watch").is_some_and(|w| w == "true" || w == "1")
+    {
+        return watch_collection(sh.clone(), t.clone(), query);
+    }
     match dispatch(&sh, &method, route, &query, content_type, &body) {
         Ok((code, v)) => (
             StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
@@ -128,6 +135,34 @@ pub async fn handle(
 }
 
 pub type Answer = Result<(u16, Value), ApiError>;
+
+/// A watch on a collection, served by re-listing it ([`super::watch`]).
+fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, String>) -> Response {
+    let rt = &RESOURCES[t.res];
+    let api_version = if rt.group.is_empty() {
+        rt.version.to_string()
+    } else {
+        format!("{}/{}", rt.group, rt.version)
+    };
+    let watch_query = query.clone();
+    query.remove("watch");
+    query.remove("resourceVersion");
+    let list = move || {
+        let now = sh.clock.rfc3339();
+        let mut store = sh.store();
+        match resource(&mut store, &now, &Method::GET, t.clone(), &query, "", &[]) {
+            Ok((_, mut v)) => {
+                for item in v["items"].as_array_mut().into_iter().flatten() {
+                    item["apiVersion"] = json!(api_version);
+                    item["kind"] = json!(rt.kind);
+                }
+                Ok(v)
+            }
+            Err(e) => Err(e.into_response()),
+        }
+    };
+    super::watch::respond(list, &watch_query)
+}
 
 fn dispatch(
     sh: &Shared,
@@ -153,7 +188,7 @@ fn dispatch(
         Route::Resource(t) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
                 return Err(ApiError::method_not_allowed(
-                    "watch is not supported by the simulated cluster",
+                    "the simulated cluster watches collections only",
                 ));
             }
             let now = sh.clock.rfc3339();
