@@ -94,7 +94,10 @@ impl RuntimeApi {
     /// Queues one invocation with `timeout` and waits for the function's answer.
     pub async fn invoke(&self, event: Value, timeout: Duration) -> anyhow::Result<Outcome> {
         let id = {
-            let mut n = self.next_id.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+            let mut n = self
+                .next_id
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?;
             *n += 1;
             format!("00000000-0000-4000-8000-{:012}", *n)
         };
@@ -109,14 +112,17 @@ impl RuntimeApi {
             q.waiting.push_back((id.clone(), event, timeout));
         }
         self.api.arrived.notify_waiters();
-        self.api.arrived.notify_one();
         rx.await
             .with_context(|| format!("invocation {id} was never answered"))
     }
 
     /// What the function reported to `/runtime/init/error`, if anything.
     pub fn init_error(&self) -> Option<Value> {
-        self.api.queue.lock().ok().and_then(|q| q.init_error.clone())
+        self.api
+            .queue
+            .lock()
+            .ok()
+            .and_then(|q| q.init_error.clone())
     }
 }
 
@@ -131,7 +137,11 @@ impl Drop for RuntimeApi {
 async fn next(State(api): State<Arc<Api>>) -> Response {
     loop {
         let notified = api.arrived.notified();
-        let item = api.queue.lock().ok().and_then(|mut q| q.waiting.pop_front());
+        let item = api
+            .queue
+            .lock()
+            .ok()
+            .and_then(|mut q| q.waiting.pop_front());
         if let Some((id, event, timeout)) = item {
             let deadline = SystemTime::now()
                 .checked_add(timeout)
@@ -149,7 +159,10 @@ async fn next(State(api): State<Arc<Api>>) -> Response {
                 "lambda-runtime-invoked-function-arn",
                 "arn:aws:lambda:us-east-1:123456789012:function:local".into(),
             );
-            set("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".into());
+            set(
+                "lambda-runtime-trace-id",
+                "Root=1-00000000-000000000000000000000000".into(),
+            );
             return (headers, event.to_string()).into_response();
         }
         notified.await;

@@ -4,5 +4,6 @@
 pub mod aws_faults;
 pub mod aws_front;
 pub mod kube_sim;
+pub mod lambda_api;
 pub mod moto;
 pub mod world;

@@ -254,6 +254,19 @@ pub async fn sdk_config_for(url: &str) -> SdkConfig {
         .await
 }
 
+/// The environment that points an AWS SDK in another process at `url` with the test
+/// credentials, as `AWS_ENDPOINT_URL` does for every SDK.
+pub fn sdk_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT_URL", url.to_string()),
+        ("AWS_REGION", REGION.to_string()),
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID.to_string()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY.to_string()),
+        // No instance metadata on a developer machine: do not wait for it.
+        ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+    ]
+}
+
 /// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.
 pub fn venv_dir() -> PathBuf {
     if let Some(venv) = std::env::var_os("NODEWRIGHT_VENV") {

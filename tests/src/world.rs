@@ -113,6 +113,29 @@ impl World {
         Ok(n)
     }
 
+    /// The environment a function binary needs to run against this world as it runs in
+    /// Lambda (see `functions/*/src/main.rs`): the AWS SDK through [`World::front`], a
+    /// kubeconfig for the simulated cluster (written into `dir`), the cluster and the node
+    /// role.
+    pub fn function_env(
+        &self,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<Vec<(&'static str, String)>> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, self.sim.kubeconfig_yaml())
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let mut env = crate::moto::sdk_env(self.front.url());
+        env.extend([
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("CLUSTER_NAME", self.seeded.cluster.clone()),
+            ("NODE_ROLE", self.seeded.node_role_name.clone()),
+            ("NODE_INSTANCE_PROFILE", self.seeded.node_role_name.clone()),
+            ("RUST_LOG", "info".to_string()),
+        ]);
+        Ok(env)
+    }
+
     /// Replaces `{{cluster}}` in an example so its selectors find the seeded subnets.
     pub fn example(&self, name: &str) -> anyhow::Result<String> {
         let path = crate::moto::workspace_root().join("examples").join(name);
@@ -224,13 +247,15 @@ pub mod provisioner {
             + nodewright::aws::InstanceInventory
             + Sync,
     {
-        let event = LambdaEvent::new(
-            json!({"source": "nodewright.local", "detail-type": "Scheduled Event"}),
-            Context::default(),
-        );
+        let event = LambdaEvent::new(scheduled_event(), Context::default());
         nodewright_provisioner::handler(event, state)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// What EventBridge Scheduler sends a target with no input configured.
+    pub fn scheduled_event() -> Value {
+        json!({"source": "nodewright.local", "detail-type": "Scheduled Event", "detail": {}})
     }
 
     /// A handler configuration for tests: short polls, a few seconds of budget.

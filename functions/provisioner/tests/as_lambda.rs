@@ -1,0 +1,108 @@
+//! The `provisioner` binary itself, started as Lambda starts it: its environment, the
+//! Lambda Runtime API it polls for invocations, and warm invocations in one process.
+//!
+//! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
+//! world's front) and Kubernetes (the simulated cluster). The binary is the real one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::scheduled_event;
+
+const INVOCATION_TIMEOUT: Duration = Duration::from_secs(90);
+
+async fn launched(world: &World) -> usize {
+    world.instances().await.expect("DescribeInstances").len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_launches_once() {
+    let world = World::start(
+        "bin-provisioner",
+        SimConfig {
+            clock: SimClock::manual(),
+            crds_installed: true,
+            ..SimConfig::default()
+        },
+    )
+    .await
+    .expect("the local world starts");
+    let example = world
+        .example("getting-started.yaml")
+        .unwrap()
+        .replace("replicas: 10", "replicas: 2");
+    world.apply_yaml(&example).unwrap();
+    world.sim.step().await;
+
+    let api = RuntimeApi::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("nodewright-as-lambda-{}", std::process::id()));
+    let mut env = world.function_env(&dir).unwrap();
+    env.extend([
+        ("POLL_INTERVAL", "0.2".to_string()),
+        ("INVOCATION_BUDGET", "2".to_string()),
+    ]);
+    let log = dir.join("provisioner.log");
+    let mut function = FunctionProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_provisioner")),
+        &api,
+        128,
+        &env,
+        &log,
+    )
+    .unwrap();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let first = tokio::time::timeout(
+        INVOCATION_TIMEOUT,
+        api.invoke(scheduled_event(), INVOCATION_TIMEOUT),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "no answer; exited: {:?}; log:\n{}",
+            function.exited(),
+            log_text()
+        )
+    })
+    .unwrap();
+    let Outcome::Response(summary) = first else {
+        panic!("the invocation failed: {first:?}\n{}", log_text());
+    };
+    assert_eq!(
+        summary["launchedInstances"].as_array().map(Vec::len),
+        Some(1),
+        "{summary}"
+    );
+    assert_eq!(launched(&world).await, 1);
+
+    // The same (warm) process serves the next invocation and launches nothing more.
+    let second = api
+        .invoke(scheduled_event(), INVOCATION_TIMEOUT)
+        .await
+        .unwrap();
+    let Outcome::Response(summary) = second else {
+        panic!("the second invocation failed: {second:?}\n{}", log_text());
+    };
+    assert_eq!(
+        summary["launchedInstances"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    assert_eq!(launched(&world).await, 1);
+    assert!(
+        function.exited().is_none(),
+        "the function exited:\n{}",
+        log_text()
+    );
+    assert!(
+        log_text()
+            .lines()
+            .any(|l| l.starts_with('{') && l.contains("\"level\"")),
+        "the function logs JSON lines:\n{}",
+        log_text()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
