@@ -470,3 +470,37 @@ async fn cordon_and_label_are_merge_patches() {
     assert_eq!(err.status_code(), Some(404));
     assert!(err.to_string().starts_with("patch nodes/missing"), "{err}");
 }
+
+#[tokio::test]
+async fn with_a_config_ttl_the_configuration_is_read_once_and_reused_until_it_expires() {
+    let crds = HashMap::from([
+        ("karpenter.sh/v1/nodepools", vec![]),
+        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![]),
+    ]);
+    let world = World {
+        crds: Some(crds),
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let reads = || {
+        server
+            .requests_to("GET", "/apis/karpenter.sh/v1/nodepools")
+            .len()
+    };
+    server.cluster.load().await.expect("config");
+    server.cluster.load().await.expect("config");
+    assert_eq!(reads(), 2, "without a TTL every load reads");
+
+    let mut settings = server.cluster.settings().clone();
+    settings.config_ttl = std::time::Duration::from_secs(3600);
+    let cached = nodewright::kube::KubeCluster::new(server.cluster.client().clone(), settings);
+    let first = cached.load().await.expect("config");
+    let second = cached.load().await.expect("config");
+    assert_eq!(
+        reads(),
+        3,
+        "the second load within the TTL is served from memory"
+    );
+    assert_eq!(first.source, second.source);
+    assert_eq!(first.inputs.documents, second.inputs.documents);
+}

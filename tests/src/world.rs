@@ -208,8 +208,10 @@ pub mod provisioner {
                 cpu_limit: Some("1000".into()),
                 ami_alias: "al2023@latest".into(),
             };
-            let kube =
-                KubeCluster::new(client, ClusterSettings::new(defaults, "provisioner-local"));
+            // As main.rs sets it: the configuration is reused for DEFAULT_CONFIG_TTL.
+            let mut settings = ClusterSettings::new(defaults, "provisioner-local");
+            settings.config_ttl = nodewright::kube::DEFAULT_CONFIG_TTL;
+            let kube = KubeCluster::new(client, settings);
             let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
             let ssm = aws_sdk_ssm::Client::new(&self.product_sdk);
             let settings = ProvisionerSettings {

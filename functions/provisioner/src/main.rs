@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, ImageAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
-use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, DefaultPoolParams, KubeCluster};
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
 use nodewright_provisioner::{State, cluster_facts, handler};
 use serde_json::Value;
@@ -50,7 +50,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         ..Default::default()
     };
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
-    let kube = KubeCluster::new(client, ClusterSettings::new(default_pool, reporting));
+    let mut settings = ClusterSettings::new(default_pool, reporting);
+    settings.config_ttl = DEFAULT_CONFIG_TTL;
+    let kube = KubeCluster::new(client, settings);
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let state = State::new(
         kube,

@@ -59,13 +59,21 @@ impl<S: ConfigSource> CachedConfig<S> {
     }
 
     fn fresh(&self) -> Option<ConfigLoad> {
-        let now = self.clock.now();
         let last = self.last.lock().ok()?;
-        let (at, load) = last.as_ref()?;
-        // A clock that went backwards makes the age negative: treat that as stale too.
-        let age = now.duration_since(*at);
-        (age >= jiff::SignedDuration::ZERO && age.unsigned_abs() < self.ttl).then(|| load.clone())
+        fresh(last.as_ref(), self.clock.now(), self.ttl)
     }
+}
+
+/// The cached load when it is younger than `ttl` at `now`.
+pub(super) fn fresh(
+    last: Option<&(Timestamp, ConfigLoad)>,
+    now: Timestamp,
+    ttl: Duration,
+) -> Option<ConfigLoad> {
+    let (at, load) = last?;
+    // A clock that went backwards makes the age negative: treat that as stale too.
+    let age = now.duration_since(*at);
+    (age >= jiff::SignedDuration::ZERO && age.unsigned_abs() < ttl).then(|| load.clone())
 }
 
 impl<S: ConfigSource> ConfigSource for CachedConfig<S> {

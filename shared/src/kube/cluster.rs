@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::cache::{Clock, SystemClock};
+use super::config::ConfigLoad;
 use super::config::{DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE, DefaultPoolParams};
 use super::error::{KubeError, RetryPolicy};
 use super::pending::{
@@ -38,6 +39,10 @@ pub struct ClusterSettings {
     /// Items per list page. 500 is what kubectl and client-go's pager use.
     pub page_size: u32,
     pub retry: RetryPolicy,
+    /// How long a loaded configuration is reused (zero: read every time). A warm function
+    /// polls every few seconds and NodePools change far less often; see
+    /// [`super::DEFAULT_CONFIG_TTL`].
+    pub config_ttl: Duration,
 }
 
 impl ClusterSettings {
@@ -49,6 +54,7 @@ impl ClusterSettings {
             reporting_instance: reporting_instance.into(),
             page_size: 500,
             retry: RetryPolicy::default(),
+            config_ttl: Duration::ZERO,
         }
     }
 }
@@ -62,6 +68,8 @@ pub struct KubeCluster {
     /// Set once `events.k8s.io/v1` answered 404 and a core/v1 Event worked instead, so later
     /// events go straight to core/v1.
     pub(super) core_events_only: Arc<AtomicBool>,
+    /// The last configuration loaded and when, reused for `settings.config_ttl`.
+    pub(super) config_memo: Arc<std::sync::Mutex<Option<(jiff::Timestamp, ConfigLoad)>>>,
 }
 
 /// Field manager recorded on our patches, so `kubectl` shows who changed a node.
@@ -80,6 +88,7 @@ impl KubeCluster {
             settings,
             clock,
             core_events_only: Arc::new(AtomicBool::new(false)),
+            config_memo: Arc::default(),
         }
     }
 
