@@ -436,3 +436,31 @@ async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_thro
     assert!(summary["watchWakeups"].as_u64() >= Some(1), "{summary}");
     assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_pod_watch_leaves_the_provisioner_polling_and_still_launching() {
+    let world = two_pods_for_one_node("e2e-dropped-watch").await;
+    let state = std::sync::Arc::new(
+        world
+            .provisioner(quick(Duration::from_secs(8)), quick_batch())
+            .await
+            .unwrap(),
+    );
+    let handler = {
+        let state = state.clone();
+        tokio::spawn(async move { invoke(&state).await })
+    };
+    let waited = std::time::Instant::now();
+    while world.sim.open_watches() == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "the handler opened no watch"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    world.sim.drop_watches();
+    let summary = handler.await.unwrap().unwrap();
+    assert_eq!(summary["watch"], "ended", "{summary}");
+    assert_eq!(summary["failedPolls"], 0, "{summary}");
+    assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
+}

@@ -137,6 +137,8 @@ struct Summary {
     throttled: u32,
     /// Polls started early because the pod watch saw a provisionable pod.
     wakeups: u32,
+    /// `open`, `ended` (the server closed it; polling only since) or `failed` (never opened).
+    watch: &'static str,
     pending_to_fleet_ms: Vec<u128>,
     last_error: Option<String>,
 }
@@ -160,6 +162,7 @@ impl Summary {
             "unschedulablePods": self.unschedulable,
             "throttledPolls": self.throttled,
             "watchWakeups": self.wakeups,
+            "watch": self.watch,
             "pendingToFleetMs": self.pending_to_fleet_ms,
             "lastError": self.last_error,
         })
@@ -191,7 +194,7 @@ where
     } = state.config;
     tracing::debug!(request_id = event.context.request_id, "provisioner invoked");
     let mut summary = Summary::default();
-    let mut wakes = watch_or_poll(
+    let wakes = watch_or_poll(
         state
             .provisioner
             .lock()
@@ -200,11 +203,24 @@ where
             .watch_pending(budget)
             .await,
     );
+    summary.watch = if wakes.is_some() { "open" } else { "failed" };
+    let mut wakes = wakes;
     loop {
         // Pod events so far are covered by the list this poll is about to make; later ones
         // (during the poll) stay queued and wake the next one.
         if let Some(stream) = wakes.as_mut() {
-            while let Some(Some(())) = stream.next().now_or_never() {}
+            loop {
+                match stream.next().now_or_never() {
+                    Some(Some(())) => continue,
+                    Some(None) => {
+                        tracing::debug!("the pod watch ended; polling only");
+                        summary.watch = "ended";
+                        wakes = None;
+                    }
+                    None => {}
+                }
+                break;
+            }
         }
         summary.polls += 1;
         let result: Result<PollReport, ProvisionError> =
@@ -238,6 +254,7 @@ where
                         Some(()) => true,
                         None => {
                             tracing::debug!("the pod watch ended; polling only");
+                            summary.watch = "ended";
                             wakes = None;
                             false
                         }

@@ -343,6 +343,17 @@ impl SimCluster {
         self.inner.shared.store().list(res, None).cloned().collect()
     }
 
+    /// Ends every open watch, as an API server restart or a load balancer's idle timeout
+    /// does; clients see their stream end.
+    pub fn drop_watches(&self) {
+        self.inner.shared.drop_watches();
+    }
+
+    /// Watches being served right now.
+    pub fn open_watches(&self) -> usize {
+        self.inner.shared.open_watches()
+    }
+
     /// Makes the next matching requests fail (see [`Fault`]).
     pub fn inject(&self, fault: Fault) {
         self.inner.shared.faults().inject(fault);

@@ -147,6 +147,11 @@ fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, Stri
     let watch_query = query.clone();
     query.remove("watch");
     query.remove("resourceVersion");
+    let generation = sh.watch_generation();
+    let dropped = {
+        let guard = sh.watch_opened();
+        move || guard.shared().watch_generation() != generation
+    };
     let list = move || {
         let now = sh.clock.rfc3339();
         let mut store = sh.store();
@@ -161,7 +166,7 @@ fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, Stri
             Err(e) => Err(e.into_response()),
         }
     };
-    super::watch::respond(list, &watch_query)
+    super::watch::respond(list, dropped, &watch_query)
 }
 
 fn dispatch(

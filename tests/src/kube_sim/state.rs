@@ -1,6 +1,7 @@
 //! State shared by the HTTP server and the simulations.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::clock::SimClock;
@@ -12,6 +13,9 @@ pub struct Shared {
     store: Mutex<Store>,
     faults: Mutex<Faults>,
     crds: AtomicBool,
+    /// Bumped to end every open watch (the "dropped watch" fault).
+    watch_generation: AtomicU64,
+    open_watches: AtomicUsize,
     pub clock: SimClock,
 }
 
@@ -21,6 +25,8 @@ impl Shared {
             store: Mutex::new(Store::new()),
             faults: Mutex::new(Faults::default()),
             crds: AtomicBool::new(crds),
+            watch_generation: AtomicU64::new(0),
+            open_watches: AtomicUsize::new(0),
             clock,
         }
     }
@@ -41,5 +47,37 @@ impl Shared {
 
     pub fn set_crds_installed(&self, on: bool) {
         self.crds.store(on, Ordering::SeqCst);
+    }
+
+    pub fn watch_generation(&self) -> u64 {
+        self.watch_generation.load(Ordering::SeqCst)
+    }
+
+    pub fn drop_watches(&self) {
+        self.watch_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn open_watches(&self) -> usize {
+        self.open_watches.load(Ordering::SeqCst)
+    }
+
+    /// Counts a watch as open until the returned guard is dropped.
+    pub fn watch_opened(self: &Arc<Self>) -> WatchGuard {
+        self.open_watches.fetch_add(1, Ordering::SeqCst);
+        WatchGuard(self.clone())
+    }
+}
+
+pub struct WatchGuard(Arc<Shared>);
+
+impl WatchGuard {
+    pub fn shared(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.open_watches.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -7,7 +7,8 @@
 //! DELETED. An object that leaves a field selector is reported DELETED, as the real server
 //! does. Without `resourceVersion` (or with `"0"`) every current object is first sent as
 //! ADDED; with any other value the stream starts from the present. The stream ends after
-//! `timeoutSeconds` (default 30 minutes) or when the client goes away.
+//! `timeoutSeconds` (default 30 minutes), when the client goes away, or when the test drops
+//! every watch (`SimCluster::drop_watches`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -66,9 +67,11 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<Value> {
 
 /// A streaming watch answer; `list` lists the collection as a GET would, each item with
 /// its `apiVersion` and `kind` (watch events carry whole objects).
-pub fn respond<F>(list: F, query: &BTreeMap<String, String>) -> Response
+/// The stream also ends once `dropped` returns true.
+pub fn respond<F, D>(list: F, dropped: D, query: &BTreeMap<String, String>) -> Response
 where
     F: Fn() -> Result<Value, Response> + Send + 'static,
+    D: Fn() -> bool + Send + Sync + 'static,
 {
     let first = match list() {
         Ok(v) => snapshot(&v),
@@ -83,28 +86,37 @@ where
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
     let ends = Instant::now() + timeout;
     let start = if from_now { first } else { Snapshot::new() };
-    let stream = futures::stream::unfold((start, list), move |(mut seen, list)| async move {
-        loop {
-            let now = match list() {
-                Ok(v) => snapshot(&v),
-                Err(_) => return None,
-            };
-            let events = diff(&seen, &now);
-            seen = now;
-            if !events.is_empty() {
-                let mut lines = String::new();
-                for e in events {
-                    lines.push_str(&e.to_string());
-                    lines.push('\n');
+    let stream = futures::stream::unfold(
+        (start, list, dropped),
+        move |(mut seen, list, dropped)| async move {
+            loop {
+                if dropped() {
+                    return None;
                 }
-                return Some((Ok::<_, Infallible>(Bytes::from(lines)), (seen, list)));
+                let now = match list() {
+                    Ok(v) => snapshot(&v),
+                    Err(_) => return None,
+                };
+                let events = diff(&seen, &now);
+                seen = now;
+                if !events.is_empty() {
+                    let mut lines = String::new();
+                    for e in events {
+                        lines.push_str(&e.to_string());
+                        lines.push('\n');
+                    }
+                    return Some((
+                        Ok::<_, Infallible>(Bytes::from(lines)),
+                        (seen, list, dropped),
+                    ));
+                }
+                if Instant::now() >= ends {
+                    return None;
+                }
+                tokio::time::sleep(TICK).await;
             }
-            if Instant::now() >= ends {
-                return None;
-            }
-            tokio::time::sleep(TICK).await;
-        }
-    });
+        },
+    );
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
