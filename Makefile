@@ -36,10 +36,10 @@ fmt:
 demo: setup
 	$(CARGO) run --quiet -p nodewright-world --bin nodewright-demo
 
-bench: setup
+# The provisioner benchmark runs the release binary as Lambda would, so it is built first.
+bench: setup release
 	$(CARGO) bench -p nodewright --bench solver
 	$(CARGO) bench -p nodewright-world --bench provisioner
-	$(MAKE) release
 
 release:
 	$(CARGO) build --release -p nodewright-provisioner -p nodewright-interruption -p nodewright-sweeper
