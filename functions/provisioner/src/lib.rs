@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{Ec2Adapter, ImageAdapter};
+use nodewright::aws::{Ec2Adapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::EksCluster;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::{
@@ -91,16 +91,22 @@ pub struct State<K, A> {
     config: HandlerConfig,
 }
 
-impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>> {
+impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter>> {
     /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env.
     pub fn new(
         kube: KubeCluster,
         ec2: Ec2Adapter,
         images: ImageAdapter,
+        prices: PricingAdapter,
         settings: ProvisionerSettings,
     ) -> Result<Self, Error> {
         let config = HandlerConfig::from_env()?;
-        let provisioner = Provisioner::new(kube, AwsPorts { ec2, images }, settings)?;
+        let aws = AwsPorts {
+            ec2,
+            images,
+            prices,
+        };
+        let provisioner = Provisioner::new(kube, aws, settings)?;
         Ok(State::with_provisioner(provisioner, config))
     }
 }
@@ -161,6 +167,11 @@ impl Summary {
 
 /// Polls until the invocation budget is spent and returns a JSON summary. A failed poll is
 /// logged and the next one tries again; the invocation fails only when every poll failed.
+///
+/// Right after the first poll, on-demand prices are refreshed when due (a cold container,
+/// or every twelve hours): after it, so pods pending at a cold start are not kept waiting
+/// on the Price List API; at the start of the invocation, so a slow answer (bounded by
+/// `PRICE_FETCH_TIMEOUT`) eats into the polling budget, never past the function's timeout.
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
     K: nodewright::kube::PodSource
@@ -174,6 +185,7 @@ where
         + nodewright::aws::Fleet
         + nodewright::aws::LaunchTemplates
         + nodewright::aws::InstanceInventory
+        + nodewright::aws::OnDemandPriceSource
         + Sync,
 {
     let started = Instant::now();
@@ -205,6 +217,10 @@ where
                 poll_interval
             }
         };
+        if summary.polls == 1 {
+            let mut provisioner = state.provisioner.lock().await;
+            provisioner.refresh_prices(SystemTime::now()).await;
+        }
         if started.elapsed() + next >= budget {
             break;
         }
