@@ -38,7 +38,8 @@ fn remove(doc: &mut Value, path: &[&str], key: &str) {
 #[test]
 fn price_list_items_give_a_type_and_its_hourly_usd_price_or_say_what_is_missing() {
     let rate_path = ["terms", "OnDemand", OFFER, "priceDimensions", RATE];
-    let cases: Vec<(&str, String, Result<(String, f64), SkipReason>)> = vec![
+    type Case = (&'static str, String, Result<(String, f64), SkipReason>);
+    let cases: Vec<Case> = vec![
         (
             "the published document: on-demand price read, reserved terms ignored",
             M5_LARGE_EU_CENTRAL_1.to_string(),

@@ -16,7 +16,8 @@ fn sorted(map: &HashMap<String, f64>) -> Vec<(String, f64)> {
 #[test]
 fn fetched_prices_override_bundled_ones_and_a_type_without_a_fetched_price_keeps_its_bundled_one() {
     let bundled = prices(&[("m5.large", 0.096), ("c5.large", 0.085)]);
-    let cases: Vec<(&str, HashMap<String, f64>, Vec<(&str, f64)>)> = vec![
+    type Case = (&'static str, HashMap<String, f64>, Vec<(&'static str, f64)>);
+    let cases: Vec<Case> = vec![
         (
             "nothing fetched: the bundled table",
             prices(&[]),
@@ -134,67 +135,70 @@ fn outcome(r: &PriceRefresh) -> Outcome {
     }
 }
 
+/// One answer of the price source, `secs` after T0, and what must follow: the outcome, the
+/// m5.large price in use and where the prices in use came from.
+struct Step {
+    secs: u64,
+    answer: Result<HashMap<String, f64>, AwsError>,
+    want: Outcome,
+    m5: f64,
+    origin: PriceOrigin,
+}
+
 #[test]
 fn a_failed_or_empty_answer_keeps_the_last_good_prices_and_a_good_one_replaces_them() {
     let mut p = OnDemandPrices::new(prices(&[("m5.large", 0.096), ("c5.large", 0.085)]));
     let m5 = |p: &OnDemandPrices| p.current().get("m5.large").copied();
-    // (seconds after T0, the source's answer, outcome, m5.large price, origin)
-    let steps: Vec<(
-        u64,
-        Result<HashMap<String, f64>, AwsError>,
-        Outcome,
-        f64,
-        PriceOrigin,
-    )> = vec![
-        (
-            0,
-            Err(throttled()),
-            Outcome::Failed,
-            0.096,
-            PriceOrigin::Bundled,
-        ),
-        (
-            900,
-            Ok(prices(&[("m5.large", 0.115)])),
-            Outcome::Updated {
+    let steps = [
+        Step {
+            secs: 0,
+            answer: Err(throttled()),
+            want: Outcome::Failed,
+            m5: 0.096,
+            origin: PriceOrigin::Bundled,
+        },
+        Step {
+            secs: 900,
+            answer: Ok(prices(&[("m5.large", 0.115)])),
+            want: Outcome::Updated {
                 priced: 1,
                 total: 2,
             },
-            0.115,
-            PriceOrigin::PricingApi(at(T0 + 900)),
-        ),
-        (
-            50_000,
-            Err(throttled()),
-            Outcome::Failed,
-            0.115,
-            PriceOrigin::PricingApi(at(T0 + 900)),
-        ),
-        (
-            51_000,
-            Ok(prices(&[])),
-            Outcome::NoRegionalPrices,
-            0.115,
-            PriceOrigin::PricingApi(at(T0 + 900)),
-        ),
-        (
-            100_000,
-            Ok(prices(&[("c5.large", 0.1)])),
-            Outcome::Updated {
+            m5: 0.115,
+            origin: PriceOrigin::PricingApi(at(T0 + 900)),
+        },
+        Step {
+            secs: 50_000,
+            answer: Err(throttled()),
+            want: Outcome::Failed,
+            m5: 0.115,
+            origin: PriceOrigin::PricingApi(at(T0 + 900)),
+        },
+        Step {
+            secs: 51_000,
+            answer: Ok(prices(&[])),
+            want: Outcome::NoRegionalPrices,
+            m5: 0.115,
+            origin: PriceOrigin::PricingApi(at(T0 + 900)),
+        },
+        Step {
+            secs: 100_000,
+            answer: Ok(prices(&[("c5.large", 0.1)])),
+            want: Outcome::Updated {
                 priced: 1,
                 total: 2,
             },
             // A newer answer replaces the older one whole: a type it lacks falls back to
             // the bundled table, not to an old regional price.
-            0.096,
-            PriceOrigin::PricingApi(at(T0 + 100_000)),
-        ),
+            m5: 0.096,
+            origin: PriceOrigin::PricingApi(at(T0 + 100_000)),
+        },
     ];
-    for (i, (secs, answer, want, want_m5, want_origin)) in steps.into_iter().enumerate() {
-        let got = p.apply(answer, at(T0 + secs));
-        assert_eq!(outcome(&got), want, "step {i}");
-        assert_eq!(m5(&p), Some(want_m5), "step {i}");
-        assert_eq!(p.origin(), want_origin, "step {i}");
+    for (i, step) in steps.into_iter().enumerate() {
+        let got = p.apply(step.answer, at(T0 + step.secs));
+        assert_eq!(outcome(&got), step.want, "step {i}");
+        assert_eq!(m5(&p), Some(step.m5), "step {i}");
+        assert_eq!(p.origin(), step.origin, "step {i}");
     }
 }
 
