@@ -19,9 +19,10 @@ use super::price_list::parse_price_list;
 const EC2_SERVICE_CODE: &str = "AmazonEC2";
 /// GetProducts answers at most 100 items a page (its `MaxResults` range is 1..=100).
 const PAGE_SIZE: i32 = 100;
-/// How long one whole refresh (all pages) may take. A region has roughly 800-1,000
-/// matching products, so about ten pages of well under a second each; twenty seconds is
-/// generous for that, yet leaves most of a provisioner invocation's fifty-second budget.
+/// How long one whole refresh (all pages) may take. A region has at most about 1,400
+/// matching products (the bundled us-east-1 table lists 1,367 types), so up to fourteen
+/// pages of well under a second each; twenty seconds is generous for that, yet leaves most
+/// of a provisioner invocation's fifty-second budget.
 pub const PRICE_FETCH_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The Price List endpoint region nearest to `region`, or `None` where the commercial
@@ -60,7 +61,9 @@ pub fn pricing_client(sdk: &aws_types::SdkConfig, region: &str) -> Option<aws_sd
 
 /// The filters of "Linux, shared tenancy, no pre-installed software, no license, capacity
 /// actually used (not an unused reservation), on demand" in `region` — the attribute names
-/// and values of the EC2 price list, as Karpenter's pricing provider uses them.
+/// and values of the EC2 price list, as Karpenter's pricing provider uses them. Bare-metal
+/// types are listed under `Dedicated` tenancy there, so this query leaves them out and
+/// they keep their bundled price.
 fn linux_on_demand_filters(region: &str) -> Result<Vec<Filter>, AwsError> {
     [
         ("regionCode", region),
