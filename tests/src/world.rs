@@ -153,7 +153,7 @@ pub mod provisioner {
 
     use base64::Engine as _;
     use lambda_runtime::{Context, LambdaEvent};
-    use nodewright::aws::{Ec2Adapter, ImageAdapter};
+    use nodewright::aws::{BundledPrices, Ec2Adapter, ImageAdapter};
     use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
     use nodewright::provision::{
         AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings,
@@ -231,6 +231,8 @@ pub mod provisioner {
             let aws = AwsPorts {
                 ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster)),
                 images: ImageAdapter::new(ec2, ssm),
+                // moto has no Price List API: on-demand prices stay the bundled table's.
+                prices: BundledPrices,
             };
             let provisioner = Provisioner::new(kube, aws, settings)?;
             Ok(ProvisionerState::with_provisioner(provisioner, config))

@@ -13,7 +13,7 @@ use futures::FutureExt as _;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{Ec2Adapter, ImageAdapter};
+use nodewright::aws::{Ec2Adapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::EksCluster;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::{
@@ -95,16 +95,22 @@ pub struct State<K, A> {
     config: HandlerConfig,
 }
 
-impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>> {
+impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter>> {
     /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env.
     pub fn new(
         kube: KubeCluster,
         ec2: Ec2Adapter,
         images: ImageAdapter,
+        prices: PricingAdapter,
         settings: ProvisionerSettings,
     ) -> Result<Self, Error> {
         let config = HandlerConfig::from_env()?;
-        let provisioner = Provisioner::new(kube, AwsPorts { ec2, images }, settings)?;
+        let aws = AwsPorts {
+            ec2,
+            images,
+            prices,
+        };
+        let provisioner = Provisioner::new(kube, aws, settings)?;
         Ok(State::with_provisioner(provisioner, config))
     }
 }
@@ -171,6 +177,12 @@ impl Summary {
 
 /// Polls until the invocation budget is spent and returns a JSON summary. A failed poll is
 /// logged and the next one tries again; the invocation fails only when every poll failed.
+///
+/// After the first poll that leaves no batching window open, on-demand prices are
+/// refreshed when due (a cold container, or every twelve hours): after it, so pods pending
+/// at a cold start are not kept waiting on the Price List API; early in the invocation, so
+/// a slow answer (bounded by `PRICE_FETCH_TIMEOUT`) eats into the polling budget, never
+/// past the function's timeout.
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
     K: nodewright::kube::PodSource
@@ -185,6 +197,7 @@ where
         + nodewright::aws::Fleet
         + nodewright::aws::LaunchTemplates
         + nodewright::aws::InstanceInventory
+        + nodewright::aws::OnDemandPriceSource
         + Sync,
 {
     let started = Instant::now();
@@ -205,6 +218,7 @@ where
     );
     summary.watch = if wakes.is_some() { "open" } else { "failed" };
     let mut wakes = wakes;
+    let mut prices_checked = false;
     loop {
         // Pod events so far are covered by the list this poll is about to make; later ones
         // (during the poll) stay queued and wake the next one.
@@ -244,6 +258,13 @@ where
                 poll_interval
             }
         };
+        // Once per invocation, at the first moment no batching window is open (so pods
+        // pending now are never kept waiting on it), refresh on-demand prices when due.
+        if !window_open && !prices_checked {
+            prices_checked = true;
+            let mut provisioner = state.provisioner.lock().await;
+            provisioner.refresh_prices(SystemTime::now()).await;
+        }
         let remaining = budget.saturating_sub(started.elapsed());
         match wakes.as_mut() {
             // While the batching window is open its deadline is the next look anyway.

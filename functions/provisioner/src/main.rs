@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
-use nodewright::aws::{Ec2Adapter, ImageAdapter};
+use nodewright::aws::{Ec2Adapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, DefaultPoolParams, KubeCluster};
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
@@ -40,7 +40,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         kube::Client::try_default().await?
     } else {
         let credentials = aws.credentials_provider().context("no AWS credentials")?;
-        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region));
+        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region.clone()));
         eks_client(&cluster, tokens)?
     };
     let default_pool = DefaultPoolParams {
@@ -58,6 +58,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         kube,
         Ec2Adapter::new(ec2.clone(), &cluster_name),
         ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
+        PricingAdapter::from_config(&aws, &region),
         ProvisionerSettings {
             cluster: cluster_facts(&cluster),
             default_instance_profile: env("NODE_INSTANCE_PROFILE"),

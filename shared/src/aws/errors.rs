@@ -2,7 +2,9 @@
 //!
 //! The error codes and their classes follow karpenter-provider-aws `pkg/errors/errors.go`
 //! (not-found codes, `unfulfillableCapacityErrorCodes`) and the AWS SDKs' throttling codes
-//! (`aws-smithy-runtime` `THROTTLING_ERRORS`, EC2's `RequestLimitExceeded`).
+//! (`aws-smithy-runtime` `THROTTLING_ERRORS`, EC2's `RequestLimitExceeded`), plus the error
+//! shapes of the Price List service model (`pricing-2017-10-15`: `NotFoundException`,
+//! `InvalidNextTokenException`, `ExpiredNextTokenException`).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -55,6 +57,7 @@ const NOT_FOUND: &[&str] = &[
     "QueueDoesNotExist",
     "ResourceNotFoundException",
     "NoSuchEntity",
+    "NotFoundException",
 ];
 
 /// Karpenter's `unfulfillableCapacityErrorCodes` plus the subnet running out of addresses,
@@ -111,6 +114,8 @@ const INVALID_PARAMETER: &[&str] = &[
     "InvalidLaunchTemplateName.MalformedException",
     "InvalidUserData.Malformed",
     "InvalidBlockDeviceMapping",
+    "InvalidNextTokenException",
+    "ExpiredNextTokenException",
 ];
 
 /// The class of an AWS error code (a pure table lookup; unknown codes are `Other`).
@@ -224,6 +229,13 @@ pub enum AwsError {
     TerminateInstances { ids: Vec<String>, source: ApiError },
     #[error("CreateTags failed for {ids:?}")]
     CreateTags { ids: Vec<String>, source: ApiError },
+    #[error("Pricing GetProducts failed for the on-demand prices of {region}")]
+    GetProducts { region: String, source: ApiError },
+    #[error("Pricing GetProducts for the on-demand prices of {region} took longer than {after:?}")]
+    GetProductsTimedOut {
+        region: String,
+        after: std::time::Duration,
+    },
     #[error("cannot build the {request} request")]
     BuildRequest {
         request: &'static str,
@@ -266,8 +278,11 @@ impl AwsError {
             | AwsError::DeleteLaunchTemplate { source, .. }
             | AwsError::DescribeInstances { source }
             | AwsError::TerminateInstances { source, .. }
-            | AwsError::CreateTags { source, .. } => source.class,
+            | AwsError::CreateTags { source, .. }
+            | AwsError::GetProducts { source, .. } => source.class,
             AwsError::LaunchTemplateVanished { .. } => ErrorClass::NotFound,
+            // As the SDK's own timeouts: not a service answer, so no class of its own.
+            AwsError::GetProductsTimedOut { .. } => ErrorClass::Other,
             AwsError::BuildRequest { .. }
             | AwsError::TooManyInstanceTypes { .. }
             | AwsError::NoOverrides { .. }
@@ -311,6 +326,11 @@ mod tests {
             ("AccessDeniedException", ErrorClass::Unauthorized),
             ("InvalidParameterValue", ErrorClass::InvalidParameter),
             ("InvalidAMIID.Malformed", ErrorClass::InvalidParameter),
+            // The Price List service's own error shapes.
+            ("ThrottlingException", ErrorClass::Throttled),
+            ("NotFoundException", ErrorClass::NotFound),
+            ("ExpiredNextTokenException", ErrorClass::InvalidParameter),
+            ("InternalErrorException", ErrorClass::Other),
             ("InternalError", ErrorClass::Other),
             ("", ErrorClass::Other),
         ];

@@ -1,6 +1,6 @@
-//! AWS adapters: narrow ports ([`ports`]) and their EC2/SSM implementations, one module per
-//! AWS resource. SDK types are converted to the core's own types as they arrive and never
-//! reach a decision.
+//! AWS adapters: narrow ports ([`ports`]) and their EC2/SSM/Pricing implementations, one
+//! module per AWS resource. SDK types are converted to the core's own types as they arrive
+//! and never reach a decision.
 
 pub mod errors;
 pub mod fleet;
@@ -10,6 +10,8 @@ pub mod instances;
 pub mod launch_templates;
 pub mod network;
 pub mod ports;
+pub mod price_list;
+pub mod pricing;
 
 mod convert;
 
@@ -22,7 +24,9 @@ pub use launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
 pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
 pub use ports::{
     Fleet, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
+    OnDemandPriceSource,
 };
+pub use pricing::{BundledPrices, PricingAdapter, pricing_client, pricing_endpoint_region};
 
 use crate::api::labels::OWNERSHIP_TAG;
 

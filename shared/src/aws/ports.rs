@@ -3,7 +3,7 @@
 //!
 //! Futures are `Send` so adapters work from a multi-threaded tokio runtime.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 
 use crate::api::{AmiSelectorTerm, SelectorTerm};
@@ -90,4 +90,14 @@ pub trait InstanceInventory {
         ids: &[String],
         tags: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// On-demand prices of the region the functions run in (the AWS Pricing API).
+pub trait OnDemandPriceSource {
+    /// USD per hour by instance type, for Linux, shared tenancy, no pre-installed
+    /// software, capacity status `Used`. A type missing from the answer has no known
+    /// regional price; an empty answer means the source knows no prices for this region.
+    fn on_demand_prices(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, f64>, AwsError>> + Send;
 }

@@ -1,24 +1,38 @@
 //! One value with every AWS port the provisioner uses: the EC2 adapter for most of them,
-//! and the image adapter (EC2 + SSM) for AMIs.
+//! the image adapter (EC2 + SSM) for AMIs, and a price source for on-demand prices.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
 
 use crate::api::{AmiSelectorTerm, SelectorTerm};
 use crate::aws::{
-    AwsError, Fleet, FleetOutcome, FleetRequest, Image, ImageResolver, InstanceInventory,
-    InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
-    OwnedInstance, SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
+    AwsError, BundledPrices, Fleet, FleetOutcome, FleetRequest, Image, ImageResolver,
+    InstanceInventory, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates,
+    NetworkDiscovery, OnDemandPriceSource, OwnedInstance, SecurityGroup, SpotPrice, Subnet,
+    TerminateOutcome, TypeOffering,
 };
 use crate::catalog::InstanceType;
 
-/// `ec2` answers every port but [`ImageResolver`], which `images` answers.
+/// `ec2` answers every port but [`ImageResolver`], which `images` answers, and
+/// [`OnDemandPriceSource`], which `prices` answers: the Price List API in AWS
+/// ([`crate::aws::PricingAdapter`]), or [`BundledPrices`] (the default) where there is none.
 #[derive(Debug, Clone)]
-pub struct AwsPorts<E, I> {
+pub struct AwsPorts<E, I, P = BundledPrices> {
     pub ec2: E,
     pub images: I,
+    pub prices: P,
 }
 
-impl<E: InstanceTypeSource + Sync, I: Sync> InstanceTypeSource for AwsPorts<E, I> {
+// Forwards the price source's own future, so the price port asks nothing of `E` and `I`.
+impl<E, I, P: OnDemandPriceSource> OnDemandPriceSource for AwsPorts<E, I, P> {
+    fn on_demand_prices(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, f64>, AwsError>> + Send {
+        self.prices.on_demand_prices()
+    }
+}
+
+impl<E: InstanceTypeSource + Sync, I: Sync, P: Sync> InstanceTypeSource for AwsPorts<E, I, P> {
     async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
         self.ec2.instance_types().await
     }
@@ -30,7 +44,7 @@ impl<E: InstanceTypeSource + Sync, I: Sync> InstanceTypeSource for AwsPorts<E, I
     }
 }
 
-impl<E: NetworkDiscovery + Sync, I: Sync> NetworkDiscovery for AwsPorts<E, I> {
+impl<E: NetworkDiscovery + Sync, I: Sync, P: Sync> NetworkDiscovery for AwsPorts<E, I, P> {
     async fn subnets(&self, terms: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
         self.ec2.subnets(terms).await
     }
@@ -42,7 +56,7 @@ impl<E: NetworkDiscovery + Sync, I: Sync> NetworkDiscovery for AwsPorts<E, I> {
     }
 }
 
-impl<E: Sync, I: ImageResolver + Sync> ImageResolver for AwsPorts<E, I> {
+impl<E: Sync, I: ImageResolver + Sync, P: Sync> ImageResolver for AwsPorts<E, I, P> {
     async fn resolve(
         &self,
         terms: &[AmiSelectorTerm],
@@ -52,13 +66,13 @@ impl<E: Sync, I: ImageResolver + Sync> ImageResolver for AwsPorts<E, I> {
     }
 }
 
-impl<E: Fleet + Sync, I: Sync> Fleet for AwsPorts<E, I> {
+impl<E: Fleet + Sync, I: Sync, P: Sync> Fleet for AwsPorts<E, I, P> {
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
         self.ec2.create_fleet(request).await
     }
 }
 
-impl<E: LaunchTemplates + Sync, I: Sync> LaunchTemplates for AwsPorts<E, I> {
+impl<E: LaunchTemplates + Sync, I: Sync, P: Sync> LaunchTemplates for AwsPorts<E, I, P> {
     async fn ensure_launch_template(
         &self,
         spec: &LaunchTemplateSpec,
@@ -73,7 +87,7 @@ impl<E: LaunchTemplates + Sync, I: Sync> LaunchTemplates for AwsPorts<E, I> {
     }
 }
 
-impl<E: InstanceInventory + Sync, I: Sync> InstanceInventory for AwsPorts<E, I> {
+impl<E: InstanceInventory + Sync, I: Sync, P: Sync> InstanceInventory for AwsPorts<E, I, P> {
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
         self.ec2.list_owned().await
     }

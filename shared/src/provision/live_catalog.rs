@@ -1,15 +1,26 @@
 //! The catalog the provisioner solves against, built from what EC2 reports (types, zone
 //! offerings, spot prices) and kept for a few minutes in a warm container.
 //!
-//! On-demand prices come from a price table the caller passes in (the bundled us-east-1
-//! table, [`crate::catalog::bundled_instance_types`]). The AWS Pricing API is NOT called:
-//! in other regions on-demand prices are us-east-1's, which orders types correctly in most
-//! regions but is not the price the region charges.
+//! On-demand prices ([`super::on_demand_prices`]) start from the bundled us-east-1 table
+//! ([`bundled_on_demand_prices`]) and are replaced by the region's own prices from the AWS
+//! Price List API once it answers ([`LiveCatalog::refresh_prices`]); a type the Price List
+//! has no price for keeps its bundled price, and a failed refresh keeps the last good
+//! prices. They are kept for [`super::on_demand_prices::PRICE_TTL`], far longer than EC2's
+//! answers, because they change far more rarely.
+//!
+//! The first poll of a cold container does not wait for the Price List: it solves with the
+//! bundled table, and the prices are asked for afterwards (the provisioner handler does so
+//! right after an invocation's first poll). Fetching them alongside the EC2 calls instead
+//! would make the first poll wait for ten or so sequential GetProducts pages, often from
+//! another continent's endpoint — seconds added to the one launch a cold start already
+//! delays — while the bundled table orders types correctly in most regions; the regional
+//! prices only sharpen the choice for the polls after it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
 
-use crate::aws::{AwsError, InstanceTypeSource, SpotPrice, TypeOffering};
+use super::on_demand_prices::{OnDemandPrices, PriceRefresh};
+use crate::aws::{AwsError, InstanceTypeSource, OnDemandPriceSource, SpotPrice, TypeOffering};
 use crate::catalog::{
     CapacityType, Catalog, CatalogEntry, DEFAULT_SPOT_DISCOUNT, InstanceType, Offering,
     estimated_spot_price,
@@ -118,7 +129,7 @@ struct Fetched {
 #[derive(Debug)]
 pub struct LiveCatalog {
     ttl: Duration,
-    on_demand_prices: HashMap<String, f64>,
+    on_demand_prices: OnDemandPrices,
     fetched: Option<Fetched>,
     /// The catalog last built, and the zones it was built for.
     built: Option<(Vec<String>, SystemTime, Catalog)>,
@@ -139,10 +150,29 @@ impl LiveCatalog {
     pub fn with_ttl(on_demand_prices: HashMap<String, f64>, ttl: Duration) -> LiveCatalog {
         LiveCatalog {
             ttl,
-            on_demand_prices,
+            on_demand_prices: OnDemandPrices::new(on_demand_prices),
             fetched: None,
             built: None,
         }
+    }
+
+    /// The on-demand prices in use and where they came from.
+    pub fn on_demand_prices(&self) -> &OnDemandPrices {
+        &self.on_demand_prices
+    }
+
+    /// Asks `source` for the region's on-demand prices when they are due (see
+    /// [`super::on_demand_prices`]); the next catalog is built with them.
+    pub async fn refresh_prices<P: OnDemandPriceSource>(
+        &mut self,
+        source: &P,
+        now: SystemTime,
+    ) -> PriceRefresh {
+        let refresh = self.on_demand_prices.refresh(source, now).await;
+        if matches!(refresh, PriceRefresh::Updated { .. }) {
+            self.built = None;
+        }
+        refresh
     }
 
     /// The catalog for `zones` at `now`, asking `source` again when the data is older
@@ -182,7 +212,7 @@ impl LiveCatalog {
             &f.types,
             &f.offerings,
             &f.spot_prices,
-            &self.on_demand_prices,
+            self.on_demand_prices.current(),
             zones,
         );
         self.built = Some((zones.to_vec(), f.at, catalog.clone()));
@@ -199,7 +229,8 @@ async fn fetch<S: InstanceTypeSource>(source: &S, now: SystemTime) -> Result<Fet
     })
 }
 
-/// The bundled us-east-1 on-demand prices by type name (see the module comment).
+/// The bundled us-east-1 on-demand prices by type name: where on-demand prices start, and
+/// what stays in use where the Price List API has no answer (see the module comment).
 pub fn bundled_on_demand_prices() -> Result<HashMap<String, f64>, crate::catalog::CatalogError> {
     Ok(crate::catalog::bundled_instance_types()?
         .into_iter()

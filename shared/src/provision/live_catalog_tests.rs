@@ -252,3 +252,67 @@ async fn a_first_load_that_fails_is_an_error() {
         .await;
     assert!(got.is_err());
 }
+
+/// A price source with one fixed answer: it stands in for the Price List API only to test
+/// how its prices reach the catalog.
+struct FixedPrices(Result<HashMap<String, f64>, ()>);
+
+impl OnDemandPriceSource for FixedPrices {
+    async fn on_demand_prices(&self) -> Result<HashMap<String, f64>, AwsError> {
+        self.0.clone().map_err(|()| AwsError::GetProductsTimedOut {
+            region: "eu-west-1".into(),
+            after: Duration::from_secs(20),
+        })
+    }
+}
+
+fn on_demand_price_of(c: &Catalog) -> Option<f64> {
+    price_table(c)
+        .get(&(
+            "m5.large".into(),
+            "us-east-1a".into(),
+            CapacityType::OnDemand,
+        ))
+        .copied()
+}
+
+#[tokio::test]
+async fn regional_prices_reach_the_next_catalog_even_while_ec2_answers_are_cached() {
+    let src = FakeInstanceTypeSource::new();
+    let bundled: HashMap<String, f64> = [("m5.large".to_string(), 0.096)].into_iter().collect();
+    // EC2's answers are kept for an hour here, so every catalog below is built from the
+    // same cached EC2 data and only the prices differ.
+    let mut live = LiveCatalog::with_ttl(bundled, Duration::from_secs(3600));
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let z = zones(&["us-east-1a"]);
+
+    let cold = live
+        .get(&src, &z, t0)
+        .await
+        .map(|(c, _)| on_demand_price_of(&c));
+    assert_eq!(
+        cold.ok().flatten(),
+        Some(0.096),
+        "a cold catalog uses the bundled table"
+    );
+
+    let failed = FixedPrices(Err(()));
+    let refresh = live.refresh_prices(&failed, t0).await;
+    assert!(matches!(refresh, PriceRefresh::Failed(_)));
+    let after_failure = live.get(&src, &z, t0 + Duration::from_secs(1)).await;
+    assert_eq!(
+        after_failure.ok().and_then(|(c, _)| on_demand_price_of(&c)),
+        Some(0.096)
+    );
+
+    let regional = FixedPrices(Ok([("m5.large".to_string(), 0.107)].into_iter().collect()));
+    let retry_at = t0 + crate::provision::on_demand_prices::PRICE_RETRY_AFTER;
+    let refresh = live.refresh_prices(&regional, retry_at).await;
+    assert!(matches!(refresh, PriceRefresh::Updated { .. }));
+    let warm = live.get(&src, &z, retry_at).await;
+    assert_eq!(
+        warm.ok().and_then(|(c, _)| on_demand_price_of(&c)),
+        Some(0.107)
+    );
+    assert_eq!(src.calls(), 1, "EC2 was asked once");
+}

@@ -8,6 +8,7 @@ pub mod launch;
 pub mod live_catalog;
 pub mod node_template;
 mod nodeclaim;
+pub mod on_demand_prices;
 pub mod service;
 mod unavailable;
 
@@ -16,6 +17,9 @@ pub use batch::{Batch, BatchWindow};
 pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
 pub use node_template::ClusterFacts;
 pub use nodeclaim::nodeclaim_id;
+pub use on_demand_prices::{
+    OnDemandPrices, PRICE_RETRY_AFTER, PRICE_TTL, PriceOrigin, PriceRefresh, merge_prices,
+};
 pub use service::{
     MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };

@@ -12,11 +12,12 @@ use super::batch::{Batch, BatchWindow};
 use super::in_flight::{in_flight, missing_nodeclaim_labels};
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
+use super::on_demand_prices::PriceRefresh;
 use super::unavailable::UnavailableOfferings;
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{
     AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates,
-    NetworkDiscovery, Subnet, pick_subnet_per_zone,
+    NetworkDiscovery, OnDemandPriceSource, Subnet, pick_subnet_per_zone,
 };
 use crate::catalog::CatalogError;
 use crate::kube::{
@@ -117,8 +118,8 @@ where
         + InstanceInventory
         + Sync,
 {
-    /// A provisioner using the bundled us-east-1 on-demand prices (see
-    /// [`super::live_catalog`]).
+    /// A provisioner whose on-demand prices start from the bundled us-east-1 table, until
+    /// [`Provisioner::refresh_prices`] brings the region's own (see [`super::live_catalog`]).
     pub fn new(kube: K, aws: A, settings: ProvisionerSettings) -> Result<Self, ProvisionError> {
         let prices =
             super::live_catalog::bundled_on_demand_prices().map_err(ProvisionError::Prices)?;
@@ -453,6 +454,35 @@ where
             }
         }
         (networks, kept)
+    }
+}
+
+impl<K, A: OnDemandPriceSource> Provisioner<K, A> {
+    /// Asks the price source for the region's on-demand prices when they are due, and
+    /// logs how it went; the next poll's catalog uses them. Kept out of [`Self::poll`] so
+    /// a poll never waits on the Price List API: the caller picks the moment (the handler
+    /// does it right after an invocation's first poll).
+    pub async fn refresh_prices(&mut self, now: SystemTime) -> PriceRefresh {
+        let refresh = self.catalog.refresh_prices(&self.aws, now).await;
+        match &refresh {
+            PriceRefresh::NotDue => {}
+            PriceRefresh::Updated { priced, total } => tracing::info!(
+                priced,
+                total,
+                "on-demand prices updated from the Price List API; types it has no price for keep the bundled one"
+            ),
+            PriceRefresh::NoRegionalPrices => tracing::info!(
+                "no regional on-demand prices (no Price List endpoint for this region, or none \
+                 configured); keeping the prices in use"
+            ),
+            PriceRefresh::Failed(e) => tracing::warn!(
+                error = %e,
+                cause = std::error::Error::source(e).map(ToString::to_string),
+                retry_after = ?super::on_demand_prices::PRICE_RETRY_AFTER,
+                "refreshing on-demand prices failed; keeping the last good prices"
+            ),
+        }
+        refresh
     }
 }
 

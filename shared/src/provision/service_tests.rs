@@ -283,8 +283,8 @@ fn pod(name: &str, cpu: &str) -> Pod {
     }
 }
 
-fn provisioner(pending: Vec<Pod>, aws: FakeAws) -> Provisioner<FakeCluster, FakeAws> {
-    let settings = ProvisionerSettings {
+fn settings() -> ProvisionerSettings {
+    ProvisionerSettings {
         cluster: ClusterFacts {
             name: "demo".into(),
             endpoint: "https://demo.eks.example.com".into(),
@@ -297,15 +297,31 @@ fn provisioner(pending: Vec<Pod>, aws: FakeAws) -> Provisioner<FakeCluster, Fake
             idle: Duration::ZERO,
             max: Duration::ZERO,
         },
-    };
+    }
+}
+
+fn provisioner_over<A>(pending: Vec<Pod>, aws: A) -> Provisioner<FakeCluster, A>
+where
+    A: InstanceTypeSource
+        + NetworkDiscovery
+        + ImageResolver
+        + Fleet
+        + LaunchTemplates
+        + InstanceInventory
+        + Sync,
+{
     let cluster = FakeCluster {
         pending,
         events: Mutex::new(vec![]),
     };
-    match Provisioner::new(cluster, aws, settings) {
+    match Provisioner::new(cluster, aws, settings()) {
         Ok(p) => p,
         Err(e) => panic!("provisioner: {e}"),
     }
+}
+
+fn provisioner(pending: Vec<Pod>, aws: FakeAws) -> Provisioner<FakeCluster, FakeAws> {
+    provisioner_over(pending, aws)
 }
 
 fn offered(r: &FleetRequest) -> HashSet<(String, String, CapacityType)> {
@@ -400,4 +416,44 @@ async fn capacity_that_never_comes_is_reported_once_per_pod_not_every_poll() {
     assert_eq!(warnings.len(), 1, "{events:?}");
     // m5.large spot, then on-demand, each in both zones at once: nothing is left after two.
     assert_eq!(p.aws().requests().len(), 2);
+}
+
+/// A price source with the region's own prices: it stands in for the Price List API to
+/// show its prices reaching the provisioner's decisions.
+struct RegionalPrices(HashMap<String, f64>);
+
+impl OnDemandPriceSource for RegionalPrices {
+    async fn on_demand_prices(&self) -> Result<HashMap<String, f64>, AwsError> {
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test]
+async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_prices() {
+    // Bundled (us-east-1): c5.large 0.085 < m5.large 0.096. Here m5.large is the cheaper.
+    let regional = HashMap::from([("m5.large".to_string(), 0.05)]);
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    for (refresh_first, want) in [(false, "c5.large"), (true, "m5.large")] {
+        let aws = crate::provision::AwsPorts {
+            ec2: FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Launch]),
+            images: FakeAws::new(&[], vec![]),
+            prices: RegionalPrices(regional.clone()),
+        };
+        let mut p = provisioner_over(vec![pod("web-1", "500m")], aws);
+        if refresh_first {
+            let refresh = p.refresh_prices(t0).await;
+            assert!(matches!(refresh, PriceRefresh::Updated { priced: 1, .. }));
+        }
+        if let Err(e) = p.poll(t0).await {
+            panic!("poll: {e}")
+        }
+        let first_choice: Vec<String> = p
+            .aws()
+            .ec2
+            .requests()
+            .iter()
+            .filter_map(|r| r.overrides.first().map(|o| o.instance_type.clone()))
+            .collect();
+        assert_eq!(first_choice, [want], "refreshed first: {refresh_first}");
+    }
 }
