@@ -108,8 +108,7 @@ async fn start_function(
 ) -> anyhow::Result<Function> {
     let api = RuntimeApi::start().await?;
     // The defaults: POLL_INTERVAL and INVOCATION_BUDGET unset.
-    let mut env = world.function_env(dir)?;
-    env.push(("RUST_LOG", "warn".to_string()));
+    let env = world.function_env(dir)?;
     let log = dir.join(format!("{name}.log"));
     let process = FunctionProcess::spawn(&binary(), &api, 128, &env, &log)?;
     Ok(Function { api, process, log })

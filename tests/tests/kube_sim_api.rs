@@ -513,3 +513,19 @@ async fn kube_client_watches_pods_and_sees_them_added_changed_and_leave_its_fiel
     let want = [("ADDED", "p1"), ("MODIFIED", "p1"), ("DELETED", "p1")];
     assert_eq!(seen, want.map(|(a, b)| (a, b.to_string())));
 }
+
+#[tokio::test]
+async fn a_pod_applied_without_a_status_is_pending_as_the_api_server_defaults_it() {
+    let (sim, client) = cluster().await;
+    sim.apply_json(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "bare", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]}
+    }))
+    .unwrap();
+    sim.apply_json(pod_json("running", "web", "n1", true)).unwrap();
+    let pods: Api<Pod> = Api::all(client);
+    let lp = ListParams::default().fields("spec.nodeName=,status.phase=Pending");
+    let pending = pods.list(&lp).await.expect("list");
+    assert_eq!(names(&pending.items), ["bare"]);
+}
