@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{Ec2Adapter, ImageAdapter};
+use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter};
 use nodewright::eks::EksCluster;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::{
@@ -97,10 +97,11 @@ impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>> {
         kube: KubeCluster,
         ec2: Ec2Adapter,
         images: ImageAdapter,
+        iam: IamAdapter,
         settings: ProvisionerSettings,
     ) -> Result<Self, Error> {
         let config = HandlerConfig::from_env()?;
-        let provisioner = Provisioner::new(kube, AwsPorts { ec2, images }, settings)?;
+        let provisioner = Provisioner::new(kube, AwsPorts { ec2, images, iam }, settings)?;
         Ok(State::with_provisioner(provisioner, config))
     }
 }
@@ -174,6 +175,7 @@ where
         + nodewright::aws::Fleet
         + nodewright::aws::LaunchTemplates
         + nodewright::aws::InstanceInventory
+        + nodewright::aws::InstanceProfiles
         + Sync,
 {
     let started = Instant::now();

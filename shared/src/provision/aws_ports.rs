@@ -1,24 +1,27 @@
 //! One value with every AWS port the provisioner uses: the EC2 adapter for most of them,
-//! and the image adapter (EC2 + SSM) for AMIs.
+//! the image adapter (EC2 + SSM) for AMIs, and the IAM adapter for instance profiles.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::api::{AmiSelectorTerm, SelectorTerm};
 use crate::aws::{
-    AwsError, Fleet, FleetOutcome, FleetRequest, Image, ImageResolver, InstanceInventory,
-    InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
-    OwnedInstance, SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
+    AwsError, Fleet, FleetOutcome, FleetRequest, IamAdapter, Image, ImageResolver,
+    InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef,
+    LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
+    SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::InstanceType;
 
-/// `ec2` answers every port but [`ImageResolver`], which `images` answers.
+/// `ec2` answers every port but [`ImageResolver`], which `images` answers, and
+/// [`InstanceProfiles`], which `iam` answers.
 #[derive(Debug, Clone)]
-pub struct AwsPorts<E, I> {
+pub struct AwsPorts<E, I, M = IamAdapter> {
     pub ec2: E,
     pub images: I,
+    pub iam: M,
 }
 
-impl<E: InstanceTypeSource + Sync, I: Sync> InstanceTypeSource for AwsPorts<E, I> {
+impl<E: InstanceTypeSource + Sync, I: Sync, M: Sync> InstanceTypeSource for AwsPorts<E, I, M> {
     async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
         self.ec2.instance_types().await
     }
@@ -30,7 +33,7 @@ impl<E: InstanceTypeSource + Sync, I: Sync> InstanceTypeSource for AwsPorts<E, I
     }
 }
 
-impl<E: NetworkDiscovery + Sync, I: Sync> NetworkDiscovery for AwsPorts<E, I> {
+impl<E: NetworkDiscovery + Sync, I: Sync, M: Sync> NetworkDiscovery for AwsPorts<E, I, M> {
     async fn subnets(&self, terms: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
         self.ec2.subnets(terms).await
     }
@@ -42,7 +45,7 @@ impl<E: NetworkDiscovery + Sync, I: Sync> NetworkDiscovery for AwsPorts<E, I> {
     }
 }
 
-impl<E: Sync, I: ImageResolver + Sync> ImageResolver for AwsPorts<E, I> {
+impl<E: Sync, I: ImageResolver + Sync, M: Sync> ImageResolver for AwsPorts<E, I, M> {
     async fn resolve(
         &self,
         terms: &[AmiSelectorTerm],
@@ -52,28 +55,28 @@ impl<E: Sync, I: ImageResolver + Sync> ImageResolver for AwsPorts<E, I> {
     }
 }
 
-impl<E: Fleet + Sync, I: Sync> Fleet for AwsPorts<E, I> {
+impl<E: Fleet + Sync, I: Sync, M: Sync> Fleet for AwsPorts<E, I, M> {
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
         self.ec2.create_fleet(request).await
     }
 }
 
-impl<E: LaunchTemplates + Sync, I: Sync> LaunchTemplates for AwsPorts<E, I> {
+impl<E: LaunchTemplates + Sync, I: Sync, M: Sync> LaunchTemplates for AwsPorts<E, I, M> {
     async fn ensure_launch_template(
         &self,
         spec: &LaunchTemplateSpec,
     ) -> Result<LaunchTemplateRef, AwsError> {
         self.ec2.ensure_launch_template(spec).await
     }
-    async fn delete_unused_launch_templates(
-        &self,
-        in_use: &HashSet<String>,
-    ) -> Result<Vec<String>, AwsError> {
-        self.ec2.delete_unused_launch_templates(in_use).await
+    async fn list_launch_templates(&self) -> Result<Vec<OwnedLaunchTemplate>, AwsError> {
+        self.ec2.list_launch_templates().await
+    }
+    async fn delete_launch_template(&self, name: &str) -> Result<(), AwsError> {
+        self.ec2.delete_launch_template(name).await
     }
 }
 
-impl<E: InstanceInventory + Sync, I: Sync> InstanceInventory for AwsPorts<E, I> {
+impl<E: InstanceInventory + Sync, I: Sync, M: Sync> InstanceInventory for AwsPorts<E, I, M> {
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
         self.ec2.list_owned().await
     }
@@ -86,5 +89,11 @@ impl<E: InstanceInventory + Sync, I: Sync> InstanceInventory for AwsPorts<E, I> 
         tags: &BTreeMap<String, String>,
     ) -> Result<(), AwsError> {
         self.ec2.create_tags(ids, tags).await
+    }
+}
+
+impl<E: Sync, I: Sync, M: InstanceProfiles + Sync> InstanceProfiles for AwsPorts<E, I, M> {
+    async fn ensure_instance_profile(&self, role: &str) -> Result<String, AwsError> {
+        self.iam.ensure_instance_profile(role).await
     }
 }

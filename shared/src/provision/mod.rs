@@ -8,7 +8,9 @@ pub mod launch;
 pub mod live_catalog;
 pub mod node_template;
 mod nodeclaim;
+mod profiles;
 pub mod service;
+pub mod template_gc;
 mod unavailable;
 
 pub use aws_ports::AwsPorts;
