@@ -7,12 +7,12 @@ use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use nodewright::api::{AmiSelectorTerm, SelectorTerm};
 use nodewright::aws::launch_templates::BlockDevice;
 use nodewright::aws::{
-    AwsError, ErrorClass, Ec2Adapter, Fleet, FleetOverride, FleetRequest, IamAdapter, ImageAdapter,
+    AwsError, Ec2Adapter, ErrorClass, Fleet, FleetOverride, FleetRequest, IamAdapter, ImageAdapter,
     ImageResolver, InstanceInventory, InstanceProfiles, InstanceState, LaunchTemplateSpec,
     LaunchTemplates, NetworkDiscovery, instance_profile_name, pick_subnet_per_zone,
 };
-use nodewright::provision::template_gc::templates_to_delete;
 use nodewright::catalog::CapacityType;
+use nodewright::provision::template_gc::templates_to_delete;
 use nodewright_world::moto::{Moto, SeedSpec, Seeded, seed};
 
 const CLUSTER: &str = "demo";
@@ -223,7 +223,13 @@ async fn ensuring_the_same_launch_template_twice_creates_it_once() {
         .delete_launch_template(&first.name)
         .await
         .expect("deleted");
-    assert!(w.ec2.list_launch_templates().await.expect("listed").is_empty());
+    assert!(
+        w.ec2
+            .list_launch_templates()
+            .await
+            .expect("listed")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -448,7 +454,7 @@ async fn a_stale_tagged_template_is_collected_while_a_fresh_one_and_look_alikes_
         grace,
         50,
     );
-    assert_eq!(doomed, [stale.name.clone()]);
+    assert_eq!(doomed, std::slice::from_ref(&stale.name));
     for name in &doomed {
         w.ec2.delete_launch_template(name).await.expect("deleted");
     }
@@ -510,7 +516,10 @@ async fn profile(iam: &aws_sdk_iam::Client, name: &str) -> (String, Vec<String>,
         .map(|t| t.value().to_string());
     (
         p.path().to_string(),
-        p.roles().iter().map(|r| r.role_name().to_string()).collect(),
+        p.roles()
+            .iter()
+            .map(|r| r.role_name().to_string())
+            .collect(),
         owner,
     )
 }

@@ -249,12 +249,10 @@ pub enum AwsError {
     GetInstanceProfile { name: String, source: ApiError },
     #[error("IAM CreateInstanceProfile failed for {name}")]
     CreateInstanceProfile { name: String, source: ApiError },
-    #[error("IAM AddRoleToInstanceProfile failed adding role {role} to {name}")]
-    AddRoleToInstanceProfile {
-        name: String,
-        role: String,
-        source: ApiError,
-    },
+    /// The role is not named here (it would make every `AwsError` larger); the caller's
+    /// context names it.
+    #[error("IAM AddRoleToInstanceProfile failed for {name}")]
+    AddRoleToInstanceProfile { name: String, source: ApiError },
     #[error(
         "instance profile {name} holds role {holds}, not {role}; nodewright does not take a \
          role out of a profile, remove it by hand"

@@ -141,7 +141,6 @@ impl IamAdapter {
         };
         let err = api(|source| AwsError::AddRoleToInstanceProfile {
             name: name.to_string(),
-            role: role.to_string(),
             source,
         })(e);
         // A profile holds at most one role: LimitExceeded means one is in it already
@@ -162,7 +161,10 @@ impl IamAdapter {
 }
 
 fn roles(p: &InstanceProfile) -> Vec<String> {
-    p.roles().iter().map(|r| r.role_name().to_string()).collect()
+    p.roles()
+        .iter()
+        .map(|r| r.role_name().to_string())
+        .collect()
 }
 
 fn code_of(err: &AwsError) -> Option<&str> {

@@ -104,7 +104,11 @@ impl LaunchTemplateSpec {
         // ever, the Debug form is an equally stable input.
         let bytes = serde_json::to_vec(self).unwrap_or_else(|_| format!("{self:?}").into_bytes());
         let hash = hex::encode(Sha256::digest(&bytes));
-        format!("{}{}", launch_template_prefix(cluster), &hash[..HASH_HEX_LEN])
+        format!(
+            "{}{}",
+            launch_template_prefix(cluster),
+            &hash[..HASH_HEX_LEN]
+        )
     }
 
     fn data(&self) -> RequestLaunchTemplateData {

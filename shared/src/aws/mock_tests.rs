@@ -316,7 +316,9 @@ async fn deleting_a_template_that_is_already_gone_is_success() {
         aws_sdk_ec2::operation::delete_launch_template::DeleteLaunchTemplateError::generic(
             ErrorMetadata::builder()
                 .code("InvalidLaunchTemplateName.NotFoundException")
-                .message("At least one of the launch templates specified in the request does not exist.")
+                .message(
+                    "At least one of the launch templates specified in the request does not exist.",
+                )
                 .build(),
         )
     });

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use crate::api::{AmiSelectorTerm, SelectorTerm};
 use crate::aws::{
     AwsError, Fleet, FleetOutcome, FleetRequest, IamAdapter, Image, ImageResolver,
-    InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef,
-    LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
-    SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
+    InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec,
+    LaunchTemplates, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate, SecurityGroup,
+    SpotPrice, Subnet, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::InstanceType;
 

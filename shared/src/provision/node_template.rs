@@ -323,7 +323,10 @@ mod tests {
                 ProfileChoice::ForRole("gpu-nodes".into()),
             ),
             (
-                class(Some("arn:aws:iam::123456789012:role/nodewright/gpu-nodes"), None),
+                class(
+                    Some("arn:aws:iam::123456789012:role/nodewright/gpu-nodes"),
+                    None,
+                ),
                 ProfileChoice::ForRole("gpu-nodes".into()),
             ),
         ];

@@ -52,8 +52,7 @@ impl ProfileCache {
 
     pub fn failed(&mut self, role: &str, why: &str, now: SystemTime) {
         self.ready.remove(role);
-        self.failed
-            .insert(role.to_string(), (now, why.to_string()));
+        self.failed.insert(role.to_string(), (now, why.to_string()));
     }
 
     /// Forgets the role's profile, so the next launch ensures it again.
@@ -78,7 +77,10 @@ mod tests {
             cache.lookup("nodes", t0 + Duration::from_secs(59)),
             Cached::Failed("NoSuchEntity".into())
         );
-        assert_eq!(cache.lookup("nodes", t0 + PROFILE_RETRY_AFTER), Cached::Unknown);
+        assert_eq!(
+            cache.lookup("nodes", t0 + PROFILE_RETRY_AFTER),
+            Cached::Unknown
+        );
 
         cache.ready("nodes", "nodewright_demo_1");
         assert_eq!(

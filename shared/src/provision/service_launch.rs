@@ -123,7 +123,10 @@ where
             ProfileChoice::Named(p) => p.clone(),
             ProfileChoice::StackDefault => self.settings.default_instance_profile.clone(),
             ProfileChoice::ForRole(role) => {
-                match self.instance_profile_for(&claim.node_class, role, now).await {
+                match self
+                    .instance_profile_for(&claim.node_class, role, now)
+                    .await
+                {
                     Ok(p) => p,
                     Err(outcome) => return outcome,
                 }

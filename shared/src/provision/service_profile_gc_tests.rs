@@ -61,7 +61,10 @@ async fn a_class_naming_another_role_gets_its_profile_ensured_once_per_container
     let mut p = provisioner_with_role(vec![pod("web-1", "500m")], aws, "gpu-nodes");
     // The fake cluster never binds the pod, so each poll launches for it again.
     for i in 0..3 {
-        poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(5 * i)).await);
+        poll_ok(
+            p.poll(SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(5 * i))
+                .await,
+        );
     }
 
     let ensured: Vec<String> = p
@@ -129,7 +132,11 @@ async fn old_templates_are_collected_after_launching_and_fresh_or_used_ones_are_
     let stale = now - TEMPLATE_GRACE - Duration::from_secs(1);
     let fresh = now - TEMPLATE_GRACE + Duration::from_secs(60);
     seed_template(&aws, "nodewright/demo/stale1", stale);
-    seed_template(&aws, "nodewright/demo/stale2", stale - Duration::from_secs(3_600));
+    seed_template(
+        &aws,
+        "nodewright/demo/stale2",
+        stale - Duration::from_secs(3_600),
+    );
     seed_template(&aws, "nodewright/demo/fresh", fresh);
     seed_template(&aws, "nodewright/demo-2/stale", stale);
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);

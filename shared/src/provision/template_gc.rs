@@ -139,7 +139,14 @@ mod tests {
     fn only_old_unused_templates_of_this_cluster_are_deleted() {
         // (templates, in use, expected deletions); `now` is t0, grace 600 s.
         let old = -(GRACE + 1);
-        let cases: Vec<(&str, Vec<OwnedLaunchTemplate>, Vec<&str>, Vec<&str>)> = vec![
+        /// (why, templates, in use, expected deletions)
+        type Case = (
+            &'static str,
+            Vec<OwnedLaunchTemplate>,
+            Vec<&'static str>,
+            Vec<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "an old unused template goes",
                 vec![template("nodewright/demo/a", Some(old))],
