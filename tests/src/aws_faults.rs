@@ -13,7 +13,8 @@ use nodewright::api::SelectorTerm;
 use nodewright::aws::{
     AwsError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, InstanceInventory,
     InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
-    OwnedInstance, SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
+    OwnedInstance, OwnedLaunchTemplate, SecurityGroup, SpotPrice, Subnet, TerminateOutcome,
+    TypeOffering,
 };
 use nodewright::catalog::{CapacityType, InstanceType};
 
@@ -115,11 +116,11 @@ impl<E: LaunchTemplates + Sync> LaunchTemplates for WithFaults<E> {
     ) -> Result<LaunchTemplateRef, AwsError> {
         self.inner.ensure_launch_template(spec).await
     }
-    async fn delete_unused_launch_templates(
-        &self,
-        in_use: &HashSet<String>,
-    ) -> Result<Vec<String>, AwsError> {
-        self.inner.delete_unused_launch_templates(in_use).await
+    async fn list_launch_templates(&self) -> Result<Vec<OwnedLaunchTemplate>, AwsError> {
+        self.inner.list_launch_templates().await
+    }
+    async fn delete_launch_template(&self, name: &str) -> Result<(), AwsError> {
+        self.inner.delete_launch_template(name).await
     }
 }
 

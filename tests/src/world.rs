@@ -153,7 +153,7 @@ pub mod provisioner {
 
     use base64::Engine as _;
     use lambda_runtime::{Context, LambdaEvent};
-    use nodewright::aws::{BundledPrices, Ec2Adapter, ImageAdapter};
+    use nodewright::aws::{BundledPrices, Ec2Adapter, IamAdapter, ImageAdapter};
     use nodewright::kube::{ClusterSettings, DefaultPoolParams, KubeCluster};
     use nodewright::provision::{
         AwsPorts, BatchWindow, ClusterFacts, Provisioner, ProvisionerSettings,
@@ -226,13 +226,15 @@ pub mod provisioner {
                     kubernetes_version: self.seeded.kubernetes_version.clone(),
                 },
                 default_instance_profile: self.seeded.node_role_name.clone(),
+                default_node_role: self.seeded.node_role_name.clone(),
                 batch,
             };
             let aws = AwsPorts {
-                ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster)),
+                ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster.clone())),
                 images: ImageAdapter::new(ec2, ssm),
                 // moto has no Price List API: on-demand prices stay the bundled table's.
                 prices: BundledPrices,
+                iam: IamAdapter::new(aws_sdk_iam::Client::new(&self.product_sdk), cluster),
             };
             let provisioner = Provisioner::new(kube, aws, settings)?;
             Ok(ProvisionerState::with_provisioner(provisioner, config))
@@ -249,6 +251,7 @@ pub mod provisioner {
             + nodewright::aws::Fleet
             + nodewright::aws::LaunchTemplates
             + nodewright::aws::InstanceInventory
+            + nodewright::aws::InstanceProfiles
             + Sync,
     {
         let event = LambdaEvent::new(scheduled_event(), Context::default());

@@ -1,15 +1,18 @@
 //! The AWS adapters against a real moto server seeded like an EKS account.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use nodewright::api::{AmiSelectorTerm, SelectorTerm};
 use nodewright::aws::launch_templates::BlockDevice;
 use nodewright::aws::{
-    Ec2Adapter, Fleet, FleetOverride, FleetRequest, ImageAdapter, ImageResolver, InstanceInventory,
-    InstanceState, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery, pick_subnet_per_zone,
+    AwsError, Ec2Adapter, ErrorClass, Fleet, FleetOverride, FleetRequest, IamAdapter, ImageAdapter,
+    ImageResolver, InstanceInventory, InstanceProfiles, InstanceState, LaunchTemplateSpec,
+    LaunchTemplates, NetworkDiscovery, instance_profile_name, pick_subnet_per_zone,
 };
 use nodewright::catalog::CapacityType;
+use nodewright::provision::template_gc::templates_to_delete;
 use nodewright_world::moto::{Moto, SeedSpec, Seeded, seed};
 
 const CLUSTER: &str = "demo";
@@ -211,18 +214,22 @@ async fn ensuring_the_same_launch_template_twice_creates_it_once() {
     assert_eq!(names, [first.name.as_str()]);
     assert!(first.name.starts_with("nodewright/demo/"), "{}", first.name);
 
-    let deleted = w
-        .ec2
-        .delete_unused_launch_templates(&HashSet::from([first.name.clone()]))
-        .await
-        .expect("nothing to delete");
-    assert!(deleted.is_empty());
-    let deleted = w
-        .ec2
-        .delete_unused_launch_templates(&HashSet::new())
+    let listed = w.ec2.list_launch_templates().await.expect("listed");
+    assert_eq!(
+        listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        [first.name.as_str()]
+    );
+    w.ec2
+        .delete_launch_template(&first.name)
         .await
         .expect("deleted");
-    assert_eq!(deleted, [first.name]);
+    assert!(
+        w.ec2
+            .list_launch_templates()
+            .await
+            .expect("listed")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -361,4 +368,260 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
     assert_eq!(state(launched.id.clone()).await, Some(Terminated));
     assert_eq!(state(foreign_id).await, Some(Running));
     assert!(w.ec2.list_owned().await.expect("listed").is_empty());
+}
+
+/// A launch template created with the plain SDK, with the given tags.
+async fn plain_template(ec2: &aws_sdk_ec2::Client, name: &str, tags: &[(&str, &str)]) {
+    let mut call = ec2
+        .create_launch_template()
+        .launch_template_name(name)
+        .launch_template_data(
+            aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                .image_id("ami-12345678")
+                .build(),
+        );
+    if !tags.is_empty() {
+        let mut spec = TagSpecification::builder().resource_type(ResourceType::LaunchTemplate);
+        for (k, v) in tags {
+            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        call = call.tag_specifications(spec.build());
+    }
+    call.send().await.expect("plain template created");
+}
+
+#[tokio::test]
+async fn a_stale_tagged_template_is_collected_while_a_fresh_one_and_look_alikes_stay() {
+    let w = world().await;
+    let ec2 = aws_sdk_ec2::Client::new(&w.config);
+    let image = w
+        .seeded
+        .image("al2023", "x86_64")
+        .expect("seeded")
+        .image_id
+        .clone();
+    let stale = w
+        .ec2
+        .ensure_launch_template(&spec(&w, &image))
+        .await
+        .expect("created");
+    // Not ours: no tag but our kind of name; our tag but another name; another cluster's.
+    let untagged = "nodewright/demo/0123456789abcdef";
+    plain_template(&ec2, untagged, &[]).await;
+    plain_template(&ec2, "demo-copy", &[("nodewright.io/cluster", CLUSTER)]).await;
+    plain_template(
+        &ec2,
+        "nodewright/other/0123456789abcdef",
+        &[("nodewright.io/cluster", "other")],
+    )
+    .await;
+
+    let listed = w.ec2.list_launch_templates().await.expect("listed");
+    let stale_created = listed
+        .iter()
+        .find(|t| t.name == stale.name)
+        .and_then(|t| t.created)
+        .expect("ours is listed with its CreateTime");
+    // moto keeps CreateTime in whole seconds: the fresh template must be created in a later
+    // second than the stale one for the two to differ in age at all.
+    while SystemTime::now() < stale_created + Duration::from_millis(1_100) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let fresh = w
+        .ec2
+        .ensure_launch_template(&LaunchTemplateSpec {
+            user_data: "a changed spec, a new template".into(),
+            ..spec(&w, &image)
+        })
+        .await
+        .expect("created");
+
+    let listed = w.ec2.list_launch_templates().await.expect("listed");
+    let mut names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+    names.sort();
+    let mut ours = vec![stale.name.as_str(), fresh.name.as_str()];
+    ours.sort();
+    assert_eq!(names, ours, "only tagged AND prefixed templates are listed");
+
+    // Exactly a grace after the stale one was created: it has reached the grace, the
+    // fresh one (a second or more younger) has not.
+    let grace = Duration::from_secs(600);
+    let doomed = templates_to_delete(
+        CLUSTER,
+        &listed,
+        &HashSet::new(),
+        stale_created + grace,
+        grace,
+        50,
+    );
+    assert_eq!(doomed, std::slice::from_ref(&stale.name));
+    for name in &doomed {
+        w.ec2.delete_launch_template(name).await.expect("deleted");
+    }
+    // A foreign name is refused unsent. (Deleting twice is not tried here: moto answers a
+    // missing name with MissingParameter where EC2 says
+    // InvalidLaunchTemplateName.NotFoundException; the mock tests cover that.)
+    let refused = w.ec2.delete_launch_template("demo-copy").await;
+    assert!(
+        matches!(refused, Err(AwsError::NotOurLaunchTemplate { .. })),
+        "{refused:?}"
+    );
+
+    let all = ec2
+        .describe_launch_templates()
+        .send()
+        .await
+        .expect("described");
+    let mut left: Vec<&str> = all
+        .launch_templates()
+        .iter()
+        .filter_map(|t| t.launch_template_name())
+        .collect();
+    left.sort();
+    let mut want = vec![
+        fresh.name.as_str(),
+        untagged,
+        "demo-copy",
+        "nodewright/other/0123456789abcdef",
+    ];
+    want.sort();
+    assert_eq!(left, want);
+}
+
+const EC2_TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+
+async fn role(iam: &aws_sdk_iam::Client, name: &str) {
+    iam.create_role()
+        .role_name(name)
+        .assume_role_policy_document(EC2_TRUST)
+        .send()
+        .await
+        .expect("role created");
+}
+
+/// (path, role names, ownership tag) of a profile, read with the plain SDK.
+async fn profile(iam: &aws_sdk_iam::Client, name: &str) -> (String, Vec<String>, Option<String>) {
+    let got = iam
+        .get_instance_profile()
+        .instance_profile_name(name)
+        .send()
+        .await
+        .expect("profile exists");
+    let p = got.instance_profile().expect("profile in answer");
+    // GetInstanceProfile carries the tags (moto has no ListInstanceProfileTags).
+    let owner = p
+        .tags()
+        .iter()
+        .find(|t| t.key() == "nodewright.io/cluster")
+        .map(|t| t.value().to_string());
+    (
+        p.path().to_string(),
+        p.roles()
+            .iter()
+            .map(|r| r.role_name().to_string())
+            .collect(),
+        owner,
+    )
+}
+
+#[tokio::test]
+async fn a_role_gets_one_tagged_profile_under_the_nodewright_path_however_often_asked() {
+    let w = world().await;
+    let iam = aws_sdk_iam::Client::new(&w.config);
+    role(&iam, "gpu-nodes").await;
+    let adapter = IamAdapter::new(iam.clone(), CLUSTER);
+
+    let first = adapter
+        .ensure_instance_profile("gpu-nodes")
+        .await
+        .expect("ensured");
+    assert_eq!(first, instance_profile_name(CLUSTER, "gpu-nodes"));
+    assert_eq!(
+        profile(&iam, &first).await,
+        (
+            "/nodewright/".to_string(),
+            vec!["gpu-nodes".to_string()],
+            Some(CLUSTER.to_string())
+        )
+    );
+
+    // Again, by ARN, and twice at once: the same profile, still one role, no error.
+    let again = adapter
+        .ensure_instance_profile("arn:aws:iam::123456789012:role/gpu-nodes")
+        .await
+        .expect("a second call is a no-op");
+    let (a, b) = tokio::join!(
+        adapter.ensure_instance_profile("gpu-nodes"),
+        adapter.ensure_instance_profile("gpu-nodes")
+    );
+    assert_eq!(
+        [again, a.expect("concurrent"), b.expect("concurrent")],
+        [first.clone(), first.clone(), first.clone()]
+    );
+    let listed = iam.list_instance_profiles().send().await.expect("listed");
+    let mut names: Vec<&str> = listed
+        .instance_profiles()
+        .iter()
+        .map(|p| p.instance_profile_name())
+        .collect();
+    names.sort();
+    let mut want = vec![first.as_str(), w.seeded.instance_profile_name.as_str()];
+    want.sort();
+    assert_eq!(names, want, "the seeded stack profile and one of ours");
+    assert_eq!(profile(&iam, &first).await.1, ["gpu-nodes"]);
+}
+
+#[tokio::test]
+async fn two_callers_racing_on_a_new_profile_both_get_it() {
+    let w = world().await;
+    let iam = aws_sdk_iam::Client::new(&w.config);
+    role(&iam, "batch-nodes").await;
+    let one = IamAdapter::new(iam.clone(), CLUSTER);
+    let two = IamAdapter::new(iam.clone(), CLUSTER);
+
+    let (a, b) = tokio::join!(
+        one.ensure_instance_profile("batch-nodes"),
+        two.ensure_instance_profile("batch-nodes")
+    );
+
+    let name = instance_profile_name(CLUSTER, "batch-nodes");
+    assert_eq!(
+        [a.expect("first racer"), b.expect("second racer")],
+        [name.clone(), name.clone()]
+    );
+    assert_eq!(profile(&iam, &name).await.1, ["batch-nodes"]);
+}
+
+#[tokio::test]
+async fn a_profile_holding_another_role_or_a_missing_role_is_an_error_not_a_change() {
+    let w = world().await;
+    let iam = aws_sdk_iam::Client::new(&w.config);
+    role(&iam, "intended").await;
+    role(&iam, "someone-elses").await;
+    // Someone put another role into the profile nodewright would use for `intended`.
+    let name = instance_profile_name(CLUSTER, "intended");
+    iam.create_instance_profile()
+        .instance_profile_name(&name)
+        .path("/nodewright/")
+        .send()
+        .await
+        .expect("profile created by hand");
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(&name)
+        .role_name("someone-elses")
+        .send()
+        .await
+        .expect("role added by hand");
+    let adapter = IamAdapter::new(iam.clone(), CLUSTER);
+
+    let taken = adapter.ensure_instance_profile("intended").await;
+    let missing = adapter.ensure_instance_profile("no-such-role").await;
+
+    assert!(
+        matches!(&taken, Err(AwsError::InstanceProfileHoldsOtherRole { holds, .. }) if holds == "someone-elses"),
+        "{taken:?}"
+    );
+    assert_eq!(profile(&iam, &name).await.1, ["someone-elses"]);
+    let missing = missing.expect_err("a role that does not exist");
+    assert_eq!(missing.class(), ErrorClass::NotFound, "{missing:?}");
 }

@@ -523,7 +523,8 @@ async fn a_pod_applied_without_a_status_is_pending_as_the_api_server_defaults_it
         "spec": {"containers": [{"name": "c", "image": "pause"}]}
     }))
     .unwrap();
-    sim.apply_json(pod_json("running", "web", "n1", true)).unwrap();
+    sim.apply_json(pod_json("running", "web", "n1", true))
+        .unwrap();
     let pods: Api<Pod> = Api::all(client);
     let lp = ListParams::default().fields("spec.nodeName=,status.phase=Pending");
     let pending = pods.list(&lp).await.expect("list");

@@ -13,7 +13,7 @@ use futures::FutureExt as _;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{Ec2Adapter, ImageAdapter, PricingAdapter};
+use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::EksCluster;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::{
@@ -95,13 +95,14 @@ pub struct State<K, A> {
     config: HandlerConfig,
 }
 
-impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter>> {
+impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter, IamAdapter>> {
     /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env.
     pub fn new(
         kube: KubeCluster,
         ec2: Ec2Adapter,
         images: ImageAdapter,
         prices: PricingAdapter,
+        iam: IamAdapter,
         settings: ProvisionerSettings,
     ) -> Result<Self, Error> {
         let config = HandlerConfig::from_env()?;
@@ -109,6 +110,7 @@ impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter>> {
             ec2,
             images,
             prices,
+            iam,
         };
         let provisioner = Provisioner::new(kube, aws, settings)?;
         Ok(State::with_provisioner(provisioner, config))
@@ -198,6 +200,7 @@ where
         + nodewright::aws::LaunchTemplates
         + nodewright::aws::InstanceInventory
         + nodewright::aws::OnDemandPriceSource
+        + nodewright::aws::InstanceProfiles
         + Sync,
 {
     let started = Instant::now();

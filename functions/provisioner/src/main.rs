@@ -1,7 +1,9 @@
 //! Wiring only: configuration from the environment, JSON logs, clients built once per cold
 //! start, then the Lambda runtime. Environment:
 //! - `CLUSTER_NAME` (required): the EKS cluster.
-//! - `NODE_INSTANCE_PROFILE`: instance profile for EC2NodeClasses without `instanceProfile`.
+//! - `NODE_INSTANCE_PROFILE`: instance profile for EC2NodeClasses that name `NODE_ROLE` or
+//!   neither a role nor an `instanceProfile`; classes naming another role get a profile
+//!   nodewright creates in IAM.
 //! - `NODE_ROLE`, `DEFAULT_AMI_ALIAS` (default `al2023@latest`): the default NodePool's
 //!   EC2NodeClass, used when neither CRDs nor the ConfigMap hold a NodePool.
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
@@ -12,7 +14,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
-use nodewright::aws::{Ec2Adapter, ImageAdapter, PricingAdapter};
+use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, DefaultPoolParams, KubeCluster};
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
@@ -59,9 +61,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         Ec2Adapter::new(ec2.clone(), &cluster_name),
         ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
         PricingAdapter::from_config(&aws, &region),
+        IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
         ProvisionerSettings {
             cluster: cluster_facts(&cluster),
             default_instance_profile: env("NODE_INSTANCE_PROFILE"),
+            default_node_role: env("NODE_ROLE"),
             batch: BatchWindow::default(),
         },
     )?;

@@ -25,6 +25,10 @@ pub enum ErrorClass {
     Unauthorized,
     /// The request itself is wrong; retrying it unchanged will not help.
     InvalidParameter,
+    /// Something just created elsewhere is not visible to this service yet (IAM is
+    /// eventually consistent: EC2 refuses a new instance profile for a few seconds). Retry
+    /// the same request a little later; it says nothing about capacity.
+    Propagating,
     Other,
 }
 
@@ -36,6 +40,7 @@ impl fmt::Display for ErrorClass {
             ErrorClass::Throttled => "throttled",
             ErrorClass::Unauthorized => "unauthorized",
             ErrorClass::InvalidParameter => "invalid parameter",
+            ErrorClass::Propagating => "not visible yet",
             ErrorClass::Other => "other",
         };
         f.write_str(s)
@@ -136,14 +141,34 @@ pub fn classify_code(code: &str) -> ErrorClass {
     }
 }
 
-/// The class of an SDK error: a service error by its code, anything else (timeout, no
-/// connection, unparsable answer) is `Other`.
+/// The class of an error from its code and message. EC2 reports an instance profile it
+/// cannot see yet as `InvalidParameterValue` ("Value (x) for parameter
+/// iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name", or "... has no
+/// associated IAM Roles" while the role is being added): the same code as a request that
+/// is wrong for good, so only the message tells them apart. Instance profiles nodewright
+/// creates hit this for a few seconds after creation (aws/aws-sdk-js-v3#5253,
+/// hashicorp/packer#9810); a profile that never appears keeps the claim retrying and is
+/// reported on its pods once.
+pub fn classify_error(code: &str, message: &str) -> ErrorClass {
+    let about_profile = {
+        let m = message.to_ascii_lowercase();
+        m.contains("iaminstanceprofile") || m.contains("iam instance profile")
+    };
+    if code == "InvalidParameterValue" && about_profile {
+        ErrorClass::Propagating
+    } else {
+        classify_code(code)
+    }
+}
+
+/// The class of an SDK error: a service error by its code (and message, see
+/// [`classify_error`]), anything else (timeout, no connection, unparsable answer) is
+/// `Other`.
 pub fn classify<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> ErrorClass {
     match err {
-        SdkError::ServiceError(service) => service
-            .err()
-            .code()
-            .map_or(ErrorClass::Other, classify_code),
+        SdkError::ServiceError(service) => service.err().code().map_or(ErrorClass::Other, |c| {
+            classify_error(c, service.err().message().unwrap_or_default())
+        }),
         _ => ErrorClass::Other,
     }
 }
@@ -223,6 +248,27 @@ pub enum AwsError {
     CreateLaunchTemplate { name: String, source: ApiError },
     #[error("DeleteLaunchTemplate failed for {name}")]
     DeleteLaunchTemplate { name: String, source: ApiError },
+    #[error("refusing to delete launch template {name}: it is not named {prefix}*")]
+    NotOurLaunchTemplate { name: String, prefix: String },
+    #[error("IAM GetInstanceProfile failed for {name}")]
+    GetInstanceProfile { name: String, source: ApiError },
+    #[error("IAM CreateInstanceProfile failed for {name}")]
+    CreateInstanceProfile { name: String, source: ApiError },
+    /// The role is not named here (it would make every `AwsError` larger); the caller's
+    /// context names it.
+    #[error("IAM AddRoleToInstanceProfile failed for {name}")]
+    AddRoleToInstanceProfile { name: String, source: ApiError },
+    #[error(
+        "instance profile {name} holds role {holds}, not {role}; nodewright does not take a \
+         role out of a profile, remove it by hand"
+    )]
+    InstanceProfileHoldsOtherRole {
+        name: String,
+        role: String,
+        holds: String,
+    },
+    #[error("instance profile {name} was reported to exist but cannot be found")]
+    InstanceProfileVanished { name: String },
     #[error("DescribeInstances failed")]
     DescribeInstances { source: ApiError },
     #[error("TerminateInstances failed for {ids:?}")]
@@ -276,11 +322,18 @@ impl AwsError {
             | AwsError::DescribeLaunchTemplates { source, .. }
             | AwsError::CreateLaunchTemplate { source, .. }
             | AwsError::DeleteLaunchTemplate { source, .. }
+            | AwsError::GetInstanceProfile { source, .. }
+            | AwsError::CreateInstanceProfile { source, .. }
+            | AwsError::AddRoleToInstanceProfile { source, .. }
             | AwsError::DescribeInstances { source }
             | AwsError::TerminateInstances { source, .. }
             | AwsError::CreateTags { source, .. }
             | AwsError::GetProducts { source, .. } => source.class,
-            AwsError::LaunchTemplateVanished { .. } => ErrorClass::NotFound,
+            AwsError::LaunchTemplateVanished { .. } | AwsError::InstanceProfileVanished { .. } => {
+                ErrorClass::NotFound
+            }
+            AwsError::InstanceProfileHoldsOtherRole { .. } => ErrorClass::InvalidParameter,
+            AwsError::NotOurLaunchTemplate { .. } => ErrorClass::Unauthorized,
             // As the SDK's own timeouts: not a service answer, so no class of its own.
             AwsError::GetProductsTimedOut { .. } => ErrorClass::Other,
             AwsError::BuildRequest { .. }
@@ -336,6 +389,42 @@ mod tests {
         ];
         for (code, class) in table {
             assert_eq!(classify_code(code), class, "code {code:?}");
+        }
+    }
+
+    #[test]
+    fn an_instance_profile_ec2_cannot_see_yet_is_told_apart_from_a_wrong_request() {
+        let table = [
+            (
+                "InvalidParameterValue",
+                "Value (nodewright_demo_0123) for parameter iamInstanceProfile.name is \
+                 invalid. Invalid IAM Instance Profile name",
+                ErrorClass::Propagating,
+            ),
+            (
+                "InvalidParameterValue",
+                "IAM Instance Profile \"arn:aws:iam::1:instance-profile/x\" has no \
+                 associated IAM Roles",
+                ErrorClass::Propagating,
+            ),
+            (
+                "InvalidParameterValue",
+                "Value (ami-1) for parameter imageId is invalid",
+                ErrorClass::InvalidParameter,
+            ),
+            (
+                "UnauthorizedOperation",
+                "not authorized to perform iam:PassRole on the IAM instance profile role",
+                ErrorClass::Unauthorized,
+            ),
+            (
+                "InsufficientInstanceCapacity",
+                "no capacity",
+                ErrorClass::InsufficientCapacity,
+            ),
+        ];
+        for (code, message, class) in table {
+            assert_eq!(classify_error(code, message), class, "{code}: {message}");
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::catalog::CapacityType;
 
 use super::Ec2Adapter;
 use super::convert::tag_spec;
-use super::errors::{AwsError, ErrorClass, api, classify_code};
+use super::errors::{AwsError, ErrorClass, api, classify_error};
 use super::launch_templates::LaunchTemplateRef;
 use super::ports::Fleet;
 
@@ -218,6 +218,7 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
             .as_ref()
             .and_then(|l| l.overrides.as_ref());
         let code = e.error_code.clone().unwrap_or_default();
+        let message = e.error_message.clone().unwrap_or_default();
         result.errors.push(FleetError {
             instance_type: overrides
                 .and_then(|o| o.instance_type.as_ref())
@@ -227,9 +228,9 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
                 overrides.and_then(|o| o.availability_zone.as_deref()),
                 overrides.and_then(|o| o.subnet_id.as_deref()),
             ),
-            class: classify_code(&code),
+            class: classify_error(&code, &message),
             code,
-            message: e.error_message.clone().unwrap_or_default(),
+            message,
         });
     }
     result

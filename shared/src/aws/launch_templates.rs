@@ -1,8 +1,10 @@
 //! Launch templates, content-addressed: the name is `nodewright/<cluster>/<hash>` where the
 //! hash covers everything in the spec, so an unchanged spec reuses its template and a
-//! changed one gets a new template (old ones are deleted once unused).
+//! changed one gets a new template. Old ones are collected by the provisioner
+//! (`provision::template_gc` decides which).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use aws_sdk_ec2::types::{
     LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
@@ -81,6 +83,20 @@ pub struct LaunchTemplateRef {
     pub name: String,
 }
 
+/// One of this cluster's templates, as listed for garbage collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedLaunchTemplate {
+    pub name: String,
+    pub id: String,
+    /// EC2's `CreateTime`; None if EC2 did not say (such a template is never collected).
+    pub created: Option<SystemTime>,
+}
+
+/// `nodewright/<cluster>/`: every template of this cluster is named with it.
+pub fn launch_template_prefix(cluster: &str) -> String {
+    format!("nodewright/{cluster}/")
+}
+
 impl LaunchTemplateSpec {
     /// `nodewright/<cluster>/<first 16 hex digits of sha256(spec)>`.
     pub fn name(&self, cluster: &str) -> String {
@@ -88,7 +104,11 @@ impl LaunchTemplateSpec {
         // ever, the Debug form is an equally stable input.
         let bytes = serde_json::to_vec(self).unwrap_or_else(|_| format!("{self:?}").into_bytes());
         let hash = hex::encode(Sha256::digest(&bytes));
-        format!("nodewright/{cluster}/{}", &hash[..HASH_HEX_LEN])
+        format!(
+            "{}{}",
+            launch_template_prefix(cluster),
+            &hash[..HASH_HEX_LEN]
+        )
     }
 
     fn data(&self) -> RequestLaunchTemplateData {
@@ -237,11 +257,9 @@ impl LaunchTemplates for Ec2Adapter {
         }
     }
 
-    async fn delete_unused_launch_templates(
-        &self,
-        in_use: &HashSet<String>,
-    ) -> Result<Vec<String>, AwsError> {
+    async fn list_launch_templates(&self) -> Result<Vec<OwnedLaunchTemplate>, AwsError> {
         let (k, v) = self.ownership();
+        let prefix = launch_template_prefix(&self.cluster);
         let templates = self
             .client
             .describe_launch_templates()
@@ -252,38 +270,53 @@ impl LaunchTemplates for Ec2Adapter {
             .collect::<Result<Vec<_>, _>>()
             .await
             .map_err(api(|source| AwsError::DescribeLaunchTemplates {
-                name: format!("nodewright/{}/*", self.cluster),
+                name: format!("{prefix}*"),
                 source,
             }))?;
-        let prefix = format!("nodewright/{}/", self.cluster);
-        let mut deleted = Vec::new();
-        for t in templates {
-            let Some(name) = t.launch_template_name else {
-                continue;
-            };
-            if !name.starts_with(&prefix) || in_use.contains(&name) {
-                continue;
-            }
-            let result = self
-                .client
-                .delete_launch_template()
-                .launch_template_name(&name)
-                .send()
-                .await;
-            match result {
-                Ok(_) => deleted.push(name),
-                Err(e) => {
-                    let err = api(|source| AwsError::DeleteLaunchTemplate {
-                        name: name.clone(),
-                        source,
-                    })(e);
-                    if err.class() != ErrorClass::NotFound {
-                        return Err(err);
-                    }
+        // Tag AND name: a template someone tagged by hand, or copied with our tag, is not
+        // ours unless it also carries our name.
+        Ok(templates
+            .into_iter()
+            .filter_map(|t| {
+                let name = t.launch_template_name?;
+                name.starts_with(&prefix).then(|| OwnedLaunchTemplate {
+                    id: t.launch_template_id.unwrap_or_default(),
+                    created: t.create_time.and_then(|c| SystemTime::try_from(c).ok()),
+                    name,
+                })
+            })
+            .collect())
+    }
+
+    async fn delete_launch_template(&self, name: &str) -> Result<(), AwsError> {
+        let prefix = launch_template_prefix(&self.cluster);
+        if !name.starts_with(&prefix) {
+            return Err(AwsError::NotOurLaunchTemplate {
+                name: name.to_string(),
+                prefix,
+            });
+        }
+        let result = self
+            .client
+            .delete_launch_template()
+            .launch_template_name(name)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let err = api(|source| AwsError::DeleteLaunchTemplate {
+                    name: name.to_string(),
+                    source,
+                })(e);
+                // Already gone (another container collected it) is what we wanted.
+                if err.class() == ErrorClass::NotFound {
+                    Ok(())
+                } else {
+                    Err(err)
                 }
             }
         }
-        Ok(deleted)
     }
 }
 

@@ -285,3 +285,48 @@ async fn instance_types_from_every_page_are_returned() {
     assert_eq!(names, [("m5.large", "amd64", 5), ("m7g.large", "arm64", 7)]);
     assert_eq!((first.num_calls(), second.num_calls()), (1, 1));
 }
+
+#[tokio::test]
+async fn create_fleet_refusing_a_profile_iam_has_not_propagated_is_classified_propagating() {
+    let rule = mock!(aws_sdk_ec2::Client::create_fleet).then_error(|| {
+        CreateFleetError::generic(
+            ErrorMetadata::builder()
+                .code("InvalidParameterValue")
+                .message(
+                    "Value (nodewright_demo_0123456789abcdef) for parameter \
+                     iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+                )
+                .build(),
+        )
+    });
+    let adapter = Ec2Adapter::new(ec2(&[&rule]), "demo");
+
+    let err = adapter
+        .create_fleet(&request(CapacityType::Spot))
+        .await
+        .unwrap_err();
+
+    assert_eq!(err.class(), ErrorClass::Propagating, "{err:?}");
+}
+
+#[tokio::test]
+async fn deleting_a_template_that_is_already_gone_is_success() {
+    use super::LaunchTemplates;
+    let rule = mock!(aws_sdk_ec2::Client::delete_launch_template).then_error(|| {
+        aws_sdk_ec2::operation::delete_launch_template::DeleteLaunchTemplateError::generic(
+            ErrorMetadata::builder()
+                .code("InvalidLaunchTemplateName.NotFoundException")
+                .message(
+                    "At least one of the launch templates specified in the request does not exist.",
+                )
+                .build(),
+        )
+    });
+    let adapter = Ec2Adapter::new(ec2(&[&rule]), "demo");
+
+    adapter
+        .delete_launch_template("nodewright/demo/0123456789abcdef")
+        .await
+        .expect("already gone is what we wanted");
+    assert_eq!(rule.num_calls(), 1);
+}

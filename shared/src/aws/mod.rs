@@ -1,10 +1,11 @@
-//! AWS adapters: narrow ports ([`ports`]) and their EC2/SSM/Pricing implementations, one
-//! module per AWS resource. SDK types are converted to the core's own types as they arrive
-//! and never reach a decision.
+//! AWS adapters: narrow ports ([`ports`]) and their EC2/SSM/IAM/Pricing implementations,
+//! one module per AWS resource. SDK types are converted to the core's own types as they
+//! arrive and never reach a decision.
 
 pub mod errors;
 pub mod fleet;
 pub mod images;
+pub mod instance_profiles;
 pub mod instance_types;
 pub mod instances;
 pub mod launch_templates;
@@ -15,16 +16,19 @@ pub mod pricing;
 
 mod convert;
 
-pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code};
+pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code, classify_error};
 pub use fleet::{FleetError, FleetOutcome, FleetOverride, FleetRequest, LaunchedInstance};
 pub use images::{AliasVersion, AmiAlias, AmiFamily, Image, ImageAdapter, ssm_parameter_path};
+pub use instance_profiles::{IamAdapter, instance_profile_name, role_name};
 pub use instance_types::{SpotPrice, TypeOffering};
 pub use instances::{InstanceState, OwnedInstance, TerminateOutcome};
-pub use launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
+pub use launch_templates::{
+    LaunchTemplateRef, LaunchTemplateSpec, OwnedLaunchTemplate, launch_template_prefix,
+};
 pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
 pub use ports::{
-    Fleet, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
-    OnDemandPriceSource,
+    Fleet, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplates,
+    NetworkDiscovery, OnDemandPriceSource,
 };
 pub use pricing::{BundledPrices, PricingAdapter, pricing_client, pricing_endpoint_region};
 

@@ -3,7 +3,7 @@
 //!
 //! Futures are `Send` so adapters work from a multi-threaded tokio runtime.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
 use crate::api::{AmiSelectorTerm, SelectorTerm};
@@ -14,7 +14,7 @@ use super::fleet::{FleetOutcome, FleetRequest};
 use super::images::Image;
 use super::instance_types::{SpotPrice, TypeOffering};
 use super::instances::{OwnedInstance, TerminateOutcome};
-use super::launch_templates::{LaunchTemplateRef, LaunchTemplateSpec};
+use super::launch_templates::{LaunchTemplateRef, LaunchTemplateSpec, OwnedLaunchTemplate};
 use super::network::{SecurityGroup, Subnet};
 
 /// Instance types, where they are offered, and what spot costs.
@@ -67,12 +67,28 @@ pub trait LaunchTemplates {
         &self,
         spec: &LaunchTemplateSpec,
     ) -> impl Future<Output = Result<LaunchTemplateRef, AwsError>> + Send;
-    /// Deletes this cluster's templates whose names are not in `in_use`; returns the
-    /// deleted names.
-    fn delete_unused_launch_templates(
+    /// This cluster's templates: those carrying the ownership tag
+    /// `nodewright.io/cluster=<cluster>` AND named `nodewright/<cluster>/...`.
+    fn list_launch_templates(
         &self,
-        in_use: &HashSet<String>,
-    ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
+    ) -> impl Future<Output = Result<Vec<OwnedLaunchTemplate>, AwsError>> + Send;
+    /// Deletes one of this cluster's templates by name; a name without this cluster's
+    /// prefix is refused, and already gone is success.
+    fn delete_launch_template(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// Instance profiles for EC2NodeClasses that name a `role`.
+pub trait InstanceProfiles {
+    /// The name of this cluster's instance profile for `role` (a role name, or a role ARN
+    /// or path whose last segment is the name), created and given the role if needed.
+    /// Safe to repeat and to race with another caller.
+    fn ensure_instance_profile(
+        &self,
+        role: &str,
+    ) -> impl Future<Output = Result<String, AwsError>> + Send;
 }
 
 /// The instances this cluster's nodewright owns (tag `nodewright.io/cluster=<cluster>`).

@@ -9,7 +9,9 @@ pub mod live_catalog;
 pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;
+mod profiles;
 pub mod service;
+pub mod template_gc;
 mod unavailable;
 
 pub use aws_ports::AwsPorts;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{EC2NodeClassSpec, Taint};
 use crate::aws::launch_templates::{BlockDevice, MetadataOptions};
-use crate::aws::{AmiAlias, LaunchTemplateSpec};
+use crate::aws::{AmiAlias, LaunchTemplateSpec, role_name};
 use crate::launch::userdata::{AmiFamily, NodeBootstrap, UserDataError, render_user_data};
 
 /// What the cluster tells every node (from DescribeCluster).
@@ -86,15 +86,48 @@ pub struct NodeTemplateInput<'a> {
     pub cluster: &'a ClusterFacts,
     pub image_id: &'a str,
     pub security_group_ids: Vec<String>,
-    /// The EC2NodeClass `instanceProfile`, else this one (see [`launch_template_spec`]).
-    pub default_instance_profile: &'a str,
+    /// The instance profile nodes of this class get, resolved by the caller from
+    /// [`profile_choice`].
+    pub instance_profile: &'a str,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
 }
 
-/// The launch template spec for a node of this class. The instance profile is the class's
-/// `instanceProfile`; a class that names a `role` instead gets the stack's default profile,
-/// because nodewright does not create instance profiles for roles (no IAM calls).
+/// Where the instance profile of a class's nodes comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileChoice {
+    /// The class names `instanceProfile`: used as it is.
+    Named(String),
+    /// The stack's own profile (`NODE_INSTANCE_PROFILE`): the class names the stack's node
+    /// role, or neither a role nor a profile. No IAM call is needed.
+    StackDefault,
+    /// The class names another `role` (its bare name here): nodewright's profile for it,
+    /// created if needed.
+    ForRole(String),
+}
+
+/// The profile choice for a class, given the stack's node role (`NODE_ROLE`). Roles are
+/// compared by bare name, so `nodes`, `team/nodes` and a role ARN ending in `/nodes` are
+/// the same role. Karpenter v1 makes `role` and `instanceProfile` exclusive; should both
+/// be set, the named profile wins, as it is the more explicit of the two.
+pub fn profile_choice(spec: &EC2NodeClassSpec, default_node_role: &str) -> ProfileChoice {
+    if let Some(profile) = spec
+        .instance_profile
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+    {
+        return ProfileChoice::Named(profile.to_string());
+    }
+    let role = spec.role.as_deref().map(role_name).unwrap_or_default();
+    if role.is_empty() || role == role_name(default_node_role) {
+        ProfileChoice::StackDefault
+    } else {
+        ProfileChoice::ForRole(role.to_string())
+    }
+}
+
+/// The launch template spec for a node of this class, with the instance profile the caller
+/// resolved (see [`profile_choice`]).
 pub fn launch_template_spec(
     input: &NodeTemplateInput<'_>,
 ) -> Result<LaunchTemplateSpec, NodeTemplateError> {
@@ -126,10 +159,7 @@ pub fn launch_template_spec(
         image_id: input.image_id.to_string(),
         user_data,
         security_group_ids,
-        instance_profile: spec
-            .instance_profile
-            .clone()
-            .unwrap_or_else(|| input.default_instance_profile.to_string()),
+        instance_profile: input.instance_profile.to_string(),
         block_devices: block_devices(input.class_name, spec)?,
         metadata: metadata(spec),
         associate_public_ip_address: spec.associate_public_ip_address,
@@ -262,6 +292,56 @@ mod tests {
     }
 
     #[test]
+    fn the_profile_is_the_named_one_else_the_stack_one_for_its_role_else_one_per_role() {
+        let class = |role: Option<&str>, profile: Option<&str>| EC2NodeClassSpec {
+            role: role.map(String::from),
+            instance_profile: profile.map(String::from),
+            ..Default::default()
+        };
+        let stack_role = "nodewright-node-demo";
+        let cases = [
+            (
+                class(None, Some("team-profile")),
+                ProfileChoice::Named("team-profile".into()),
+            ),
+            (
+                class(Some("other-role"), Some("team-profile")),
+                ProfileChoice::Named("team-profile".into()),
+            ),
+            (class(None, None), ProfileChoice::StackDefault),
+            (class(None, Some(" ")), ProfileChoice::StackDefault),
+            (class(Some(stack_role), None), ProfileChoice::StackDefault),
+            (
+                class(
+                    Some("arn:aws:iam::123456789012:role/nodewright-node-demo"),
+                    None,
+                ),
+                ProfileChoice::StackDefault,
+            ),
+            (
+                class(Some("gpu-nodes"), None),
+                ProfileChoice::ForRole("gpu-nodes".into()),
+            ),
+            (
+                class(
+                    Some("arn:aws:iam::123456789012:role/nodewright/gpu-nodes"),
+                    None,
+                ),
+                ProfileChoice::ForRole("gpu-nodes".into()),
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(profile_choice(&spec, stack_role), want, "{spec:?}");
+        }
+        // A stack without a node role of its own (NODE_ROLE unset) creates profiles for
+        // every role a class names.
+        assert_eq!(
+            profile_choice(&class(Some(stack_role), None), ""),
+            ProfileChoice::ForRole(stack_role.into())
+        );
+    }
+
+    #[test]
     fn the_spec_carries_the_class_profile_volumes_and_imds_defaults() {
         let mut spec = spec_with_alias("al2023@latest");
         spec.block_device_mappings = vec![BlockDeviceMapping {
@@ -287,7 +367,7 @@ mod tests {
             cluster: &cluster,
             image_id: "ami-1",
             security_group_ids: vec!["sg-2".into(), "sg-1".into()],
-            default_instance_profile: "demo-node",
+            instance_profile: "demo-node",
             labels: BTreeMap::new(),
             taints: vec![],
         };

@@ -13,11 +13,13 @@ use super::in_flight::{in_flight, missing_nodeclaim_labels};
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
 use super::on_demand_prices::PriceRefresh;
+use super::profiles::ProfileCache;
+use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{
-    AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceTypeSource, LaunchTemplates,
-    NetworkDiscovery, OnDemandPriceSource, Subnet, pick_subnet_per_zone,
+    AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
+    LaunchTemplates, NetworkDiscovery, OnDemandPriceSource, Subnet, pick_subnet_per_zone,
 };
 use crate::catalog::CatalogError;
 use crate::kube::{
@@ -33,9 +35,13 @@ pub const MAX_LAUNCH_ROUNDS: usize = 3;
 #[derive(Debug, Clone)]
 pub struct ProvisionerSettings {
     pub cluster: ClusterFacts,
-    /// For EC2NodeClasses that name neither `instanceProfile` nor a profile nodewright
-    /// could use for their `role`.
+    /// The stack's instance profile (`NODE_INSTANCE_PROFILE`), holding
+    /// `default_node_role`: for EC2NodeClasses that name that role, or neither a role nor
+    /// an `instanceProfile`.
     pub default_instance_profile: String,
+    /// The stack's node role (`NODE_ROLE`). A class naming another `role` gets a profile
+    /// nodewright creates for it (see [`crate::aws::InstanceProfiles`]).
+    pub default_node_role: String,
     pub batch: BatchWindow,
 }
 
@@ -74,6 +80,9 @@ pub struct PollReport {
     /// moment CreateFleet was sent.
     pub pending_to_fleet: Vec<Duration>,
     pub nodes_labelled: usize,
+    /// Launch templates collected after this poll's launches (see
+    /// [`super::template_gc`]).
+    pub launch_templates_deleted: Vec<String>,
 }
 
 pub struct Provisioner<K, A> {
@@ -88,6 +97,8 @@ pub struct Provisioner<K, A> {
     handled: HashSet<String>,
     /// (object, reason, message) already reported, so each poll does not repeat them.
     warned: HashSet<(String, String)>,
+    template_gc: TemplateGc,
+    profiles: ProfileCache,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -104,6 +115,10 @@ pub(super) enum ClaimOutcome {
     /// No instance: these (type, zone) offerings lacked capacity.
     NoCapacity,
     Throttled,
+    /// Nothing launched for a reason that passes by itself (an instance profile EC2 cannot
+    /// see yet, a launch template deleted meanwhile): the next poll tries again, and no
+    /// offering is marked unavailable.
+    RetryLater(String),
     Failed(String),
 }
 
@@ -116,6 +131,7 @@ where
         + Fleet
         + LaunchTemplates
         + InstanceInventory
+        + InstanceProfiles
         + Sync,
 {
     /// A provisioner whose on-demand prices start from the bundled us-east-1 table, until
@@ -146,6 +162,8 @@ where
             first_seen: HashMap::new(),
             handled: HashSet::new(),
             warned: HashSet::new(),
+            template_gc: TemplateGc::default(),
+            profiles: ProfileCache::default(),
         }
     }
 
@@ -157,7 +175,19 @@ where
         &self.aws
     }
 
+    /// One poll: launch for pending pods, then, at most every
+    /// [`super::template_gc::TEMPLATE_GC_INTERVAL`], collect old launch templates. Launch
+    /// latency comes first: collection runs after launching and never while the batching
+    /// window is open, and its failure is logged, never the poll's.
     pub async fn poll(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
+        let mut report = self.poll_pods(now).await?;
+        if report.waiting.is_none() && self.template_gc.due(now) {
+            report.launch_templates_deleted = self.collect_launch_templates(now).await;
+        }
+        Ok(report)
+    }
+
+    async fn poll_pods(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
         let started = Instant::now();
         let mut report = PollReport::default();
         let kube_err = |what| move |source| ProvisionError::Kube { what, source };
@@ -339,7 +369,7 @@ where
                         report.throttled = true;
                         break;
                     }
-                    ClaimOutcome::Failed(why) => {
+                    ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                     }
@@ -500,6 +530,9 @@ fn pod_key(p: &Pod) -> String {
 
 #[path = "service_launch.rs"]
 mod launch_claim;
+
+#[path = "service_gc.rs"]
+mod gc;
 
 #[cfg(test)]
 #[path = "service_tests.rs"]

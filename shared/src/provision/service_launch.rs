@@ -1,5 +1,7 @@
-//! Launching one planned claim: AMI, security groups, user data and launch template, then
-//! CreateFleet with the claim's deterministic id; insufficient capacity is remembered.
+//! Launching one planned claim: AMI, security groups, instance profile, user data and
+//! launch template, then CreateFleet with the claim's deterministic id; insufficient
+//! capacity is remembered, and what passes by itself (a profile EC2 cannot see yet, a
+//! template deleted meanwhile) is retried on the next poll.
 
 use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
@@ -7,13 +9,16 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
-use super::super::node_template::{NodeTemplateInput, launch_template_spec};
+use super::super::node_template::{
+    NodeTemplateInput, ProfileChoice, launch_template_spec, profile_choice,
+};
 use super::super::nodeclaim::nodeclaim_id;
+use super::super::profiles::Cached;
 use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
 use crate::api::EC2NodeClass;
 use crate::aws::{
-    AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceTypeSource,
-    LaunchTemplates, NetworkDiscovery,
+    AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles,
+    InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
 };
 use crate::catalog::Catalog;
 use crate::kube::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, PodRef, PodSource};
@@ -28,6 +33,7 @@ where
         + Fleet
         + LaunchTemplates
         + InstanceInventory
+        + InstanceProfiles
         + Sync,
 {
     #[allow(clippy::too_many_arguments)]
@@ -42,12 +48,12 @@ where
         now: SystemTime,
         started: Instant,
     ) -> ClaimOutcome {
-        let failed = |what: &str, e: &AwsError| {
-            if e.class() == ErrorClass::Throttled {
-                ClaimOutcome::Throttled
-            } else {
-                ClaimOutcome::Failed(format!("{what}: {e}"))
+        let failed = |what: &str, e: &AwsError| match e.class() {
+            ErrorClass::Throttled => ClaimOutcome::Throttled,
+            ErrorClass::Propagating => {
+                ClaimOutcome::RetryLater(format!("{what}: {}; will retry", describe(e)))
             }
+            _ => ClaimOutcome::Failed(format!("{what}: {e}")),
         };
         let (Some(class), Some(network)) = (
             classes.iter().find(|c| c.metadata.name == claim.node_class),
@@ -112,13 +118,34 @@ where
             })
             .collect();
         let nodeclaim = nodeclaim_id(&claim.nodepool, uids.iter().map(String::as_str));
+        let choice = profile_choice(&class.spec, &self.settings.default_node_role);
+        let profile = match &choice {
+            ProfileChoice::Named(p) => p.clone(),
+            ProfileChoice::StackDefault => self.settings.default_instance_profile.clone(),
+            ProfileChoice::ForRole(role) => {
+                match self
+                    .instance_profile_for(&claim.node_class, role, now)
+                    .await
+                {
+                    Ok(p) => p,
+                    Err(outcome) => return outcome,
+                }
+            }
+        };
+        // A profile EC2 refuses may be one IAM has not propagated yet, or one deleted by
+        // hand since it was cached: either way the next launch should ensure it again.
+        let forget_profile = |this: &mut Self| {
+            if let ProfileChoice::ForRole(role) = &choice {
+                this.profiles.forget(role);
+            }
+        };
         let input = NodeTemplateInput {
             class_name: &claim.node_class,
             spec: &class.spec,
             cluster: &self.settings.cluster,
             image_id: &image,
             security_group_ids: groups,
-            default_instance_profile: &self.settings.default_instance_profile,
+            instance_profile: &profile,
             labels: node_labels(claim, &nodeclaim),
             taints: node_taints(claim),
         };
@@ -130,6 +157,7 @@ where
             Ok(t) => t,
             Err(e) => return failed("launch template", &e),
         };
+        self.template_gc.ensured(&template.name, now);
         let request = fleet_request(
             claim,
             catalog,
@@ -149,6 +177,18 @@ where
         let sent = now + started.elapsed();
         let outcome = match self.aws.create_fleet(&request).await {
             Ok(o) => o,
+            Err(e) if e.class() == ErrorClass::Propagating => {
+                forget_profile(self);
+                return failed("CreateFleet", &e);
+            }
+            // The template was collected between ensure and CreateFleet (see
+            // `template_gc`): the next poll's ensure re-creates it.
+            Err(e) if e.class() == ErrorClass::NotFound => {
+                return ClaimOutcome::RetryLater(format!(
+                    "CreateFleet: {}; will retry",
+                    describe(&e)
+                ));
+            }
             Err(e) => return failed("CreateFleet", &e),
         };
         for e in &outcome.errors {
@@ -196,6 +236,17 @@ where
         {
             return ClaimOutcome::Throttled;
         }
+        if let Some(e) = outcome
+            .errors
+            .iter()
+            .find(|e| e.class == ErrorClass::Propagating)
+        {
+            forget_profile(self);
+            return ClaimOutcome::RetryLater(format!(
+                "CreateFleet launched nothing: {}: {}; will retry",
+                e.code, e.message
+            ));
+        }
         if outcome
             .errors
             .iter()
@@ -214,5 +265,49 @@ where
             .map(|e| format!("{}: {}", e.code, e.message))
             .unwrap_or_default();
         ClaimOutcome::Failed(format!("CreateFleet launched nothing: {first_error}"))
+    }
+}
+
+impl<K, A> Provisioner<K, A>
+where
+    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
+    A: InstanceProfiles + Sync,
+{
+    /// The instance profile for a class's `role`: from this container's memory, else
+    /// ensured through IAM (and remembered, success or failure; see [`super::super::profiles`]).
+    async fn instance_profile_for(
+        &mut self,
+        class: &str,
+        role: &str,
+        now: SystemTime,
+    ) -> Result<String, ClaimOutcome> {
+        match self.profiles.lookup(role, now) {
+            Cached::Ready(profile) => return Ok(profile),
+            Cached::Failed(why) => return Err(ClaimOutcome::Failed(why)),
+            Cached::Unknown => {}
+        }
+        match self.aws.ensure_instance_profile(role).await {
+            Ok(profile) => {
+                self.profiles.ready(role, &profile);
+                Ok(profile)
+            }
+            Err(e) if e.class() == ErrorClass::Throttled => Err(ClaimOutcome::Throttled),
+            Err(e) => {
+                let why = format!(
+                    "EC2NodeClass {class}: spec.role {role}: no instance profile: {}",
+                    describe(&e)
+                );
+                self.profiles.failed(role, &why, now);
+                Err(ClaimOutcome::Failed(why))
+            }
+        }
+    }
+}
+
+/// The error and what AWS said, on one line (an [`AwsError`]'s own text names only the call).
+fn describe(e: &AwsError) -> String {
+    match std::error::Error::source(e) {
+        Some(source) => format!("{e}: {source}"),
+        None => e.to_string(),
     }
 }

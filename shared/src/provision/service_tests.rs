@@ -1,5 +1,6 @@
 //! Service tests over fake ports, only for what the real world (moto, the simulated
-//! cluster) cannot easily produce: insufficient capacity and throttled CreateFleet calls.
+//! cluster) cannot easily produce: insufficient capacity and throttled CreateFleet calls,
+//! an instance profile EC2 cannot see yet, and launch templates of any age.
 //! The end-to-end scale-up story is tested against moto and the simulated cluster.
 
 use std::sync::Mutex;
@@ -11,17 +12,19 @@ use super::*;
 use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
 use crate::aws::{
     ApiError, ErrorClass, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef,
-    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, SecurityGroup, SpotPrice,
-    TerminateOutcome, TypeOffering,
+    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, OwnedLaunchTemplate, SecurityGroup,
+    SpotPrice, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
 use crate::kube::{ConfigLoad, ConfigOrigin, DefaultPoolParams, default_pool_inputs};
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
-/// A fake cluster: fixed pending pods and a default NodePool; records events.
+/// A fake cluster: fixed pending pods and a default NodePool whose EC2NodeClass names
+/// `node_role`; records events.
 struct FakeCluster {
     pending: Vec<Pod>,
+    node_role: String,
     events: Mutex<Vec<(String, String, String)>>,
 }
 
@@ -47,7 +50,7 @@ impl ConfigSource for FakeCluster {
     async fn load(&self) -> Result<ConfigLoad, KubeError> {
         let (inputs, problems) = default_pool_inputs(&DefaultPoolParams {
             cluster_name: "demo".into(),
-            node_role: "demo-node".into(),
+            node_role: self.node_role.clone(),
             capacity_types: vec!["spot".into(), "on-demand".into()],
             architectures: vec!["amd64".into()],
             ami_alias: "al2023@latest".into(),
@@ -99,14 +102,25 @@ enum Answer {
     NoCapacityAnywhere,
     Launch,
     Throttle,
+    /// Every override fails as EC2 answers for an instance profile IAM has not
+    /// propagated yet.
+    ProfileNotVisible,
 }
 
-/// A fake AWS: a few bundled types in two zones, one subnet per zone, and a scripted
-/// CreateFleet that records every request.
+/// A fake AWS: a few bundled types in two zones, one subnet per zone, a scripted
+/// CreateFleet that records every request, launch templates kept in a list (ensured ones
+/// are created at `clock`), and instance profiles named after their role.
 struct FakeAws {
     types: Vec<InstanceType>,
     script: Mutex<Vec<Answer>>,
     requests: Mutex<Vec<FleetRequest>>,
+    /// Every call that changes or lists something, in order: "CreateFleet",
+    /// "ListLaunchTemplates", "DeleteLaunchTemplate <name>", "EnsureInstanceProfile <role>".
+    calls: Mutex<Vec<String>>,
+    templates: Mutex<Vec<OwnedLaunchTemplate>>,
+    specs: Mutex<Vec<LaunchTemplateSpec>>,
+    clock: Mutex<SystemTime>,
+    listing_fails: bool,
 }
 
 impl FakeAws {
@@ -121,10 +135,50 @@ impl FakeAws {
             types,
             script: Mutex::new(script),
             requests: Mutex::new(vec![]),
+            calls: Mutex::new(vec![]),
+            templates: Mutex::new(vec![]),
+            specs: Mutex::new(vec![]),
+            clock: Mutex::new(SystemTime::UNIX_EPOCH),
+            listing_fails: false,
         }
     }
     fn requests(&self) -> Vec<FleetRequest> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    fn call(&self, what: String) {
+        if let Ok(mut c) = self.calls.lock() {
+            c.push(what);
+        }
+    }
+    fn template_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .templates
+            .lock()
+            .map(|t| t.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+    fn specs(&self) -> Vec<LaunchTemplateSpec> {
+        self.specs.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+    fn set_clock(&self, now: SystemTime) {
+        if let Ok(mut c) = self.clock.lock() {
+            *c = now;
+        }
+    }
+}
+
+/// An API error as the SDK adapters produce it.
+fn api_error(class: ErrorClass, code: &str, message: &str) -> ApiError {
+    ApiError {
+        class,
+        code: Some(code.into()),
+        message: message.into(),
+        source: Box::new(std::io::Error::other("fake")),
     }
 }
 
@@ -186,16 +240,63 @@ impl LaunchTemplates for FakeAws {
         &self,
         spec: &LaunchTemplateSpec,
     ) -> Result<LaunchTemplateRef, AwsError> {
+        let name = spec.name("demo");
+        let created = self.clock.lock().map(|c| *c).ok();
+        if let Ok(mut t) = self.templates.lock()
+            && !t.iter().any(|t| t.name == name)
+        {
+            let id = format!("lt-{}", t.len());
+            t.push(OwnedLaunchTemplate {
+                name: name.clone(),
+                id,
+                created,
+            });
+        }
+        if let Ok(mut s) = self.specs.lock() {
+            s.push(spec.clone());
+        }
         Ok(LaunchTemplateRef {
             id: "lt-1".into(),
-            name: spec.name("demo"),
+            name,
         })
     }
-    async fn delete_unused_launch_templates(
-        &self,
-        _: &HashSet<String>,
-    ) -> Result<Vec<String>, AwsError> {
-        Ok(vec![])
+    async fn list_launch_templates(&self) -> Result<Vec<OwnedLaunchTemplate>, AwsError> {
+        self.call("ListLaunchTemplates".into());
+        if self.listing_fails {
+            return Err(AwsError::DescribeLaunchTemplates {
+                name: "nodewright/demo/*".into(),
+                source: api_error(
+                    ErrorClass::Unauthorized,
+                    "UnauthorizedOperation",
+                    "not authorized to perform ec2:DescribeLaunchTemplates",
+                ),
+            });
+        }
+        // As the adapter: this cluster's prefix only.
+        Ok(self
+            .templates
+            .lock()
+            .map(|t| {
+                t.iter()
+                    .filter(|t| t.name.starts_with("nodewright/demo/"))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+    async fn delete_launch_template(&self, name: &str) -> Result<(), AwsError> {
+        self.call(format!("DeleteLaunchTemplate {name}"));
+        if let Ok(mut t) = self.templates.lock() {
+            t.retain(|t| t.name != name);
+        }
+        Ok(())
+    }
+}
+
+impl InstanceProfiles for FakeAws {
+    async fn ensure_instance_profile(&self, role: &str) -> Result<String, AwsError> {
+        self.call(format!("EnsureInstanceProfile {role}"));
+        Ok(format!("profile-for-{role}"))
     }
 }
 
@@ -217,6 +318,7 @@ impl InstanceInventory for FakeAws {
 
 impl Fleet for FakeAws {
     async fn create_fleet(&self, request: &FleetRequest) -> Result<FleetOutcome, AwsError> {
+        self.call("CreateFleet".into());
         let n = match self.requests.lock() {
             Ok(mut r) => {
                 r.push(request.clone());
@@ -259,13 +361,31 @@ impl Fleet for FakeAws {
             }),
             Answer::Throttle => Err(AwsError::CreateFleet {
                 client_token: request.client_token.clone(),
-                source: ApiError {
-                    class: ErrorClass::Throttled,
-                    code: Some("RequestLimitExceeded".into()),
-                    message: "Request limit exceeded.".into(),
-                    source: Box::new(std::io::Error::other("fake")),
-                },
+                source: api_error(
+                    ErrorClass::Throttled,
+                    "RequestLimitExceeded",
+                    "Request limit exceeded.",
+                ),
             }),
+            Answer::ProfileNotVisible => {
+                let message = "Value (profile) for parameter iamInstanceProfile.name is \
+                               invalid. Invalid IAM Instance Profile name";
+                Ok(FleetOutcome {
+                    instances: vec![],
+                    errors: request
+                        .overrides
+                        .iter()
+                        .map(|o| FleetError {
+                            instance_type: o.instance_type.clone(),
+                            zone: o.zone.clone(),
+                            code: "InvalidParameterValue".into(),
+                            message: message.into(),
+                            // As the adapter classifies it.
+                            class: crate::aws::classify_error("InvalidParameterValue", message),
+                        })
+                        .collect(),
+                })
+            }
         }
     }
 }
@@ -292,7 +412,8 @@ fn settings() -> ProvisionerSettings {
             service_cidr: "10.100.0.0/16".into(),
             kubernetes_version: "1.31".into(),
         },
-        default_instance_profile: "demo-node".into(),
+        default_instance_profile: "demo-node-profile".into(),
+        default_node_role: "demo-node".into(),
         batch: BatchWindow {
             idle: Duration::ZERO,
             max: Duration::ZERO,
@@ -300,7 +421,9 @@ fn settings() -> ProvisionerSettings {
     }
 }
 
-fn provisioner_over<A>(pending: Vec<Pod>, aws: A) -> Provisioner<FakeCluster, A>
+/// A provisioner over `aws` whose default EC2NodeClass names `node_role`; the stack's node
+/// role is `demo-node`, its profile `demo-node-profile`.
+fn provisioner_over<A>(pending: Vec<Pod>, aws: A, node_role: &str) -> Provisioner<FakeCluster, A>
 where
     A: InstanceTypeSource
         + NetworkDiscovery
@@ -308,10 +431,12 @@ where
         + Fleet
         + LaunchTemplates
         + InstanceInventory
+        + InstanceProfiles
         + Sync,
 {
     let cluster = FakeCluster {
         pending,
+        node_role: node_role.into(),
         events: Mutex::new(vec![]),
     };
     match Provisioner::new(cluster, aws, settings()) {
@@ -321,7 +446,15 @@ where
 }
 
 fn provisioner(pending: Vec<Pod>, aws: FakeAws) -> Provisioner<FakeCluster, FakeAws> {
-    provisioner_over(pending, aws)
+    provisioner_with_role(pending, aws, "demo-node")
+}
+
+fn provisioner_with_role(
+    pending: Vec<Pod>,
+    aws: FakeAws,
+    node_role: &str,
+) -> Provisioner<FakeCluster, FakeAws> {
+    provisioner_over(pending, aws, node_role)
 }
 
 fn offered(r: &FleetRequest) -> HashSet<(String, String, CapacityType)> {
@@ -438,8 +571,9 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
             ec2: FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Launch]),
             images: FakeAws::new(&[], vec![]),
             prices: RegionalPrices(regional.clone()),
+            iam: FakeAws::new(&[], vec![]),
         };
-        let mut p = provisioner_over(vec![pod("web-1", "500m")], aws);
+        let mut p = provisioner_over(vec![pod("web-1", "500m")], aws, "demo-node");
         if refresh_first {
             let refresh = p.refresh_prices(t0).await;
             assert!(matches!(refresh, PriceRefresh::Updated { priced: 1, .. }));
@@ -457,3 +591,6 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
         assert_eq!(first_choice, [want], "refreshed first: {refresh_first}");
     }
 }
+
+#[path = "service_profile_gc_tests.rs"]
+mod profile_and_gc;

@@ -351,6 +351,11 @@ struct Iam {
     profile_arn: String,
 }
 
+/// `KarpenterNodeRole-<cluster>`, the node role of Karpenter's getting-started guide.
+fn karpenter_node_role(cluster: &str) -> String {
+    format!("KarpenterNodeRole-{cluster}")
+}
+
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<Iam, SeedError> {
@@ -379,6 +384,15 @@ async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<Iam, See
             .await
             .map_err(at("AttachRolePolicy"))?;
     }
+    // The node role an account moving from Karpenter already has (Karpenter's getting-started
+    // name, which `examples/getting-started.yaml` names in its EC2NodeClass `role`): the
+    // provisioner creates an instance profile for it.
+    iam.create_role()
+        .role_name(karpenter_node_role(&spec.cluster))
+        .assume_role_policy_document(EC2_TRUST_POLICY)
+        .send()
+        .await
+        .map_err(at("CreateRole"))?;
     let profile_name = format!("{}-node", spec.cluster);
     let profile = iam
         .create_instance_profile()
