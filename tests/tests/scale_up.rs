@@ -183,6 +183,19 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert_eq!(launched.len(), 2, "{summary}");
+    // Same NodePool, class and AMI: both launches share one launch template.
+    let templates = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_launch_templates()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:nodewright.io/cluster")
+                .values(&world.seeded.cluster)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(templates.launch_templates().len(), 1, "{templates:?}");
     for i in &launched {
         assert_eq!(
             (
@@ -206,6 +219,26 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
             "the NodePool taint is registered: {taints}"
         );
         assert_eq!(n["metadata"]["labels"]["nodeType"], "cpu-node");
+    }
+    // Once the nodes have joined, the next solving poll labels them with their claim ids.
+    world
+        .sim
+        .apply_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "one-more", "namespace": "karpenter-inflate"},
+            "spec": {"nodeSelector": {"nodeType": "never-matches"},
+                     "containers": [{"name": "c", "image": "pause"}]}
+        }))
+        .unwrap();
+    world.sim.step().await;
+    invoke(&state).await.unwrap();
+    for n in world.sim.list_json("v1", "Node") {
+        let claim = n["metadata"]["labels"]["nodewright.io/nodeclaim"].as_str();
+        assert!(
+            claim.is_some_and(|c| c.starts_with("nw-")),
+            "{}",
+            n["metadata"]
+        );
     }
 }
 

@@ -138,11 +138,12 @@ fn client_token(nodeclaim_id: &str, request: &FleetRequest) -> String {
 }
 
 /// The labels the node registers with: the claim's (NodePool, capacity type, the NodePool
-/// template's labels) plus the node claim id.
-pub fn node_labels(claim: &PlannedClaim, nodeclaim_id: &str) -> BTreeMap<String, String> {
-    let mut out = claim.labels.clone();
-    out.insert(labels::NODECLAIM.to_string(), nodeclaim_id.to_string());
-    out
+/// template's labels). Not the node claim id: it would make every launch's user data, and
+/// so its launch template, unique. The id is on the instance as a tag, and the provisioner
+/// copies it to the node's `nodewright.io/nodeclaim` label once the node has joined
+/// ([`super::in_flight::missing_nodeclaim_labels`]).
+pub fn node_labels(claim: &PlannedClaim) -> BTreeMap<String, String> {
+    claim.labels.clone()
 }
 
 /// The taints the node registers with: the NodePool's taints, then its startup taints.

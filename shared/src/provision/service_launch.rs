@@ -146,7 +146,7 @@ where
             image_id: &image,
             security_group_ids: groups,
             instance_profile: &profile,
-            labels: node_labels(claim, &nodeclaim),
+            labels: node_labels(claim),
             taints: node_taints(claim),
         };
         let spec = match launch_template_spec(&input) {
