@@ -5,7 +5,8 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build test lint fmt demo bench release deploy
+.PHONY: help setup build test lint fmt demo bench release deploy \
+	build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction
 
 help:
 	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
@@ -48,5 +49,11 @@ release:
 		ls -l target/lambda/$$f/bootstrap; \
 	done
 
-deploy: release
-	sam build && sam deploy --guided
+# `sam build` runs `make build-<LogicalId>` for each function (BuildMethod: makefile) with
+# ARTIFACTS_DIR set; Lambda's provided.al2023 runtime starts the file named `bootstrap`.
+build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction: release
+	cp target/lambda/$(subst function,,$(shell echo $(@:build-%=%) | tr A-Z a-z))/bootstrap $(ARTIFACTS_DIR)/bootstrap
+
+# --build-in-source: build once in this tree (and its target/) instead of three scratch copies.
+deploy:
+	sam build --build-in-source && sam deploy --guided

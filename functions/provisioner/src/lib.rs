@@ -76,6 +76,44 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(value * scale).ok()
 }
 
+/// The default NodePool's parameters from the stack (`template.yaml` sets them): used only
+/// when neither the Karpenter CRDs nor the ConfigMap hold a NodePool.
+/// - `NODE_ROLE`: the nodes' IAM role;
+/// - `DEFAULT_CAPACITY_TYPES`: `spot,on-demand` (comma-separated; empty or unset leaves
+///   Karpenter's default, on-demand);
+/// - `DEFAULT_CPU_LIMIT`: a CPU quantity such as `1000`; empty or unset is unlimited;
+/// - `DEFAULT_AMI_ALIAS`: default `al2023@latest`.
+///
+/// The values are checked where every NodePool is: in validation, with the stack named as
+/// the source.
+pub fn default_pool_params(
+    cluster_name: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> nodewright::kube::DefaultPoolParams {
+    let list = |name: &str| -> Vec<String> {
+        env(name)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let non_empty = |name: &str| {
+        env(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    nodewright::kube::DefaultPoolParams {
+        cluster_name: cluster_name.to_string(),
+        node_role: non_empty("NODE_ROLE").unwrap_or_default(),
+        capacity_types: list("DEFAULT_CAPACITY_TYPES"),
+        cpu_limit: non_empty("DEFAULT_CPU_LIMIT"),
+        ami_alias: non_empty("DEFAULT_AMI_ALIAS").unwrap_or_else(|| "al2023@latest".into()),
+        ..Default::default()
+    }
+}
+
 /// The cluster facts new nodes need, from DescribeCluster.
 pub fn cluster_facts(cluster: &EksCluster) -> ClusterFacts {
     ClusterFacts {
@@ -338,6 +376,40 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_pool_takes_the_stacks_parameters_and_leaves_unset_ones_to_defaults() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let stack = default_pool_params(
+            "demo",
+            env(&[
+                ("NODE_ROLE", "demo-node"),
+                ("DEFAULT_CAPACITY_TYPES", "spot, on-demand"),
+                ("DEFAULT_CPU_LIMIT", "1000"),
+            ]),
+        );
+        assert_eq!(stack.cluster_name, "demo");
+        assert_eq!(stack.node_role, "demo-node");
+        assert_eq!(stack.capacity_types, ["spot", "on-demand"]);
+        assert_eq!(stack.cpu_limit.as_deref(), Some("1000"));
+        assert_eq!(stack.ami_alias, "al2023@latest");
+
+        let bare = default_pool_params(
+            "demo",
+            env(&[("DEFAULT_CAPACITY_TYPES", ""), ("DEFAULT_CPU_LIMIT", " ")]),
+        );
+        assert!(bare.capacity_types.is_empty());
+        assert_eq!(bare.cpu_limit, None);
+        let bottlerocket =
+            default_pool_params("demo", env(&[("DEFAULT_AMI_ALIAS", "bottlerocket@latest")]));
+        assert_eq!(bottlerocket.ami_alias, "bottlerocket@latest");
+    }
 
     #[test]
     fn durations_are_read_as_seconds_or_milliseconds() {

@@ -4,8 +4,9 @@
 //! - `NODE_INSTANCE_PROFILE`: instance profile for EC2NodeClasses that name `NODE_ROLE` or
 //!   neither a role nor an `instanceProfile`; classes naming another role get a profile
 //!   nodewright creates in IAM.
-//! - `NODE_ROLE`, `DEFAULT_AMI_ALIAS` (default `al2023@latest`): the default NodePool's
-//!   EC2NodeClass, used when neither CRDs nor the ConfigMap hold a NodePool.
+//! - `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`, `DEFAULT_AMI_ALIAS`: the
+//!   default NodePool, used when neither CRDs nor the ConfigMap hold one (see
+//!   `default_pool_params`).
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 //! - `POLL_INTERVAL`, `INVOCATION_BUDGET`: see the library.
@@ -16,9 +17,9 @@ use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
-use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, DefaultPoolParams, KubeCluster};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
-use nodewright_provisioner::{State, cluster_facts, handler};
+use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
 use serde_json::Value;
 
 #[tokio::main]
@@ -45,12 +46,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region.clone()));
         eks_client(&cluster, tokens)?
     };
-    let default_pool = DefaultPoolParams {
-        cluster_name: cluster_name.clone(),
-        node_role: env("NODE_ROLE"),
-        ami_alias: std::env::var("DEFAULT_AMI_ALIAS").unwrap_or_else(|_| "al2023@latest".into()),
-        ..Default::default()
-    };
+    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
     let mut settings = ClusterSettings::new(default_pool, reporting);
     settings.config_ttl = DEFAULT_CONFIG_TTL;
