@@ -248,7 +248,7 @@ where
     } = state.config;
     tracing::debug!(request_id = event.context.request_id, "provisioner invoked");
     let mut summary = Summary::default();
-    let wakes = watch_or_poll(
+    let mut wakes = PodWakes::from(
         state
             .provisioner
             .lock()
@@ -257,26 +257,11 @@ where
             .watch_pending(budget)
             .await,
     );
-    summary.watch = if wakes.is_some() { "open" } else { "failed" };
-    let mut wakes = wakes;
     let mut prices_checked = false;
     loop {
         // Pod events so far are covered by the list this poll is about to make; later ones
         // (during the poll) stay queued and wake the next one.
-        if let Some(stream) = wakes.as_mut() {
-            loop {
-                match stream.next().now_or_never() {
-                    Some(Some(())) => continue,
-                    Some(None) => {
-                        tracing::debug!("the pod watch ended; polling only");
-                        summary.watch = "ended";
-                        wakes = None;
-                    }
-                    None => {}
-                }
-                break;
-            }
-        }
+        wakes.drain();
         summary.polls += 1;
         let result: Result<PollReport, ProvisionError> =
             state.provisioner.lock().await.poll(SystemTime::now()).await;
@@ -307,32 +292,18 @@ where
             provisioner.refresh_prices(SystemTime::now()).await;
         }
         let remaining = budget.saturating_sub(started.elapsed());
-        match wakes.as_mut() {
-            // While the batching window is open its deadline is the next look anyway.
-            Some(stream) if !window_open && !remaining.is_zero() => {
-                let woken = tokio::select! {
-                    () = tokio::time::sleep(next.min(remaining)) => false,
-                    event = stream.next() => match event {
-                        Some(()) => true,
-                        None => {
-                            tracing::debug!("the pod watch ended; polling only");
-                            summary.watch = "ended";
-                            wakes = None;
-                            false
-                        }
-                    },
-                };
-                if woken {
-                    summary.wakeups += 1;
-                    tokio::time::sleep(WAKE_COALESCE).await;
-                } else if next >= remaining {
-                    break;
-                }
-            }
-            _ if next >= remaining => break,
-            _ => tokio::time::sleep(next).await,
+        // While the batching window is open its deadline is the next look anyway.
+        let watching = !window_open && !remaining.is_zero() && wakes.stream.is_some();
+        // The next poll would start past the budget: only a wake-up can still bring one.
+        if next >= remaining && !watching {
+            break;
+        }
+        if !wakes.wait(next.min(remaining), watching).await && next >= remaining {
+            break;
         }
     }
+    summary.watch = wakes.state;
+    summary.wakeups = wakes.count;
     if summary.failed_polls == summary.polls {
         return Err(format!(
             "all {} polls failed; last error: {}",
@@ -348,16 +319,72 @@ where
 /// Deployment scaled up creates its pods within milliseconds of each other.
 const WAKE_COALESCE: Duration = Duration::from_millis(50);
 
-/// A watch on provisionable pods for the rest of this invocation; without one (the watch
-/// failed to open) the handler polls every `POLL_INTERVAL`, which is slower but correct.
-fn watch_or_poll(
-    opened: Result<BoxStream<'static, ()>, nodewright::kube::KubeError>,
-) -> Option<BoxStream<'static, ()>> {
-    match opened {
-        Ok(stream) => Some(stream),
-        Err(e) => {
-            tracing::warn!(error = %e, "watching pods failed; polling only");
-            None
+/// The pod watch of one invocation; without one (it failed to open, or the server ended
+/// it) the handler polls every `POLL_INTERVAL`, which is slower but correct.
+struct PodWakes {
+    stream: Option<BoxStream<'static, ()>>,
+    /// `open`, `ended` or `failed`, for the invocation's summary.
+    state: &'static str,
+    /// Polls started early because a pod turned provisionable.
+    count: u32,
+}
+
+impl PodWakes {
+    fn from(opened: Result<BoxStream<'static, ()>, nodewright::kube::KubeError>) -> Self {
+        match opened {
+            Ok(stream) => PodWakes {
+                stream: Some(stream),
+                state: "open",
+                count: 0,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "watching pods failed; polling only");
+                PodWakes {
+                    stream: None,
+                    state: "failed",
+                    count: 0,
+                }
+            }
+        }
+    }
+
+    fn ended(&mut self) {
+        tracing::debug!("the pod watch ended; polling only");
+        self.stream = None;
+        self.state = "ended";
+    }
+
+    /// Forgets the events already queued.
+    fn drain(&mut self) {
+        while let Some(stream) = self.stream.as_mut() {
+            match stream.next().now_or_never() {
+                Some(Some(())) => {}
+                Some(None) => self.ended(),
+                None => return,
+            }
+        }
+    }
+
+    /// Sleeps `up_to`, or less when `watching` and a pod turns provisionable first; true
+    /// when woken early.
+    async fn wait(&mut self, up_to: Duration, watching: bool) -> bool {
+        let Some(stream) = self.stream.as_mut().filter(|_| watching) else {
+            tokio::time::sleep(up_to).await;
+            return false;
+        };
+        tokio::select! {
+            () = tokio::time::sleep(up_to) => false,
+            event = stream.next() => match event {
+                Some(()) => {
+                    self.count += 1;
+                    tokio::time::sleep(WAKE_COALESCE).await;
+                    true
+                }
+                None => {
+                    self.ended();
+                    false
+                }
+            },
         }
     }
 }
