@@ -1,9 +1,10 @@
 //! Which of this cluster's launch templates to delete, and when to look.
 //!
-//! Templates are content-addressed and the user data carries the node claim id, so every
-//! launch ensures a template of its own; without collection they pile up towards EC2's
-//! quota (5,000 launch templates per Region by default, EC2 User Guide "Restrictions for
-//! Amazon EC2 launch templates").
+//! Templates are content-addressed (AMI, user data, security groups, ...): launches of one
+//! NodePool share one, and every new AMI release, edited EC2NodeClass or NodePool label
+//! makes a new one. Without collection the old ones pile up towards EC2's quota (5,000
+//! launch templates per Region by default, EC2 User Guide "Restrictions for Amazon EC2
+//! launch templates").
 //!
 //! Deleting a template is always safe for what already runs: "Deleting a launch template
 //! or launch template version doesn't affect any instances that you've launched from the
@@ -19,8 +20,10 @@
 //!   throttled or not-yet-visible launch), and the retry ensures the same name.
 //!
 //! "In use" is deliberately what this container knows, nothing more: it does not compute
-//! the current configuration's templates (with the node claim in the user data there is no
-//! such set), and a cold container knows nothing. Erring towards deleting is safe: a
+//! the current configuration's templates (that needs every class's AMIs resolved for every
+//! NodePool, work a poll does only for the claims it launches), and a cold container knows
+//! nothing, so a template still current but unused for a while may be deleted and is then
+//! re-created by the next launch that needs it. Erring towards deleting is safe: a
 //! template deleted but needed again is re-created by the next ensure (same spec, same
 //! name). The one race left — another container ensured an old template (it existed, so
 //! its `CreateTime` is old) and this one deletes it before that CreateFleet — costs that
@@ -41,8 +44,8 @@ pub const TEMPLATE_GC_INTERVAL: Duration = Duration::from_secs(10 * 60);
 pub const TEMPLATE_GRACE: Duration = Duration::from_secs(10 * 60);
 
 /// At most this many deletions per run, oldest first, so one run cannot hold up the next
-/// poll for long; what is left waits for the next run. At one template per launch this is
-/// 300 an hour, more than the provisioner launches.
+/// poll for long; what is left waits for the next run: 300 an hour, far more than
+/// configuration and AMI changes create.
 pub const MAX_TEMPLATE_DELETES_PER_RUN: usize = 50;
 
 /// The names of `templates` to delete now, oldest first, at most `max`. Only templates
