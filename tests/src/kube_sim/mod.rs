@@ -309,12 +309,6 @@ impl SimCluster {
         let now = self.inner.shared.clock.rfc3339();
         let mut store = self.inner.shared.store();
         let exists = store.get(res, &ns, &name).is_ok();
-        let mut value = value;
-        // The API server gives every new pod `status.phase: Pending`; a pod applied without a
-        // status gets it too (one with a status keeps what the test wrote).
-        if !exists && kind_is_pod(&value) && value.pointer("/status/phase").is_none() {
-            value["status"]["phase"] = Value::from("Pending");
-        }
         let out = if exists {
             store.replace(res, &ns, &name, value, Write::Internal)
         } else {
@@ -434,9 +428,4 @@ impl SimCluster {
             let _ = tx.send(());
         }
     }
-}
-
-fn kind_is_pod(value: &Value) -> bool {
-    value.get("apiVersion").and_then(Value::as_str) == Some("v1")
-        && value.get("kind").and_then(Value::as_str) == Some("Pod")
 }

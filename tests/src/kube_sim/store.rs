@@ -158,6 +158,10 @@ impl Store {
         if r == PODS && how != Write::Internal {
             validate_pod(&obj, &name)?;
             default_pod(&mut obj);
+        } else if r == PODS && obj.pointer("/status/phase").is_none() {
+            // Internal writes keep the status a test or simulation wrote, but every new pod
+            // has a phase on the real server: one written without gets `Pending` too.
+            obj["status"]["phase"] = json!("Pending");
         }
         let key = (r, ns.clone(), name.clone());
         if self.objects.contains_key(&key) {
