@@ -143,6 +143,21 @@ impl World {
             .with_context(|| format!("reading {}", path.display()))?;
         Ok(text.replace("demo-cluster", &self.seeded.cluster))
     }
+
+    /// [`World::example`] with each `(from, to)` replaced; an edit whose `from` the file no
+    /// longer contains is an error naming it, so a changed example cannot silently leave a
+    /// scenario testing something else.
+    pub fn example_edited(&self, name: &str, edits: &[(&str, &str)]) -> anyhow::Result<String> {
+        let mut text = self.example(name)?;
+        for (from, to) in edits {
+            anyhow::ensure!(
+                text.contains(from),
+                "examples/{name} no longer contains {from:?}; update the scenario that edits it"
+            );
+            text = text.replace(from, to);
+        }
+        Ok(text)
+    }
 }
 
 /// The provisioner exactly as Lambda runs it (`nodewright_provisioner::handler`), wired to

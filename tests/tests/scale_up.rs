@@ -171,9 +171,11 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
     let world = start("e2e-provisioner2").await;
     // The seed pins ap-northeast-1a; the local world's account is us-east-1.
     let seed = world
-        .example("seed-provisioner2-cpu.yaml")
-        .unwrap()
-        .replace("ap-northeast-1a", "us-east-1a");
+        .example_edited(
+            "seed-provisioner2-cpu.yaml",
+            &[("ap-northeast-1a", "us-east-1a")],
+        )
+        .unwrap();
     world.apply_yaml(&seed).unwrap();
     world.sim.step().await;
     let state = world
@@ -246,13 +248,8 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
 async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
     let world = start("e2e-limits").await;
     let limited = world
-        .example("getting-started.yaml")
-        .unwrap()
-        .replace("cpu: 1000", "cpu: 4");
-    assert!(
-        limited.contains("cpu: 4"),
-        "the example's limit line changed; update this test"
-    );
+        .example_edited("getting-started.yaml", &[("cpu: 1000", "cpu: 4")])
+        .unwrap();
     world.apply_yaml(&limited).unwrap();
     world.sim.step().await;
     let state = world
@@ -308,17 +305,17 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
     // provisioner2 allows only c5.xlarge in one zone; widen it to two types so there is a
     // next-cheapest type to fall back to (the seed itself pins one type).
     let seed = world
-        .example("seed-provisioner2-cpu.yaml")
-        .unwrap()
-        .replace("ap-northeast-1a", "us-east-1a")
-        .replace(
-            r#"values: ["c5.xlarge"]"#,
-            r#"values: ["c5.xlarge", "c6i.xlarge"]"#,
-        );
-    assert!(
-        seed.contains("c6i.xlarge"),
-        "the example's instance-type line changed; update this test"
-    );
+        .example_edited(
+            "seed-provisioner2-cpu.yaml",
+            &[
+                ("ap-northeast-1a", "us-east-1a"),
+                (
+                    r#"values: ["c5.xlarge"]"#,
+                    r#"values: ["c5.xlarge", "c6i.xlarge"]"#,
+                ),
+            ],
+        )
+        .unwrap();
     world.apply_yaml(&seed).unwrap();
     world.sim.step().await;
     let faults = CapacityFaults::default();
@@ -350,13 +347,8 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
 async fn two_pods_for_one_node(cluster: &str) -> World {
     let world = start(cluster).await;
     let example = world
-        .example("getting-started.yaml")
-        .unwrap()
-        .replace("replicas: 10", "replicas: 2");
-    assert!(
-        example.contains("replicas: 2"),
-        "the example's replica line changed; update this test"
-    );
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
     world.apply_yaml(&example).unwrap();
     world.sim.step().await;
     world
@@ -438,9 +430,8 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
 async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_through_its_watch() {
     let world = start("e2e-watch").await;
     let example = world
-        .example("getting-started.yaml")
-        .unwrap()
-        .replace("replicas: 10", "replicas: 2");
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
     let (deployment, config): (Vec<&str>, Vec<&str>) = example
         .split("\n---\n")
         .partition(|doc| doc.contains("kind: Deployment"));

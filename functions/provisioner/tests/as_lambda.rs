@@ -31,9 +31,8 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
     .await
     .expect("the local world starts");
     let example = world
-        .example("getting-started.yaml")
-        .unwrap()
-        .replace("replicas: 10", "replicas: 2");
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
     world.apply_yaml(&example).unwrap();
     world.sim.step().await;
 

@@ -99,9 +99,10 @@ async fn main() -> anyhow::Result<()> {
     story.phase("2. NodePools from the seed write-ups");
     let getting_started = world.example("getting-started.yaml")?;
     // The seed's provisioner2 pins ap-northeast-1a; the local account lives in us-east-1.
-    let provisioner2 = world
-        .example("seed-provisioner2-cpu.yaml")?
-        .replace("ap-northeast-1a", "us-east-1a");
+    let provisioner2 = world.example_edited(
+        "seed-provisioner2-cpu.yaml",
+        &[("ap-northeast-1a", "us-east-1a")],
+    )?;
     for (name, text) in [
         (
             "getting-started.yaml (NodePool default, 10 x 1 CPU inflate)",
