@@ -77,8 +77,19 @@ pub fn parse_milli(input: &str) -> Result<i64, QuantityError> {
     };
     // Work in i128 on the digits so "0.1Gi" and "1.5" are exact before the final rounding.
     let mantissa_digits = format!("{whole}{frac}");
-    let mantissa: i128 = mantissa_digits.trim_start_matches('0').parse().unwrap_or(0);
-    let scale = exp10 + 3 - frac.len() as i32; // +3: milli-units
+    let significant = mantissa_digits.trim_start_matches('0');
+    // Only digits are left, so a failed parse means more digits than i128 holds; an empty
+    // string is zero.
+    let mantissa: i128 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().map_err(|_| err("too large"))?
+    };
+    let fraction_digits = i32::try_from(frac.len()).map_err(|_| err("too many digits"))?;
+    let scale = exp10
+        .checked_add(3) // milli-units
+        .and_then(|e| e.checked_sub(fraction_digits))
+        .ok_or_else(|| err("exponent out of range"))?;
     let mut value = mantissa
         .checked_mul(1i128 << exp2)
         .ok_or_else(|| err("too large"))?;
@@ -91,13 +102,14 @@ pub fn parse_milli(input: &str) -> Result<i64, QuantityError> {
             )
             .ok_or_else(|| err("too large"))?;
     } else {
-        let div = 10i128
-            .checked_pow((-scale) as u32)
-            .ok_or_else(|| err("too small"))?;
-        value = (value + div - 1) / div; // round up
+        // Past 10^38 every representable mantissa rounds up to one milli-unit (or zero).
+        value = match 10i128.checked_pow(scale.unsigned_abs()) {
+            Some(div) => value / div + i128::from(value % div != 0), // round up
+            None => i128::from(value != 0),
+        };
     }
-    let value = i64::try_from(value).map_err(|_| err("too large"))?;
-    Ok(if negative { -value } else { value })
+    let value = if negative { -value } else { value };
+    i64::try_from(value).map_err(|_| err("too large"))
 }
 
 /// Formats milli-units the way `kubectl` would show them: whole numbers plainly, CPU-like
@@ -299,6 +311,47 @@ mod tests {
         for bad in ["", "abc", "1Qi", "1.2.3", "m", "1e", "--1", "1 Gi"] {
             let e = parse_milli(bad).expect_err(bad);
             assert_eq!(e.input, bad);
+        }
+    }
+
+    #[test]
+    fn quantities_beyond_what_fits_are_too_large_not_zero() {
+        let forty_digits = "9".repeat(40);
+        for big in [
+            forty_digits.as_str(),
+            "9999999999999999999Ei",
+            "1e2147483647",
+            "8Ei",
+        ] {
+            let e = parse_milli(big).expect_err(big);
+            assert!(
+                e.reason.contains("too large") || e.reason.contains("range"),
+                "{big}: {e}"
+            );
+        }
+        // Tiny amounts still round up to one milli-unit, however small.
+        assert_eq!(parse_milli("1e-2147483648"), Ok(1));
+        assert_eq!(parse_milli("0e-99999"), Ok(0));
+        assert_eq!(parse_milli(&format_milli(i64::MIN, false)), Ok(i64::MIN));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_a_quantity_or_an_error_never_a_panic(text in "\\PC{0,30}") {
+            let _ = parse_milli(&text);
+        }
+
+        #[test]
+        fn any_number_shaped_text_is_a_quantity_or_an_error(
+            text in "[+-]?[0-9]{0,45}(\\.[0-9]{0,45})?([eE][+-]?[0-9]{1,12}|[numkMGTPE]|[KMGTPE]i)?"
+        ) {
+            let _ = parse_milli(&text);
+        }
+
+        #[test]
+        fn a_formatted_amount_parses_back_to_itself(milli in proptest::num::i64::ANY, binary: bool) {
+            let shown = format_milli(milli, binary);
+            proptest::prop_assert_eq!(parse_milli(&shown), Ok(milli), "{}", shown);
         }
     }
 

@@ -72,9 +72,24 @@ impl FromStr for Duration {
             total += value * unit;
             rest = &rest[u..];
         }
-        Ok(Duration(std::time::Duration::from_secs_f64(total)))
+        // Go holds a duration in an int64 of nanoseconds, so Karpenter's API server rejects
+        // anything longer; `from_secs_f64` would panic on an overflow instead (and with
+        // `panic = "abort"`, one such NodePool would stop every poll).
+        if !(total <= MAX_SECONDS) {
+            return Err(format!(
+                "{s:?} is longer than the longest duration Go (and Karpenter) accepts, {}",
+                MAX_GO_DURATION
+            ));
+        }
+        std::time::Duration::try_from_secs_f64(total)
+            .map(Duration)
+            .map_err(|e| format!("{s:?}: {e}"))
     }
 }
+
+/// Go's `time.Duration` maximum: `math.MaxInt64` nanoseconds.
+const MAX_SECONDS: f64 = i64::MAX as f64 / 1e9;
+const MAX_GO_DURATION: &str = "2562047h47m16.854775807s";
 
 impl fmt::Display for Duration {
     /// Prints the shortest Go form: `30s`, `5m`, `336h`, `1h30m`.
@@ -156,6 +171,17 @@ mod tests {
     }
 
     #[test]
+    fn durations_longer_than_go_allows_are_an_error_not_a_panic() {
+        let many_digits = format!("{}h", "9".repeat(400));
+        for long in ["9999999999999999h", "2562048h", &many_digits] {
+            let err = long.parse::<Duration>().unwrap_err();
+            assert!(err.contains("longest duration"), "{long}: {err}");
+        }
+        let almost = "2562047h".parse::<Duration>().unwrap();
+        assert_eq!(almost.as_secs(), 2_562_047 * 3600);
+    }
+
+    #[test]
     fn bad_durations_say_what_is_expected() {
         for bad in ["", "30", "5 minutes", "h", "3d"] {
             assert!(bad.parse::<Duration>().is_err(), "{bad}");
@@ -164,5 +190,28 @@ mod tests {
             "Never".parse::<NillableDuration>(),
             Ok(NillableDuration::Never)
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_to_a_duration_or_an_error_never_a_panic(text in "\\PC{0,24}") {
+            let _ = text.parse::<Duration>();
+            let _ = text.parse::<NillableDuration>();
+        }
+
+        #[test]
+        fn any_go_shaped_text_parses_or_says_why(
+            parts in proptest::collection::vec(("[0-9]{1,22}(\\.[0-9]{0,4})?", "(ns|us|µs|ms|s|m|h|d|)"), 1..4)
+        ) {
+            let text: String = parts.iter().map(|(n, u)| format!("{n}{u}")).collect();
+            match text.parse::<Duration>() {
+                // Whole seconds survive a round trip through the printed form.
+                Ok(d) => proptest::prop_assert_eq!(
+                    d.to_string().parse::<Duration>().map(|p| p.as_secs()),
+                    Ok(d.as_secs())
+                ),
+                Err(e) => proptest::prop_assert!(e.contains(&text), "{e}"),
+            }
+        }
     }
 }
