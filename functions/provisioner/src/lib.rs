@@ -46,21 +46,51 @@ impl Default for HandlerConfig {
 }
 
 impl HandlerConfig {
-    /// `POLL_INTERVAL` and `INVOCATION_BUDGET` from the environment, each a duration such
-    /// as `5`, `5s`, `0.5`, `500ms`; unset means the default.
+    /// `POLL_INTERVAL` and `INVOCATION_BUDGET` from the environment (see
+    /// [`HandlerConfig::from_lookup`]).
     pub fn from_env() -> Result<HandlerConfig, String> {
-        let read = |name: &str, default: Duration| match std::env::var(name) {
-            Ok(v) => parse_duration(&v).ok_or_else(|| {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// `POLL_INTERVAL` and `INVOCATION_BUDGET`, each a duration such as `5`, `5s`, `0.5`,
+    /// `500ms`; unset means the default. A poll interval under [`MIN_POLL_INTERVAL`] (zero
+    /// included) is refused rather than left to spin on the API server, and so is a budget
+    /// of zero or past Lambda's 15-minute limit.
+    pub fn from_lookup(env: impl Fn(&str) -> Option<String>) -> Result<HandlerConfig, String> {
+        let read = |name: &str, default: Duration| match env(name) {
+            Some(v) => parse_duration(&v).ok_or_else(|| {
                 format!("{name}={v:?}: expected seconds (5, 0.5, 5s) or milliseconds (500ms)")
             }),
-            Err(_) => Ok(default),
+            None => Ok(default),
         };
-        Ok(HandlerConfig {
+        let config = HandlerConfig {
             poll_interval: read("POLL_INTERVAL", DEFAULT_POLL_INTERVAL)?,
             budget: read("INVOCATION_BUDGET", DEFAULT_INVOCATION_BUDGET)?,
-        })
+        };
+        if config.poll_interval < MIN_POLL_INTERVAL {
+            return Err(format!(
+                "POLL_INTERVAL={:?} is shorter than {MIN_POLL_INTERVAL:?}: each poll lists pods \
+                 cluster-wide, so a shorter interval only loads the API server",
+                config.poll_interval
+            ));
+        }
+        if config.budget.is_zero() || config.budget > MAX_INVOCATION_BUDGET {
+            return Err(format!(
+                "INVOCATION_BUDGET={:?} must be more than zero and at most {MAX_INVOCATION_BUDGET:?} \
+                 (Lambda's limit is 15 minutes)",
+                config.budget
+            ));
+        }
+        Ok(config)
     }
 }
+
+/// The shortest `POLL_INTERVAL` accepted. The pod watch already wakes a poll within about a
+/// second of a pod turning pending, so shorter intervals buy nothing; the tests' 100 ms is
+/// the floor.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
+/// The longest `INVOCATION_BUDGET` accepted: under Lambda's 15-minute maximum timeout.
+pub const MAX_INVOCATION_BUDGET: Duration = Duration::from_secs(14 * 60);
 
 /// `5`, `5s`, `0.5`, `500ms` -> a duration; anything else (negative, NaN, text) -> None.
 pub fn parse_duration(text: &str) -> Option<Duration> {
@@ -436,6 +466,43 @@ mod tests {
         let bottlerocket =
             default_pool_params("demo", env(&[("DEFAULT_AMI_ALIAS", "bottlerocket@latest")]));
         assert_eq!(bottlerocket.ami_alias, "bottlerocket@latest");
+    }
+
+    #[test]
+    fn a_poll_interval_of_zero_or_an_empty_budget_is_refused_not_spun_on() {
+        let lookup = |vars: &'static [(&'static str, &'static str)]| {
+            HandlerConfig::from_lookup(move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            })
+        };
+        assert_eq!(lookup(&[]), Ok(HandlerConfig::default()));
+        let tenth = lookup(&[("POLL_INTERVAL", "100ms"), ("INVOCATION_BUDGET", "2")]);
+        assert_eq!(
+            tenth,
+            Ok(HandlerConfig {
+                poll_interval: Duration::from_millis(100),
+                budget: Duration::from_secs(2),
+            })
+        );
+        for (vars, names) in [
+            (&[("POLL_INTERVAL", "0")][..], "POLL_INTERVAL"),
+            (&[("POLL_INTERVAL", "0.05")][..], "POLL_INTERVAL"),
+            (&[("POLL_INTERVAL", "soon")][..], "POLL_INTERVAL"),
+            (&[("INVOCATION_BUDGET", "0")][..], "INVOCATION_BUDGET"),
+            (&[("INVOCATION_BUDGET", "900")][..], "INVOCATION_BUDGET"),
+        ] {
+            let err = lookup(vars).expect_err(names);
+            assert!(err.starts_with(names), "{err}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_environment_value_is_a_duration_or_none_never_a_panic(text in "\\PC{0,24}") {
+            let _ = parse_duration(&text);
+        }
     }
 
     #[test]

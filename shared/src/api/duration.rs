@@ -75,7 +75,7 @@ impl FromStr for Duration {
         // Go holds a duration in an int64 of nanoseconds, so Karpenter's API server rejects
         // anything longer; `from_secs_f64` would panic on an overflow instead (and with
         // `panic = "abort"`, one such NodePool would stop every poll).
-        if !(total <= MAX_SECONDS) {
+        if total.is_nan() || total > MAX_SECONDS {
             return Err(format!(
                 "{s:?} is longer than the longest duration Go (and Karpenter) accepts, {}",
                 MAX_GO_DURATION

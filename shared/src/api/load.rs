@@ -113,6 +113,11 @@ pub struct Inputs {
     pub documents: usize,
     /// Kubelet settings from Provisioners whose AWSNodeTemplate has not been loaded yet.
     pub pending_kubelet: Vec<PendingKubelet>,
+    /// NodePools and EC2NodeClasses read only in part (a field failed and was set aside; its
+    /// error is among the problems). Never used: [`super::validate`] looks at the rest of
+    /// them, so one bad field does not hide the next problem.
+    pub partial_node_pools: Vec<(NodePool, Source)>,
+    pub partial_node_classes: Vec<(EC2NodeClass, Source)>,
 }
 
 /// The kinds nodewright reads, for the message about any other kind.
@@ -294,6 +299,8 @@ impl Inputs {
         }
 
         let mut notes = Vec::new();
+        // Every field that fails to read, not just the first (see `every_error`).
+        let mut field_errors = Vec::new();
         let loaded: Result<(), FieldError> = match kind.as_str() {
             "NodePool" => {
                 let value = if api_version.ends_with("v1beta1") {
@@ -301,48 +308,68 @@ impl Inputs {
                 } else {
                     value
                 };
-                parse::<NodePool>(value).map(|mut np| {
+                parse_reporting::<NodePool>(value, &mut field_errors, true).map(|mut np| {
                     defaults::default_node_pool(&mut np);
-                    self.add_node_pool(np, source.clone());
+                    if field_errors.is_empty() {
+                        self.add_node_pool(np, source.clone());
+                    } else {
+                        self.partial_node_pools.push((np, source.clone()));
+                    }
                 })
             }
-            "EC2NodeClass" => parse::<EC2NodeClass>(value).map(|nc| {
-                self.add_node_class(nc, source.clone(), problems, &document);
-            }),
-            "Provisioner" => parse::<Provisioner>(value).and_then(|p| {
-                let converted = legacy::convert_provisioner(&p).map_err(first_error(&mut notes))?;
-                notes.extend(converted.notes);
-                let mut np = converted.node_pool;
-                defaults::default_node_pool(&mut np);
-                if let Some(nc) = converted.node_class {
-                    self.add_node_class(nc, source.clone(), problems, &document);
-                }
-                if let Some(kubelet) = converted.kubelet_for_ref {
-                    let class = np.spec.template.spec.node_class_ref.name.clone();
-                    self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
-                }
-                self.add_node_pool(np, source.clone());
-                Ok(())
-            }),
-            "AWSNodeTemplate" => parse::<AWSNodeTemplate>(value).and_then(|t| {
-                let converted =
-                    legacy::convert_node_template(&t).map_err(first_error(&mut notes))?;
-                notes.extend(converted.notes);
-                self.add_node_class(converted.node_class, source.clone(), problems, &document);
-                Ok(())
-            }),
-            "Pod" => parse::<Pod>(value).map(|pod| self.pods.push(workloads::bare_pod(pod))),
-            "Deployment" => {
-                parse::<Deployment>(value).map(|d| self.pods.extend(workloads::deployment_pods(&d)))
+            "EC2NodeClass" => {
+                parse_reporting::<EC2NodeClass>(value, &mut field_errors, true).map(|mut nc| {
+                    if field_errors.is_empty() {
+                        self.add_node_class(nc, source.clone(), problems, &document);
+                    } else {
+                        defaults::default_node_class(&mut nc);
+                        self.partial_node_classes.push((nc, source.clone()));
+                    }
+                })
             }
-            "ReplicaSet" => parse::<ReplicaSet>(value)
+            "Provisioner" => parse_reporting::<Provisioner>(value, &mut field_errors, false)
+                .and_then(|p| {
+                    let converted =
+                        legacy::convert_provisioner(&p).map_err(first_error(&mut notes))?;
+                    notes.extend(converted.notes);
+                    let mut np = converted.node_pool;
+                    defaults::default_node_pool(&mut np);
+                    if let Some(nc) = converted.node_class {
+                        self.add_node_class(nc, source.clone(), problems, &document);
+                    }
+                    if let Some(kubelet) = converted.kubelet_for_ref {
+                        let class = np.spec.template.spec.node_class_ref.name.clone();
+                        self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
+                    }
+                    self.add_node_pool(np, source.clone());
+                    Ok(())
+                }),
+            "AWSNodeTemplate" => {
+                parse_reporting::<AWSNodeTemplate>(value, &mut field_errors, false).and_then(|t| {
+                    let converted =
+                        legacy::convert_node_template(&t).map_err(first_error(&mut notes))?;
+                    notes.extend(converted.notes);
+                    self.add_node_class(converted.node_class, source.clone(), problems, &document);
+                    Ok(())
+                })
+            }
+            "Pod" => parse_reporting::<Pod>(value, &mut field_errors, false)
+                .map(|pod| self.pods.push(workloads::bare_pod(pod))),
+            "Deployment" => parse_reporting::<Deployment>(value, &mut field_errors, false)
+                .map(|d| self.pods.extend(workloads::deployment_pods(&d))),
+            "ReplicaSet" => parse_reporting::<ReplicaSet>(value, &mut field_errors, false)
                 .map(|r| self.pods.extend(workloads::replica_set_pods(&r))),
-            "StatefulSet" => parse::<StatefulSet>(value)
+            "StatefulSet" => parse_reporting::<StatefulSet>(value, &mut field_errors, false)
                 .map(|s| self.pods.extend(workloads::stateful_set_pods(&s))),
-            "Job" => parse::<Job>(value).map(|j| self.pods.extend(workloads::job_pods(&j))),
-            "DaemonSet" => parse::<DaemonSet>(value).map(|d| self.daemon_sets.push(d)),
+            "Job" => parse_reporting::<Job>(value, &mut field_errors, false)
+                .map(|j| self.pods.extend(workloads::job_pods(&j))),
+            "DaemonSet" => parse_reporting::<DaemonSet>(value, &mut field_errors, false)
+                .map(|d| self.daemon_sets.push(d)),
             _ => Ok(()),
         };
+        for e in field_errors {
+            problems.push(problem(&e.field, e.message, Severity::Error));
+        }
         if let Err(e) = loaded {
             problems.push(problem(&e.field, e.message, Severity::Error));
         }
@@ -482,6 +509,32 @@ pub fn parse<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
         let path = if path == "." { String::new() } else { path };
         explain_serde(&path, &e.into_inner().to_string())
     })
+}
+
+/// [`parse`], going on past the first bad field (see [`super::every_error`]). With
+/// `partial`, the object read with what failed set aside is returned and every error pushed
+/// onto `errors`; otherwise such an object is dropped. When no object comes back, every
+/// error but the last is pushed and the last returned, so the errors keep their order.
+fn parse_reporting<T: DeserializeOwned>(
+    value: Value,
+    errors: &mut Vec<FieldError>,
+    partial: bool,
+) -> Result<T, FieldError> {
+    let (parsed, mut found) = super::every_error::parse_every::<T>(value);
+    match parsed.filter(|_| partial || found.is_empty()) {
+        Some(object) => {
+            errors.extend(found);
+            Ok(object)
+        }
+        None => {
+            let last = found.pop().unwrap_or_else(|| FieldError {
+                field: String::new(),
+                message: "cannot be read".into(),
+            });
+            errors.extend(found);
+            Err(last)
+        }
+    }
 }
 
 /// A mistake at one field of one object, before it is placed in a file and document.

@@ -285,3 +285,94 @@ fn the_invalid_example_produces_exactly_the_expected_problems() {
         ]
     );
 }
+
+#[test]
+fn a_bad_field_no_longer_hides_a_dangling_reference_or_a_second_bad_field() {
+    let (inputs, mut problems) = load(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: web}\nspec:\n  weight: heavy\n  template:\n    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: nowhere}\n      requirements:\n        - {key: a, operator: Equals, values: [b]}\n        - {key: b, operator: In, values: [c]}\n        - {key: c, operator: Maybe}\n",
+    );
+    problems.extend(validate(&inputs));
+    let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.weight",
+            "spec.template.spec.requirements[0].operator",
+            "spec.template.spec.requirements[2].operator",
+            "spec.template.spec.nodeClassRef.name",
+        ],
+        "{problems:#?}"
+    );
+    assert!(problems.iter().all(|p| p.is_error() && p.file == "in.yaml"));
+    assert!(problems[3].message.contains("\"nowhere\" is not defined"));
+    // A pool read only in part is never one to provision from.
+    assert!(inputs.node_pools.is_empty());
+    assert_eq!(inputs.partial_node_pools.len(), 1);
+}
+
+#[test]
+fn a_node_pool_naming_a_class_read_only_in_part_is_not_told_the_class_is_missing() {
+    let (inputs, mut problems) = load(&format!(
+        "{POOL}\n---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata: {{name: default}}\nspec:\n  role: r\n  amiSelectorTerms: [{{alias: al2023@latest}}]\n  subnetSelectorTerms: [{{tags: {{a: b}}}}]\n  securityGroupSelectorTerms: [{{tags: {{a: b}}}}]\n  metadataOptions: {{httpPutResponseHopLimit: high}}\n"
+    ));
+    problems.extend(validate(&inputs));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].document, "EC2NodeClass/default (document 2)");
+    assert!(problems[0].field.starts_with("spec.metadataOptions"));
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_text_loads_into_problems_never_a_panic(text in "\\PC{0,200}") {
+        let (_, problems) = load(&text);
+        for p in problems {
+            proptest::prop_assert_eq!(p.file.as_str(), "in.yaml");
+        }
+    }
+
+    #[test]
+    fn any_value_under_a_known_kind_loads_into_problems_that_name_the_document(
+        kind in proptest::sample::select(KNOWN_KINDS),
+        spec in arbitrary_json(),
+    ) {
+        let api_version = match kind {
+            "NodePool" => "karpenter.sh/v1",
+            "EC2NodeClass" => "karpenter.k8s.aws/v1",
+            "Provisioner" => "karpenter.sh/v1alpha5",
+            "AWSNodeTemplate" => "karpenter.k8s.aws/v1alpha1",
+            "Pod" => "v1",
+            "Job" => "batch/v1",
+            _ => "apps/v1",
+        };
+        let doc = serde_json::json!({"apiVersion": api_version, "kind": kind,
+                                     "metadata": {"name": "x"}, "spec": spec});
+        let mut inputs = Inputs::default();
+        let mut problems = inputs.load_value("in.json", 0, doc);
+        problems.extend(validate(&inputs));
+        for p in &problems {
+            proptest::prop_assert!(!p.document.is_empty(), "{}", p);
+            proptest::prop_assert!(p.to_string().starts_with("in.json: "), "{}", p);
+        }
+    }
+}
+
+/// JSON values of any shape, with the strings and numbers Karpenter fields most often hold.
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        any::<f64>().prop_map(serde_json::Value::from),
+        "(\\PC{0,12}|[0-9]{1,20}(h|m|s|Gi|Mi|m)?|In|Exists|Never|WhenEmpty|al2023@latest)"
+            .prop_map(serde_json::Value::from),
+    ];
+    let keys = "(template|spec|requirements|nodeClassRef|name|key|operator|values|disruption|budgets|nodes|expireAfter|consolidateAfter|limits|cpu|taints|effect|amiSelectorTerms|alias|kubelet|maxPods|weight|\\PC{1,6})";
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            proptest::collection::btree_map(keys, inner, 0..5)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}

@@ -4,6 +4,7 @@
 
 pub mod defaults;
 mod duration;
+mod every_error;
 pub mod legacy;
 pub mod load;
 mod nodeclass;

@@ -39,14 +39,31 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
         });
     };
 
+    // Objects read only in part are checked too, so one bad field hides nothing else; a pool
+    // naming a class that was read in part is not told the class is missing (the class's
+    // own errors say what is wrong with it).
     let classes: BTreeSet<&str> = inputs
         .node_classes
         .iter()
+        .chain(inputs.partial_node_classes.iter().map(|(c, _)| c))
         .map(|c| c.metadata.name.as_str())
         .collect();
+    let pools = inputs
+        .node_pools
+        .iter()
+        .enumerate()
+        .map(|(i, np)| {
+            let source = source_of(&inputs.node_pool_sources, i, "NodePool", &np.metadata.name);
+            (np, source)
+        })
+        .chain(
+            inputs
+                .partial_node_pools
+                .iter()
+                .map(|(np, s)| (np, s.clone())),
+        );
     let mut seen_pools = BTreeMap::new();
-    for (i, np) in inputs.node_pools.iter().enumerate() {
-        let source = source_of(&inputs.node_pool_sources, i, "NodePool", &np.metadata.name);
+    for (np, source) in pools {
         if let Some(first) = seen_pools.insert(
             np.metadata.name.clone(),
             format!("{} in {}", source.describe(), source.file),
@@ -91,14 +108,27 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
             );
         }
     }
-    let mut seen_classes = BTreeMap::new();
-    for (i, nc) in inputs.node_classes.iter().enumerate() {
-        let source = source_of(
-            &inputs.node_class_sources,
-            i,
-            "EC2NodeClass",
-            &nc.metadata.name,
+    let node_classes = inputs
+        .node_classes
+        .iter()
+        .enumerate()
+        .map(|(i, nc)| {
+            let source = source_of(
+                &inputs.node_class_sources,
+                i,
+                "EC2NodeClass",
+                &nc.metadata.name,
+            );
+            (nc, source)
+        })
+        .chain(
+            inputs
+                .partial_node_classes
+                .iter()
+                .map(|(nc, s)| (nc, s.clone())),
         );
+    let mut seen_classes = BTreeMap::new();
+    for (nc, source) in node_classes {
         if let Some(first) = seen_classes.insert(
             nc.metadata.name.clone(),
             format!("{} in {}", source.describe(), source.file),
