@@ -214,3 +214,33 @@ pub fn cron_error(schedule: &str) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_judged_as_a_key_value_or_schedule_never_a_panic(text in "\\PC{0,80}") {
+            let _ = label_key_error(&text);
+            let _ = label_value_error(&text);
+            let _ = restricted_key(&text);
+            let _ = cron_error(&text);
+        }
+
+        #[test]
+        fn label_values_kubernetes_accepts_are_accepted(
+            value in "([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?"
+        ) {
+            proptest::prop_assert_eq!(label_value_error(&value), None);
+        }
+
+        #[test]
+        fn a_label_value_with_a_character_kubernetes_refuses_is_refused(
+            head in "[a-z0-9]{0,20}", bad in "[^A-Za-z0-9._-]", tail in "[a-z0-9]{0,20}"
+        ) {
+            let value = format!("{head}{bad}{tail}");
+            proptest::prop_assert!(label_value_error(&value).is_some(), "{:?}", value);
+        }
+    }
+}
