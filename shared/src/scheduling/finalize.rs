@@ -30,6 +30,20 @@ impl Solver<'_> {
             let template = &self.templates[claim.template];
             match planned_claim(template, claim, names) {
                 Ok(c) => plan.node_claims.push(c),
+                // Karpenter never lets a claim grow past the types its minValues need: it
+                // opens another. Do the same after the fact. (Not under NodePool limits:
+                // the extra nodes were never checked against them.)
+                Err(Why::MinValues { .. }) if template.limits.is_none() => {
+                    for part in self.split_for_min_values(template, claim) {
+                        let names = part.pods.iter().map(|&p| self.pods[p].key()).collect();
+                        match planned_claim(template, &part, names) {
+                            Ok(c) => plan.node_claims.push(c),
+                            Err(why) => self
+                                .unschedulable
+                                .extend(part.pods.iter().map(|&p| (p, vec![why.clone()]))),
+                        }
+                    }
+                }
                 Err(why) => self
                     .unschedulable
                     .extend(claim.pods.iter().map(|&p| (p, vec![why.clone()]))),
@@ -46,6 +60,36 @@ impl Solver<'_> {
         unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
         plan.unschedulable = unschedulable;
         plan
+    }
+}
+
+impl Solver<'_> {
+    /// Splits a claim's pods, in packing order, into claims that each still leave every
+    /// `minValues` requirement enough distinct types. A pod that fails alone ends in a
+    /// part of its own, which `planned_claim` then reports.
+    fn split_for_min_values(&self, t: &Template, claim: &Claim) -> Vec<Claim> {
+        let empty = |c: &Claim| {
+            let mut part = c.clone();
+            part.pods.clear();
+            part.used = Default::default();
+            part
+        };
+        let mut parts = vec![];
+        let mut current = empty(claim);
+        for &p in &claim.pods {
+            let mut trial = current.clone();
+            trial.pods.push(p);
+            trial.used.add(&self.pods[p].requests);
+            if current.pods.is_empty() || planned_claim(t, &trial, vec![]).is_ok() {
+                current = trial;
+                continue;
+            }
+            parts.push(std::mem::replace(&mut current, empty(claim)));
+            current.pods.push(p);
+            current.used.add(&self.pods[p].requests);
+        }
+        parts.push(current);
+        parts
     }
 }
 

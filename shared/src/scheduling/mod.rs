@@ -13,8 +13,10 @@ pub use taints::{Toleration, first_untolerated, format_taint};
 
 mod claim;
 mod finalize;
+mod packing;
 mod plan;
 mod reasons;
+mod repack;
 mod snapshot;
 mod solver;
 mod template;
@@ -27,7 +29,13 @@ pub use solver::solve;
 pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};
 
 #[cfg(test)]
+mod packing_tests;
+#[cfg(test)]
+mod solver_cost_tests;
+#[cfg(test)]
 mod solver_props;
+#[cfg(test)]
+mod solver_semantics_tests;
 #[cfg(test)]
 mod solver_tests;
 #[cfg(test)]

@@ -238,6 +238,34 @@ impl fmt::Display for Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements(BTreeMap<String, Requirement>);
 
+/// Deprecated label names that selectors still use, read as the names nodes carry today
+/// (Karpenter normalises the same five: `NormalizedLabels`, pkg/apis/v1/labels.go), so a
+/// `beta.kubernetes.io/instance-type` selector narrows the instance type instead of asking
+/// for a label no instance type defines.
+const DEPRECATED: [(&str, &str); 5] = [
+    (
+        "failure-domain.beta.kubernetes.io/zone",
+        "topology.kubernetes.io/zone",
+    ),
+    (
+        "failure-domain.beta.kubernetes.io/region",
+        "topology.kubernetes.io/region",
+    ),
+    ("beta.kubernetes.io/arch", "kubernetes.io/arch"),
+    ("beta.kubernetes.io/os", "kubernetes.io/os"),
+    (
+        "beta.kubernetes.io/instance-type",
+        "node.kubernetes.io/instance-type",
+    ),
+];
+
+pub fn normalized(key: &str) -> &str {
+    DEPRECATED
+        .iter()
+        .find(|(old, _)| *old == key)
+        .map_or(key, |(_, new)| new)
+}
+
 /// Why two requirement sets cannot both hold: the key and both sides, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
@@ -271,8 +299,9 @@ impl Requirements {
         out
     }
 
-    /// ANDs a requirement into the set.
+    /// ANDs a requirement into the set, under the key's current name.
     pub fn add(&mut self, key: &str, req: Requirement) {
+        let key = normalized(key);
         match self.0.get_mut(key) {
             Some(existing) => *existing = existing.intersect(&req),
             None => {
@@ -538,6 +567,30 @@ mod tests {
             Some("on-demand")
         );
         assert!(!labels.contains_key("team"));
+    }
+
+    #[test]
+    fn deprecated_beta_keys_are_read_as_their_current_names() {
+        let mut r = Requirements::new();
+        r.add(
+            "beta.kubernetes.io/instance-type",
+            req(In, &["m5.large", "c5.large"]),
+        );
+        r.add("node.kubernetes.io/instance-type", req(In, &["c5.large"]));
+        r.add(
+            "failure-domain.beta.kubernetes.io/zone",
+            req(In, &["us-east-1a"]),
+        );
+        assert_eq!(r.get("beta.kubernetes.io/instance-type"), None);
+        assert_eq!(
+            r.get("node.kubernetes.io/instance-type"),
+            Some(&req(In, &["c5.large"]))
+        );
+        assert_eq!(
+            r.get("topology.kubernetes.io/zone"),
+            Some(&req(In, &["us-east-1a"]))
+        );
+        assert_eq!(normalized("example.com/team"), "example.com/team");
     }
 
     #[test]

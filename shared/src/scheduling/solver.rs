@@ -6,6 +6,8 @@
 //! needs, at least one), so big pods do not force big nodes and small leftovers do not
 //! get expensive ones. When packing ends, each claim is offered every type that holds its
 //! pods, cheapest first, so a half-full claim shrinks to the smallest type that fits.
+//! Claims holding only pods free of constraints are then packed again for price
+//! (`repack.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -41,6 +43,7 @@ pub fn solve(
     });
     let mut solver = Solver::new(snapshot, templates);
     solver.pack();
+    solver.repack();
     solver.finish()
 }
 
@@ -55,7 +58,7 @@ pub(super) struct Solver<'a> {
     pub(super) pods: &'a [PodDemand],
     pub(super) snapshot: &'a Snapshot,
     pub(super) templates: Vec<Template>,
-    groups: Groups,
+    pub(super) groups: Groups,
     pub(super) zones: Vec<String>,
     /// Zones each template has offerings in.
     template_zones: Vec<Vec<usize>>,

@@ -1,0 +1,113 @@
+//! Situations from Karpenter's scheduling suite (kubernetes-sigs/karpenter,
+//! pkg/controllers/provisioning/scheduling/suite_test.go), as our own tests.
+
+use super::testkit::*;
+use super::*;
+use crate::api::Operator::*;
+use crate::api::labels::*;
+
+const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
+
+fn plan(pods: Vec<PodDemand>) -> ProvisioningPlan {
+    solve(
+        &Snapshot {
+            pods,
+            ..Default::default()
+        },
+        &standard_catalog(ZONES),
+        &[pool("default").build()],
+        &[class("default")],
+    )
+}
+
+#[test]
+fn a_deprecated_beta_instance_type_selector_picks_that_instance_type() {
+    // Karpenter: "should support well known deprecated labels" (NormalizedLabels).
+    let plan = plan(pods(
+        "p",
+        1,
+        |p| p.select("beta.kubernetes.io/instance-type", "m5.xlarge"),
+        500,
+        GI,
+    ));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(
+        plan.node_claims[0].instance_types,
+        vec!["m5.xlarge".to_string()]
+    );
+}
+
+#[test]
+fn a_deprecated_beta_zone_selector_pins_the_zone() {
+    let plan = plan(pods(
+        "p",
+        2,
+        |p| p.select("failure-domain.beta.kubernetes.io/zone", "us-east-1b"),
+        500,
+        GI,
+    ));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    for c in &plan.node_claims {
+        assert_eq!(c.zones, vec!["us-east-1b".to_string()]);
+    }
+}
+
+#[test]
+fn exists_on_a_key_no_nodepool_or_instance_type_defines_leaves_the_pod_pending() {
+    // Karpenter: "should not schedule pods with an Exists operator on an undefined key".
+    for key in ["example.com/undefined", "karpenter.k8s.aws/undefined"] {
+        let plan = plan(pods("p", 1, |p| p.require(key, Exists, &[]), 500, GI));
+        assert!(plan.node_claims.is_empty(), "{key}: {:?}", plan.node_claims);
+        assert_eq!(plan.unschedulable.len(), 1, "{key}");
+    }
+}
+
+#[test]
+fn does_not_exist_on_an_undefined_key_schedules_the_pod() {
+    let plan = plan(pods(
+        "p",
+        1,
+        |p| p.require("example.com/undefined", DoesNotExist, &[]),
+        500,
+        GI,
+    ));
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.node_claims.len(), 1);
+}
+
+#[test]
+fn a_zone_outside_the_catalog_leaves_the_pod_pending_rather_than_placed_elsewhere() {
+    let plan = plan(pods("p", 1, |p| p.select(ZONE, "us-west-2a"), 500, GI));
+    assert!(plan.node_claims.is_empty());
+    assert_eq!(plan.unschedulable.len(), 1);
+}
+
+#[test]
+fn min_values_on_instance_type_splits_a_claim_instead_of_stranding_its_pods() {
+    // Karpenter adds a pod to a claim only while minValues still holds and opens another
+    // claim otherwise. Six 1-cpu pods fit together only on a c5.2xlarge; three fit a
+    // c5.xlarge, an m5.xlarge and a c5.2xlarge: two claims of three.
+    let pool = pool("default")
+        .min_values(
+            INSTANCE_TYPE,
+            In,
+            &["c5.large", "c5.xlarge", "m5.xlarge", "c5.2xlarge"],
+            3,
+        )
+        .build();
+    let plan = solve(
+        &Snapshot {
+            pods: pods("p", 6, |p| p, 1000, 0),
+            ..Default::default()
+        },
+        &standard_catalog(ZONES),
+        &[pool],
+        &[class("default")],
+    );
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let placed: usize = plan.node_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 6);
+    for c in &plan.node_claims {
+        assert!(c.instance_types.len() >= 3, "{:?}", c.instance_types);
+    }
+}
