@@ -170,3 +170,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
