@@ -1,6 +1,7 @@
 //! `nodewright`: plan and validate NodePools offline, mint EKS tokens, and more.
 
 mod eks_token;
+mod explain;
 mod plan;
 mod table;
 mod validate;
@@ -28,6 +29,9 @@ enum Command {
     Plan(plan::Args),
     /// Print an ExecCredential with an EKS bearer token, like `aws eks get-token`.
     EksToken(eks_token::EksTokenArgs),
+    /// Explain what the interruption function would do with an EventBridge event or an
+    /// SQS batch, without touching anything.
+    ExplainEvent(explain::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +39,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::ExplainEvent(args) => explain::run(&args),
         Command::EksToken(args) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -3,7 +3,9 @@
 pub mod api;
 pub mod aws;
 pub mod catalog;
+pub mod drain;
 pub mod eks;
+pub mod interruption;
 pub mod kube;
 pub mod launch;
 pub mod provision;

@@ -3,6 +3,7 @@
 
 pub mod aws_faults;
 pub mod aws_front;
+pub mod interruption;
 pub mod kube_sim;
 pub mod lambda_api;
 pub mod moto;

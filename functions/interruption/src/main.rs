@@ -1,1 +1,100 @@
-fn main() {}
+//! Wiring only: configuration from the environment, JSON logs, clients built once per cold
+//! start, then the Lambda runtime. Environment:
+//! - `CLUSTER_NAME` (required): the EKS cluster.
+//! - `QUEUE_URL` (required): the queue this function consumes, where its
+//!   delayed follow-ups go.
+//! - `NODE_INSTANCE_PROFILE`, `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`,
+//!   `DEFAULT_AMI_ALIAS`: as the provisioner's, since replacements launch through the same
+//!   provisioning core.
+//! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
+//!   an EKS token.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{LambdaEvent, service_fn};
+use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter, SqsQueue};
+use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::interruption::Origin;
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
+use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
+use nodewright_interruption::{Settings, State, handler};
+use nodewright_provisioner::{cluster_facts, default_pool_params};
+use tokio::sync::Mutex;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .without_time()
+        .init();
+    install_crypto_provider();
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    let queue_url = std::env::var("QUEUE_URL").context("QUEUE_URL is not set")?;
+    let account = account_of_queue(&queue_url)
+        .with_context(|| format!("QUEUE_URL {queue_url:?} names no account"))?;
+
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let region = aws
+        .region()
+        .map(|r| r.to_string())
+        .context("no AWS region")?;
+    let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
+    let client = if std::env::var_os("KUBECONFIG").is_some() {
+        kube::Client::try_default().await?
+    } else {
+        let credentials = aws.credentials_provider().context("no AWS credentials")?;
+        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region.clone()));
+        eks_client(&cluster, tokens)?
+    };
+    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
+    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
+    let mut settings = ClusterSettings::new(default_pool, reporting);
+    settings.config_ttl = DEFAULT_CONFIG_TTL;
+    let kube = KubeCluster::new(client, settings);
+    let ec2 = aws_sdk_ec2::Client::new(&aws);
+    let ec2_adapter = Ec2Adapter::new(ec2.clone(), &cluster_name);
+    let ports = AwsPorts {
+        ec2: ec2_adapter.clone(),
+        images: ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
+        prices: PricingAdapter::from_config(&aws, &region),
+        iam: IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
+    };
+    let provisioner = Provisioner::new(
+        kube.clone(),
+        ports,
+        ProvisionerSettings {
+            cluster: cluster_facts(&cluster),
+            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
+            default_node_role: env("NODE_ROLE"),
+            batch: BatchWindow::default(),
+        },
+    )?;
+    let state = State {
+        kube,
+        ec2: ec2_adapter,
+        replacer: Mutex::new(provisioner),
+        queue: SqsQueue::new(aws_sdk_sqs::Client::new(&aws), queue_url),
+        settings: Settings {
+            cluster: cluster_name,
+            origin: Origin { account, region },
+        },
+    };
+    let state = &state;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        handler(event, state).await
+    }))
+    .await
+}
+
+/// `https://sqs.<region>.amazonaws.com/<account>/<name>` -> the account: the queue is the
+/// stack's own, so its account is the function's, with no STS call at cold start.
+fn account_of_queue(url: &str) -> Option<String> {
+    let mut parts = url.trim_end_matches('/').rsplit('/');
+    let _name = parts.next()?;
+    let account = parts.next()?;
+    (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())).then(|| account.into())
+}

@@ -275,6 +275,8 @@ pub enum AwsError {
     TerminateInstances { ids: Vec<String>, source: ApiError },
     #[error("CreateTags failed for {ids:?}")]
     CreateTags { ids: Vec<String>, source: ApiError },
+    #[error("SQS SendMessage to {queue} failed")]
+    SendMessage { queue: String, source: ApiError },
     #[error("Pricing GetProducts failed for the on-demand prices of {region}")]
     GetProducts { region: String, source: ApiError },
     #[error("Pricing GetProducts for the on-demand prices of {region} took longer than {after:?}")]
@@ -328,6 +330,7 @@ impl AwsError {
             | AwsError::DescribeInstances { source }
             | AwsError::TerminateInstances { source, .. }
             | AwsError::CreateTags { source, .. }
+            | AwsError::SendMessage { source, .. }
             | AwsError::GetProducts { source, .. } => source.class,
             AwsError::LaunchTemplateVanished { .. } | AwsError::InstanceProfileVanished { .. } => {
                 ErrorClass::NotFound

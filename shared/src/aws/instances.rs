@@ -115,7 +115,7 @@ fn sort_for_termination(
 }
 
 impl Ec2Adapter {
-    async fn describe(
+    pub(super) async fn describe(
         &self,
         filters: Vec<aws_sdk_ec2::types::Filter>,
     ) -> Result<Vec<OwnedInstance>, AwsError> {

@@ -10,9 +10,11 @@ pub mod instance_types;
 pub mod instances;
 pub mod launch_templates;
 pub mod network;
+pub mod ownership;
 pub mod ports;
 pub mod price_list;
 pub mod pricing;
+pub mod queue;
 
 mod convert;
 
@@ -26,11 +28,13 @@ pub use launch_templates::{
     LaunchTemplateRef, LaunchTemplateSpec, OwnedLaunchTemplate, launch_template_prefix,
 };
 pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
+pub use ownership::{InstanceOwnership, is_owned};
 pub use ports::{
     Fleet, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplates,
     NetworkDiscovery, OnDemandPriceSource,
 };
 pub use pricing::{BundledPrices, PricingAdapter, pricing_client, pricing_endpoint_region};
+pub use queue::{FollowUpQueue, MAX_DELAY, SqsQueue};
 
 use crate::api::labels::OWNERSHIP_TAG;
 

@@ -8,6 +8,8 @@ mod cache;
 mod cluster;
 mod cluster_config;
 mod config;
+mod drain_adapter;
+mod drain_ports;
 mod error;
 mod events;
 mod existing;
@@ -22,6 +24,7 @@ pub use config::{
     DEFAULT_POOL_FILE, DefaultPoolParams, cluster_file, config_map_file, default_pool_documents,
     default_pool_inputs, holds_node_pool, usable,
 };
+pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
 pub use error::{KubeError, RetryPolicy};
 pub use events::{REPORTING_CONTROLLER, event_name};
 pub use existing::{InFlight, Readiness, existing_nodes, readiness};

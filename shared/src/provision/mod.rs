@@ -22,6 +22,7 @@ pub use nodeclaim::nodeclaim_id;
 pub use on_demand_prices::{
     OnDemandPrices, PRICE_RETRY_AFTER, PRICE_TTL, PriceOrigin, PriceRefresh, merge_prices,
 };
+pub use service::replace::{Offering, ReplaceReport, Replacement};
 pub use service::{
     MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };

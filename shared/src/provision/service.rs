@@ -534,6 +534,9 @@ mod launch_claim;
 #[path = "service_gc.rs"]
 mod gc;
 
+#[path = "service_replace.rs"]
+pub mod replace;
+
 #[cfg(test)]
 #[path = "service_tests.rs"]
 mod tests;

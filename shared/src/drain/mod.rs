@@ -1,0 +1,16 @@
+//! One drain for every reason a node is taken away (interruptions now, the sweeper's
+//! voluntary disruption later): a pure plan of which pods go, in which order, with which
+//! grace period and by when ([`plan_drain`]), and a thin executor over the eviction port
+//! ([`execute`]).
+
+mod execute;
+mod plan;
+
+pub use execute::{DrainProgress, execute};
+pub use plan::{
+    DEFAULT_GRACE_SECONDS, DELETE_BEFORE_DEADLINE, DRAIN_RECHECK, Disruption, DrainPlan,
+    DrainPolicy, PodStep, Skip, plan_drain, reschedulable,
+};
+
+#[cfg(test)]
+mod plan_tests;

@@ -1,0 +1,238 @@
+//! The drain plan, one row per kind of pod and moment.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+use super::*;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("a timestamp")
+}
+
+fn pod(name: &str, extra: serde_json::Value) -> Pod {
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    });
+    json_patch::merge(&mut v, &extra);
+    serde_json::from_value(v).expect("a pod")
+}
+
+fn names(steps: &[PodStep]) -> Vec<&str> {
+    steps.iter().map(|s| s.pod.name.as_str()).collect()
+}
+
+fn involuntary(deadline: &str) -> DrainPolicy {
+    DrainPolicy {
+        disruption: Disruption::Involuntary,
+        deadline: Some(ts(deadline)),
+    }
+}
+
+fn pods() -> Vec<Pod> {
+    vec![
+        pod("web", json!({})),
+        pod(
+            "ds",
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]}}),
+        ),
+        pod(
+            "mirror",
+            json!({"metadata": {"annotations": {"kubernetes.io/config.mirror": "abc"}}}),
+        ),
+        pod(
+            "stays",
+            json!({"spec": {"tolerations": [{"key": "nodewright.io/disrupted", "operator": "Exists", "effect": "NoSchedule"}]}}),
+        ),
+        pod("done", json!({"status": {"phase": "Succeeded"}})),
+        pod(
+            "pinned",
+            json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+        ),
+        pod(
+            "dns",
+            json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
+        ),
+    ]
+}
+
+#[test]
+fn daemonset_mirror_tolerating_and_finished_pods_are_left_alone() {
+    let plan = plan_drain(
+        &pods(),
+        &involuntary("2026-11-21T09:17:00Z"),
+        ts("2026-11-21T09:15:00Z"),
+    );
+    let skipped: Vec<(&str, Skip)> = plan
+        .skipped
+        .iter()
+        .map(|(p, s)| (p.name.as_str(), *s))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("ds", Skip::DaemonSet),
+            ("mirror", Skip::Mirror),
+            ("stays", Skip::ToleratesDisruption),
+            ("done", Skip::Finished),
+        ]
+    );
+}
+
+#[test]
+fn do_not_disrupt_holds_a_pod_for_voluntary_drains_only() {
+    let now = ts("2026-11-21T09:15:00Z");
+    let forced = plan_drain(&pods(), &involuntary("2026-11-21T09:17:00Z"), now);
+    assert_eq!(names(&forced.evict), ["web", "pinned"]);
+    assert!(forced.held.is_empty());
+    let chosen = plan_drain(
+        &pods(),
+        &DrainPolicy {
+            disruption: Disruption::Voluntary,
+            deadline: None,
+        },
+        now,
+    );
+    assert_eq!(names(&chosen.evict), ["web"]);
+    assert_eq!(
+        chosen
+            .held
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["pinned"]
+    );
+    assert!(!chosen.finished());
+}
+
+#[test]
+fn critical_pods_go_only_after_the_others_are_gone() {
+    let now = ts("2026-11-21T09:15:00Z");
+    let policy = involuntary("2026-11-21T09:17:00Z");
+    let first = plan_drain(&pods(), &policy, now);
+    assert_eq!(
+        first
+            .later
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["dns"]
+    );
+    let terminating = pod(
+        "web",
+        json!({"metadata": {"deletionTimestamp": "2026-11-21T09:15:01Z"}}),
+    );
+    let critical = pod(
+        "dns",
+        json!({"spec": {"priorityClassName": "system-cluster-critical"}}),
+    );
+    let still_going = plan_drain(&[terminating, critical.clone()], &policy, now);
+    assert_eq!(names(&still_going.evict), Vec::<&str>::new());
+    assert_eq!(still_going.terminating.len(), 1);
+    let alone = plan_drain(&[critical], &policy, now);
+    assert_eq!(names(&alone.evict), ["dns"]);
+}
+
+#[test]
+fn grace_periods_are_capped_by_the_time_left() {
+    let long = pod(
+        "slow",
+        json!({"spec": {"terminationGracePeriodSeconds": 600}}),
+    );
+    let short = pod(
+        "quick",
+        json!({"spec": {"terminationGracePeriodSeconds": 5}}),
+    );
+    let default = pod("plain", json!({}));
+    let all = [long, short, default];
+    let cases = [
+        (
+            "two minutes left",
+            Some("2026-11-21T09:17:00Z"),
+            [120, 5, 30],
+        ),
+        ("no deadline", None, [600, 5, 30]),
+    ];
+    for (what, deadline, want) in cases {
+        let policy = DrainPolicy {
+            disruption: Disruption::Involuntary,
+            deadline: deadline.map(ts),
+        };
+        let plan = plan_drain(&all, &policy, ts("2026-11-21T09:15:00Z"));
+        let got: Vec<i64> = plan.evict.iter().map(|s| s.grace_seconds).collect();
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
+fn shortly_before_the_deadline_everything_left_is_deleted_not_evicted() {
+    let policy = involuntary("2026-11-21T09:17:00Z");
+    let cases = [
+        ("31 s before: still evicting", "2026-11-21T09:16:29Z", 2, 0),
+        ("30 s before: deleting", "2026-11-21T09:16:30Z", 0, 2),
+        ("past the deadline: deleting", "2026-11-21T09:17:10Z", 0, 2),
+    ];
+    let two = [
+        pod("a", json!({})),
+        pod(
+            "b",
+            json!({"spec": {"priorityClassName": "system-node-critical"}}),
+        ),
+    ];
+    for (what, now, evict, delete) in cases {
+        let plan = plan_drain(&two, &policy, ts(now));
+        assert_eq!(
+            (plan.evict.len() + plan.later.len(), plan.delete.len()),
+            (evict, delete),
+            "{what}"
+        );
+    }
+    let late = plan_drain(&two, &policy, ts("2026-11-21T09:16:50Z"));
+    assert!(
+        late.delete.iter().all(|s| s.grace_seconds == 10),
+        "{late:?}"
+    );
+}
+
+#[test]
+fn a_voluntary_drain_with_a_termination_grace_period_deletes_held_pods_at_its_end() {
+    let pinned = pod(
+        "pinned",
+        json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+    );
+    let policy = DrainPolicy {
+        disruption: Disruption::Voluntary,
+        deadline: Some(ts("2026-11-21T10:00:00Z")),
+    };
+    let before = plan_drain(
+        std::slice::from_ref(&pinned),
+        &policy,
+        ts("2026-11-21T09:00:00Z"),
+    );
+    assert_eq!(before.held.len(), 1);
+    let at_end = plan_drain(&[pinned], &policy, ts("2026-11-21T09:59:40Z"));
+    assert_eq!(names(&at_end.delete), ["pinned"]);
+}
+
+#[test]
+fn an_unfinished_drain_is_looked_at_again_soon_and_never_after_deletion_is_due() {
+    let policy = involuntary("2026-11-21T09:17:00Z");
+    let plan = plan_drain(&[pod("a", json!({}))], &policy, ts("2026-11-21T09:15:00Z"));
+    assert_eq!(
+        plan.recheck_at(&policy, ts("2026-11-21T09:15:00Z")),
+        Some(ts("2026-11-21T09:15:05Z"))
+    );
+    assert_eq!(
+        plan.recheck_at(&policy, ts("2026-11-21T09:16:28Z")),
+        Some(ts("2026-11-21T09:16:30Z"))
+    );
+    let empty = plan_drain(
+        &[pod("ds", json!({"status": {"phase": "Failed"}}))],
+        &policy,
+        ts("2026-11-21T09:15:00Z"),
+    );
+    assert!(empty.finished());
+    assert_eq!(empty.recheck_at(&policy, ts("2026-11-21T09:15:00Z")), None);
+}

@@ -1,0 +1,27 @@
+//! Interruption events: parse an EventBridge envelope into a typed [`Message`] (one small
+//! module per kind, a dispatcher on (source, detail-type, version)), and map a message and
+//! the node it names to an [`Action`]. Pure: no I/O, no clock.
+
+mod action;
+mod capacity_reservation;
+mod follow_up;
+mod health;
+mod message;
+mod parse;
+mod rebalance;
+mod spot;
+mod state_change;
+
+pub use action::{
+    Action, GONE_AFTER_DEADLINE, NodeFacts, REBALANCE_ANNOTATION, Reason, RebalancePolicy,
+    action_for,
+};
+pub use follow_up::{FOLLOW_UP_DETAIL_TYPE, FOLLOW_UP_SOURCE, FollowUp, Step};
+pub use message::{Detail, InstanceAction, InstanceStateName, Kind, Message};
+pub use parse::{IgnoreReason, Ignored, Origin, ParseError, Parsed, parse};
+pub use spot::NOTICE as SPOT_NOTICE;
+
+#[cfg(test)]
+mod action_tests;
+#[cfg(test)]
+mod parse_tests;

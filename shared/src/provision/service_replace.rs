@@ -1,0 +1,256 @@
+//! Replacement capacity for a node that is going (an interruption, a rebalance, a
+//! scheduled retirement): the same solver, launch path and tags as a poll, for the pods
+//! that node holds now instead of pending pods, with the node itself no longer counted as
+//! capacity and the reclaimed offering kept out.
+//!
+//! Idempotent across retries and duplicate events: the claim ids derive from the pods'
+//! uids, so asking again for the same pods sends CreateFleet the same ClientToken.
+
+use std::collections::HashMap;
+use std::time::{Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::super::in_flight::in_flight;
+use super::{ClaimOutcome, ProvisionError, Provisioner};
+use crate::aws::{
+    Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
+    LaunchTemplates, NetworkDiscovery,
+};
+use crate::catalog::CapacityType;
+use crate::kube::{
+    ConfigSource, EventSink, NodeOps, NodeSource, PodSource, existing_nodes, usable,
+};
+use crate::scheduling::{Snapshot, solve};
+
+/// The offering an instance ran on: what an interruption says is running out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offering {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplaceReport {
+    pub launched_instances: Vec<String>,
+    pub claims: usize,
+    /// Pods that fit on existing or in-flight capacity: nothing to launch for them.
+    pub nominated_pods: usize,
+    /// (pod, why) for pods no launch is planned for.
+    pub unschedulable: Vec<(String, String)>,
+    pub failed_claims: usize,
+    pub throttled: bool,
+}
+
+/// What the interruption function asks of the provisioning core.
+pub trait Replacement: Send + Sync {
+    /// Launches capacity for `pods` (those of `node`, which must already be tainted so it
+    /// no longer counts), keeping `reclaimed` out of this and later plans for
+    /// [`super::super::UNAVAILABLE_TTL`].
+    fn replace(
+        &self,
+        node: &str,
+        pods: &[Pod],
+        reclaimed: Option<&Offering>,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<ReplaceReport, ProvisionError>> + Send;
+}
+
+impl<K, A> Replacement for tokio::sync::Mutex<Provisioner<K, A>>
+where
+    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
+    A: InstanceTypeSource
+        + NetworkDiscovery
+        + ImageResolver
+        + Fleet
+        + LaunchTemplates
+        + InstanceInventory
+        + InstanceProfiles
+        + Send
+        + Sync,
+{
+    async fn replace(
+        &self,
+        node: &str,
+        pods: &[Pod],
+        reclaimed: Option<&Offering>,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        self.lock().await.replace(node, pods, reclaimed, now).await
+    }
+}
+
+impl<K, A> Provisioner<K, A>
+where
+    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
+    A: InstanceTypeSource
+        + NetworkDiscovery
+        + ImageResolver
+        + Fleet
+        + LaunchTemplates
+        + InstanceInventory
+        + InstanceProfiles
+        + Sync,
+{
+    /// See [`Replacement::replace`].
+    pub async fn replace(
+        &mut self,
+        node: &str,
+        pods: &[Pod],
+        reclaimed: Option<&Offering>,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        let started = Instant::now();
+        let mut report = ReplaceReport::default();
+        if let Some(o) = reclaimed {
+            self.unavailable
+                .mark(&o.instance_type, &o.zone, o.capacity_type, now);
+        }
+        if pods.is_empty() {
+            return Ok(report);
+        }
+        let kube_err = |what| move |source| ProvisionError::Kube { what, source };
+        let aws_err = |what| move |source| ProvisionError::Aws { what, source };
+        let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
+        let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
+        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
+        // The node being replaced is not capacity for its own pods, whether or not the
+        // caller's taint is visible yet.
+        let nodes: Vec<_> = nodes
+            .into_iter()
+            .filter(|n| n.metadata.name.as_deref() != Some(node))
+            .collect();
+        let daemon_sets = self
+            .kube
+            .daemon_sets()
+            .await
+            .map_err(kube_err("DaemonSets"))?;
+        let bound = self
+            .kube
+            .bound_pods_by_node()
+            .await
+            .map_err(kube_err("bound pods"))?;
+        let owned = self
+            .aws
+            .list_owned()
+            .await
+            .map_err(aws_err("listing owned instances"))?;
+        let (networks, classes) = self.discover_networks(classes).await;
+        let pools: Vec<_> = pools
+            .into_iter()
+            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
+            .collect();
+        let mut zones: Vec<String> = networks
+            .values()
+            .flat_map(|n| n.subnets.keys().cloned())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        let (mut catalog, _) = self
+            .catalog
+            .get(&self.aws, &zones, now)
+            .await
+            .map_err(aws_err("building the instance catalog"))?;
+        self.unavailable.apply(&mut catalog, now);
+
+        // The pods as the scheduler will see them once evicted: unbound.
+        let unbound: Vec<Pod> = pods
+            .iter()
+            .cloned()
+            .map(|mut p| {
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.node_name = None;
+                }
+                p
+            })
+            .collect();
+        let (mut snapshot, pod_errors) = Snapshot::from_k8s(&unbound, &daemon_sets);
+        for e in pod_errors {
+            report
+                .unschedulable
+                .push((e.pod, format!("{}: {}", e.field, e.message)));
+        }
+        let flying = in_flight(
+            &owned,
+            &nodes,
+            &catalog,
+            &pools,
+            &classes,
+            &snapshot.daemon_sets,
+        );
+        snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
+        let plan = solve(&snapshot, &catalog, &pools, &classes);
+        report.claims = plan.node_claims.len();
+        report.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();
+        report.unschedulable.extend(
+            plan.unschedulable
+                .iter()
+                .map(|u| (u.pod.clone(), u.reason.clone())),
+        );
+        let by_key: HashMap<String, &Pod> = pods
+            .iter()
+            .map(|p| {
+                let key = format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or("default"),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                );
+                (key, p)
+            })
+            .collect();
+        let mut images: HashMap<String, Result<Vec<Image>, String>> = HashMap::new();
+        for claim in &plan.node_claims {
+            let outcome = self
+                .launch(
+                    claim,
+                    &catalog,
+                    &classes,
+                    &networks,
+                    &by_key,
+                    &mut images,
+                    now,
+                    started,
+                )
+                .await;
+            match outcome {
+                ClaimOutcome::Launched { instances, .. } => report
+                    .launched_instances
+                    .extend(instances.into_iter().map(|i| i.id)),
+                ClaimOutcome::Throttled => {
+                    report.throttled = true;
+                    report.failed_claims += 1;
+                    break;
+                }
+                ClaimOutcome::NoCapacity => {
+                    report.failed_claims += 1;
+                    let why = "no capacity for any offering of the claim".to_string();
+                    report
+                        .unschedulable
+                        .extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
+                }
+                ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                    report.failed_claims += 1;
+                    report
+                        .unschedulable
+                        .extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
+                }
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// A borrowed core replaces as the core does (the local world's interruption function
+/// shares the provisioner's).
+impl<T: Replacement> Replacement for &T {
+    async fn replace(
+        &self,
+        node: &str,
+        pods: &[Pod],
+        reclaimed: Option<&Offering>,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        (**self).replace(node, pods, reclaimed, now).await
+    }
+}

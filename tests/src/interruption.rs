@@ -1,0 +1,215 @@
+//! The interruption function wired to the local world, and the queue around it as Lambda's
+//! SQS event source mapping runs it: receive a batch, invoke the real handler with it, delete
+//! the messages it did not report as failed.
+//!
+//! Emulated here: a failed message is made visible again at once (ChangeMessageVisibility
+//! 0) instead of after the queue's visibility timeout, so a scenario need not wait two
+//! minutes per retry; receive counts, the redrive to the dead-letter queue and
+//! `DelaySeconds` are moto's own.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use jiff::Timestamp;
+use lambda_runtime::LambdaEvent;
+use nodewright::aws::{Ec2Adapter, ImageAdapter, SqsQueue};
+use nodewright::interruption::Origin;
+use nodewright::kube::KubeCluster;
+use nodewright::provision::{AwsPorts, Provisioner};
+use nodewright_interruption::{Settings, State};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::world::World;
+use crate::world::provisioner::ProvisionerState;
+
+/// moto's account; the world's region.
+pub const ACCOUNT: &str = "123456789012";
+pub const REGION: &str = "us-east-1";
+
+pub type Replacer = Mutex<Provisioner<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>>>;
+/// The handler's state, borrowing the provisioning core of a [`ProvisionerState`].
+pub type InterruptionState<'a> = State<KubeCluster, Ec2Adapter, &'a Replacer, SqsQueue>;
+
+/// What one delivery did.
+#[derive(Debug, Default)]
+pub struct Delivery {
+    pub received: usize,
+    pub failed: Vec<String>,
+    pub bodies: Vec<Value>,
+}
+
+impl World {
+    /// The interruption handler's state over the real adapters, its replacement launches
+    /// going through `provisioner`'s core (as in AWS, where both run the same core).
+    pub async fn interruption<'a>(
+        &self,
+        provisioner: &'a ProvisionerState,
+    ) -> anyhow::Result<InterruptionState<'a>> {
+        let kube = provisioner.provisioner().lock().await.kube().clone();
+        let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
+        Ok(State {
+            kube,
+            ec2: Ec2Adapter::new(ec2, self.seeded.cluster.clone()),
+            replacer: provisioner.provisioner(),
+            queue: SqsQueue::new(
+                aws_sdk_sqs::Client::new(&self.product_sdk),
+                self.seeded.queue_url.clone(),
+            ),
+            settings: Settings {
+                cluster: self.seeded.cluster.clone(),
+                origin: Origin {
+                    account: ACCOUNT.into(),
+                    region: REGION.into(),
+                },
+            },
+        })
+    }
+
+    /// Sends an event through moto's EventBridge (PutEvents), which the seeded rules route
+    /// to the interruption queue as EventBridge does.
+    pub async fn put_event(
+        &self,
+        source: &str,
+        detail_type: &str,
+        detail: Value,
+        time: Timestamp,
+    ) -> anyhow::Result<()> {
+        let events = aws_sdk_eventbridge::Client::new(&self.sdk);
+        let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+            .source(source)
+            .detail_type(detail_type)
+            .detail(detail.to_string())
+            .time(aws_smithy_types::DateTime::from_secs(time.as_second()))
+            .build();
+        let out = events
+            .put_events()
+            .entries(entry)
+            .send()
+            .await
+            .context("PutEvents against moto")?;
+        anyhow::ensure!(out.failed_entry_count() == 0, "PutEvents failed: {out:?}");
+        Ok(())
+    }
+
+    /// Sends a raw message to the interruption queue (as someone with SendMessage could).
+    pub async fn send_raw(&self, body: &str) -> anyhow::Result<()> {
+        aws_sdk_sqs::Client::new(&self.sdk)
+            .send_message()
+            .queue_url(&self.seeded.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .context("SendMessage against moto")?;
+        Ok(())
+    }
+
+    /// One batch (up to ten messages, waiting up to `wait` for the first) handed to the
+    /// real handler as Lambda hands it; acknowledged messages are deleted.
+    pub async fn deliver(
+        &self,
+        state: &InterruptionState<'_>,
+        wait: Duration,
+    ) -> anyhow::Result<Delivery> {
+        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
+        let out = sqs
+            .receive_message()
+            .queue_url(&self.seeded.queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(wait.as_secs().min(20) as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .context("ReceiveMessage against moto")?;
+        let messages = out.messages();
+        let mut delivery = Delivery {
+            received: messages.len(),
+            ..Delivery::default()
+        };
+        if messages.is_empty() {
+            return Ok(delivery);
+        }
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().to_string(), json!(v)))
+                    .collect();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": self.seeded.queue_arn,
+                    "awsRegion": REGION,
+                })
+            })
+            .collect();
+        delivery.bodies = messages
+            .iter()
+            .filter_map(|m| serde_json::from_str(m.body().unwrap_or_default()).ok())
+            .collect();
+        let event: SqsEvent = serde_json::from_value(json!({ "Records": records }))
+            .context("an SQS event as Lambda builds it")?;
+        let response: SqsBatchResponse = nodewright_interruption::handler(
+            LambdaEvent::new(event, lambda_runtime::Context::default()),
+            state,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("the handler failed: {e}"))?;
+        delivery.failed = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        for m in messages {
+            let handle = m.receipt_handle().unwrap_or_default();
+            if delivery
+                .failed
+                .iter()
+                .any(|id| Some(id.as_str()) == m.message_id())
+            {
+                sqs.change_message_visibility()
+                    .queue_url(&self.seeded.queue_url)
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .send()
+                    .await
+                    .context("ChangeMessageVisibility against moto")?;
+            } else {
+                sqs.delete_message()
+                    .queue_url(&self.seeded.queue_url)
+                    .receipt_handle(handle)
+                    .send()
+                    .await
+                    .context("DeleteMessage against moto")?;
+            }
+        }
+        Ok(delivery)
+    }
+
+    /// Messages in the dead-letter queue (read without consuming them for long).
+    pub async fn dead_letters(&self) -> anyhow::Result<Vec<String>> {
+        let out = aws_sdk_sqs::Client::new(&self.sdk)
+            .receive_message()
+            .queue_url(&self.seeded.dead_letter_queue_url)
+            .max_number_of_messages(10)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .context("ReceiveMessage on the dead-letter queue")?;
+        Ok(out
+            .messages()
+            .iter()
+            .map(|m| m.body().unwrap_or_default().to_string())
+            .collect())
+    }
+}

@@ -1,0 +1,396 @@
+//! The interruption function end to end: events sent through moto's EventBridge
+//! (PutEvents) reach the interruption queue by the seeded rules, and the real handler is
+//! invoked with each SQS batch as Lambda invokes it, against moto and the simulated cluster.
+//!
+//! Emulated here: AWS is moto's server, Kubernetes the simulated cluster
+//! (`nodewright_world::kube_sim`), and the SQS event source mapping is
+//! `World::deliver` (which makes a failed message visible again at once). EC2 itself never
+//! sends these events in moto: the scenarios send what EC2 would. The handler, its
+//! adapters, the AWS SDK and `kube::Client` are real.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use nodewright::provision::BatchWindow;
+use nodewright_world::interruption::InterruptionState;
+use nodewright_world::kube_sim::{Fault, SimClock, SimConfig};
+use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
+use nodewright_world::world::{Instance, World};
+use serde_json::{Value, json};
+
+const SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
+
+async fn start(cluster: &str) -> World {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nodewright=info,nodewright_interruption=info")
+        .try_init();
+    let config = SimConfig {
+        clock: SimClock::manual(),
+        crds_installed: true,
+        ..SimConfig::default()
+    };
+    World::start(cluster, config)
+        .await
+        .expect("the local world starts")
+}
+
+fn quick_batch() -> BatchWindow {
+    BatchWindow {
+        idle: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+    }
+}
+
+async fn step(world: &World, seconds: u64) {
+    world.clock().advance(Duration::from_secs(seconds));
+    world.sim.step().await;
+}
+
+/// The getting-started pool on spot, its `inflate` pods running on nodes the provisioner
+/// launched.
+async fn running_spot_workload(world: &World) -> ProvisionerState {
+    let pool = world
+        .example_edited(
+            "getting-started.yaml",
+            &[(r#"values: ["on-demand"]"#, r#"values: ["spot"]"#)],
+        )
+        .unwrap();
+    world.apply_yaml(&pool).unwrap();
+    world.sim.step().await;
+    let provisioner = world
+        .provisioner(quick(Duration::from_secs(2)), quick_batch())
+        .await
+        .unwrap();
+    invoke(&provisioner).await.unwrap();
+    for _ in 0..8 {
+        step(world, 10).await;
+    }
+    let (total, running) = inflate(world);
+    assert!(total > 0 && running == total, "{running}/{total} running");
+    provisioner
+}
+
+/// (pods of `inflate`, of which Running on a node).
+fn inflate(world: &World) -> (usize, usize) {
+    let pods = inflate_pods(world);
+    let running = pods
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
+        .count();
+    (pods.len(), running)
+}
+
+fn inflate_pods(world: &World) -> Vec<Value> {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == "inflate")
+        .collect()
+}
+
+/// The node running the most `inflate` pods, and its instance id.
+fn busiest_node(world: &World) -> (String, String) {
+    let pods = inflate_pods(world);
+    let node = world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .max_by_key(|n| {
+            pods.iter()
+                .filter(|p| p["spec"]["nodeName"] == n["metadata"]["name"])
+                .count()
+        })
+        .expect("a node");
+    let name = node["metadata"]["name"].as_str().unwrap().to_string();
+    let id = node["spec"]["providerID"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap()
+        .to_string();
+    (name, id)
+}
+
+fn node(world: &World, name: &str) -> Option<Value> {
+    world.sim.get_json("v1", "Node", "", name)
+}
+
+fn tainted(node: &Value) -> bool {
+    node["spec"]["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|t| t["key"] == "nodewright.io/disrupted" && t["effect"] == "NoSchedule")
+}
+
+async fn owned(world: &World) -> Vec<Instance> {
+    world
+        .instances()
+        .await
+        .expect("DescribeInstances against moto")
+}
+
+async fn spot_warning(world: &World, instance_id: &str, emitted: Timestamp) {
+    world
+        .put_event(
+            "aws.ec2",
+            SPOT_WARNING,
+            json!({"instance-id": instance_id, "instance-action": "terminate"}),
+            emitted,
+        )
+        .await
+        .expect("PutEvents");
+}
+
+/// Delivers batches until the queue has nothing for `wait`.
+async fn deliver_all(world: &World, state: &InterruptionState<'_>, wait: Duration) -> usize {
+    let mut n = 0;
+    loop {
+        let d = world.deliver(state, wait).await.expect("a delivery");
+        if d.received == 0 {
+            return n;
+        }
+        n += d.received;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pods_of_a_spot_interrupted_node_run_on_replacement_capacity_before_the_deadline() {
+    let world = start("e2e-spot-warning").await;
+    let provisioner = running_spot_workload(&world).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let (victim, instance_id) = busiest_node(&world);
+    let victim_instance = owned(&world)
+        .await
+        .into_iter()
+        .find(|i| i.id == instance_id)
+        .expect("the victim's instance");
+    let before: Vec<String> = owned(&world).await.into_iter().map(|i| i.id).collect();
+
+    // Emitted 75 s ago (EventBridge and the queue took their time): 45 s are left, the
+    // first 15 of them for eviction.
+    let emitted = Timestamp::now() - SignedDuration::from_secs(75);
+    let deadline = emitted + SignedDuration::from_secs(120);
+    spot_warning(&world, &instance_id, emitted).await;
+    let first = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((first.received, first.failed.len()), (1, 0), "{first:?}");
+    assert_eq!(first.bodies[0]["detail-type"], SPOT_WARNING);
+
+    let tainted_node = node(&world, &victim).expect("the node is still there");
+    assert!(tainted(&tainted_node), "{tainted_node}");
+    let replacements: Vec<Instance> = owned(&world)
+        .await
+        .into_iter()
+        .filter(|i| !before.contains(&i.id))
+        .collect();
+    assert!(!replacements.is_empty(), "no replacement launched");
+    for r in &replacements {
+        assert_eq!(
+            r.tags.get("nodewright.io/cluster"),
+            Some(&world.seeded.cluster)
+        );
+        assert_eq!(
+            r.tags.get("nodewright.io/nodepool").map(String::as_str),
+            Some("default")
+        );
+        assert_ne!(
+            (&r.instance_type, &r.zone),
+            (&victim_instance.instance_type, &victim_instance.zone),
+            "the reclaimed offering was launched again"
+        );
+    }
+    assert_eq!(
+        tainted_node["metadata"]["annotations"]["nodewright.io/replacement"],
+        replacements
+            .iter()
+            .map(|i| i.id.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+
+    // The replacement boots and joins while the follow-ups finish the drain.
+    let mut moved_at = None;
+    for _ in 0..40 {
+        step(&world, 10).await;
+        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+        let pods = inflate_pods(&world);
+        let all_moved = pods.iter().all(|p| {
+            p["status"]["phase"] == "Running"
+                && p["spec"]["nodeName"].is_string()
+                && p["spec"]["nodeName"] != victim.as_str()
+        });
+        if all_moved && !pods.is_empty() {
+            moved_at = Some(Timestamp::now());
+            break;
+        }
+    }
+    let moved_at = moved_at.expect("the pods never all ran elsewhere");
+    assert!(
+        moved_at < deadline,
+        "moved at {moved_at}, deadline {deadline}"
+    );
+
+    // At the deadline the Node is deleted and the instance terminated.
+    let mut gone = false;
+    for _ in 0..90 {
+        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+        step(&world, 1).await;
+        if node(&world, &victim).is_none() && Timestamp::now() >= deadline {
+            gone = true;
+            break;
+        }
+    }
+    assert!(
+        gone,
+        "the interrupted node is still there after its deadline"
+    );
+    assert!(
+        !owned(&world).await.iter().any(|i| i.id == instance_id),
+        "the interrupted instance still runs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminated_removes_the_node_at_once_and_its_pods_are_recreated() {
+    let world = start("e2e-terminated").await;
+    let provisioner = running_spot_workload(&world).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let (victim, instance_id) = busiest_node(&world);
+    // EC2 took the instance (emulated: the harness terminates it in moto).
+    aws_sdk_ec2::Client::new(&world.sdk)
+        .terminate_instances()
+        .instance_ids(&instance_id)
+        .send()
+        .await
+        .unwrap();
+    world
+        .put_event(
+            "aws.ec2",
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": instance_id, "state": "terminated"}),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let d = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((d.received, d.failed.len()), (1, 0));
+    assert!(node(&world, &victim).is_none(), "the node is still there");
+    assert!(
+        !inflate_pods(&world)
+            .iter()
+            .any(|p| p["spec"]["nodeName"] == victim.as_str()),
+        "pods are still bound to the deleted node"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_and_overlapping_events_launch_one_replacement_and_never_fail() {
+    let world = start("e2e-duplicates").await;
+    let provisioner = running_spot_workload(&world).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let (_, instance_id) = busiest_node(&world);
+    let before = owned(&world).await.len();
+    // A rebalance recommendation, then the same spot warning twice (at-least-once delivery).
+    world
+        .put_event(
+            "aws.ec2",
+            "EC2 Instance Rebalance Recommendation",
+            json!({"instance-id": instance_id}),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let d = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((d.received, d.failed.len()), (1, 0), "{d:?}");
+    let after_rebalance = owned(&world).await.len();
+    assert!(
+        after_rebalance > before,
+        "the rebalance launched no replacement"
+    );
+    let emitted = Timestamp::now();
+    spot_warning(&world, &instance_id, emitted).await;
+    spot_warning(&world, &instance_id, emitted).await;
+    for _ in 0..3 {
+        let d = world.deliver(&state, Duration::from_secs(2)).await.unwrap();
+        assert!(d.failed.is_empty(), "{d:?}");
+    }
+    assert_eq!(
+        owned(&world).await.len(),
+        after_rebalance,
+        "a second replacement was launched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
+    let world = start("e2e-poison").await;
+    let provisioner = running_spot_workload(&world).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let nodes: Vec<Value> = world.sim.list_json("v1", "Node");
+    // An unparsable message is dropped at once; one the handler keeps failing on (its node
+    // cannot be tainted) is retried and then dead-lettered; a good one in the same batch
+    // is handled.
+    world.send_raw("{\"not\": \"an event\"").await.unwrap();
+    let (victim, instance_id) = busiest_node(&world);
+    world.sim.inject(
+        Fault::path(format!("/api/v1/nodes/{victim}"), 500)
+            .method("PATCH")
+            .times(1000),
+    );
+    world
+        .put_event(
+            "aws.ec2",
+            "EC2 Instance Rebalance Recommendation",
+            json!({"instance-id": instance_id}),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let other = nodes
+        .iter()
+        .find(|n| n["metadata"]["name"] != victim.as_str())
+        .map(|n| {
+            (
+                n["metadata"]["name"].as_str().unwrap().to_string(),
+                n["spec"]["providerID"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+            )
+        });
+    if let Some((_, other_id)) = &other {
+        world
+            .put_event(
+                "aws.ec2",
+                "EC2 Instance State-change Notification",
+                json!({"instance-id": other_id, "state": "stopping"}),
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+    }
+    let first = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        first.failed.len(),
+        1,
+        "only the poisoned message fails: {first:?}"
+    );
+    if let Some((other_node, _)) = &other {
+        assert!(
+            node(&world, other_node).is_none(),
+            "the good message waited on the bad one"
+        );
+    }
+    // maxReceiveCount is 5: the sixth receive moves it to the dead-letter queue.
+    for _ in 0..6 {
+        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+    }
+    let dead = world.dead_letters().await.unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(dead[0].contains(&instance_id), "{dead:?}");
+    assert_eq!(deliver_all(&world, &state, Duration::from_secs(1)).await, 0);
+}
