@@ -9,6 +9,9 @@ use super::seed::{SeedError, SeedSpec};
 /// Receives before a message moves to the dead-letter queue (DESIGN: "after a few
 /// receives it lands in the dead-letter queue").
 const MAX_RECEIVE_COUNT: u32 = 5;
+/// template.yaml's `VisibilityTimeout` and `MessageRetentionPeriod` of the interruption queue.
+const VISIBILITY_TIMEOUT: &str = "120";
+const RETENTION: &str = "3600";
 
 /// (rule name suffix, source, detail-type) of the events nodewright reacts to (DESIGN.md).
 const RULES: [(&str, &str, &str); 5] = [
@@ -64,6 +67,10 @@ async fn queue(
 ) -> Result<(String, String), SeedError> {
     let mut create = sqs.create_queue().queue_name(name);
     if let Some(dlq_arn) = redrive_to {
+        // As template.yaml sets the interruption queue (the reasons are there).
+        create = create
+            .attributes(QueueAttributeName::VisibilityTimeout, VISIBILITY_TIMEOUT)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, RETENTION);
         let policy = serde_json::json!({
             "deadLetterTargetArn": dlq_arn,
             "maxReceiveCount": MAX_RECEIVE_COUNT.to_string(),
