@@ -32,9 +32,32 @@ pub struct World {
 pub fn catalog_capacity() -> anyhow::Result<Arc<dyn InstanceCapacity>> {
     let types =
         nodewright::catalog::bundled_instance_types().context("the bundled catalog loads")?;
+    Ok(capacity_table(types.into_iter().map(|(it, _)| it)))
+}
+
+/// Node capacity for every type moto's DescribeInstanceTypes lists, read through the
+/// product's own EC2 adapter: the live catalog offers previous generations (c3, m4, ...)
+/// that the bundled catalog leaves out, and a node of any type the provisioner may launch
+/// must be able to join.
+pub async fn region_capacity(
+    sdk: &SdkConfig,
+    cluster: &str,
+) -> anyhow::Result<Arc<dyn InstanceCapacity>> {
+    use nodewright::aws::InstanceTypeSource as _;
+    let adapter = nodewright::aws::Ec2Adapter::new(aws_sdk_ec2::Client::new(sdk), cluster);
+    let types = adapter
+        .instance_types()
+        .await
+        .context("DescribeInstanceTypes against moto")?;
+    Ok(capacity_table(types))
+}
+
+fn capacity_table(
+    types: impl IntoIterator<Item = nodewright::catalog::InstanceType>,
+) -> Arc<dyn InstanceCapacity> {
     let table: HashMap<String, NodeCapacity> = types
         .into_iter()
-        .map(|(it, _)| {
+        .map(|it| {
             let capacity = it.capacity(None);
             let overhead = it.overhead(None);
             let extended: BTreeMap<String, i64> = capacity
@@ -58,7 +81,7 @@ pub fn catalog_capacity() -> anyhow::Result<Arc<dyn InstanceCapacity>> {
             (it.name, node)
         })
         .collect();
-    Ok(Arc::new(move |name: &str| table.get(name).cloned()))
+    Arc::new(move |name: &str| table.get(name).cloned())
 }
 
 impl World {
@@ -76,7 +99,7 @@ impl World {
         config.cluster_name = cluster.to_string();
         let config = config.with_cloud(
             Arc::new(Ec2CloudView::new(ec2, cluster)),
-            catalog_capacity()?,
+            region_capacity(&sdk, cluster).await?,
         );
         let sim = SimCluster::start(config)
             .await

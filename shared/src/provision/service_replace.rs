@@ -116,10 +116,16 @@ where
         let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
         let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
         // The node being replaced is not capacity for its own pods, whether or not the
-        // caller's taint is visible yet.
-        let nodes: Vec<_> = nodes
+        // caller's taint is visible yet; nor is its instance, which without its Node would
+        // otherwise count as capacity in flight.
+        let (going, nodes): (Vec<_>, Vec<_>) = nodes
             .into_iter()
-            .filter(|n| n.metadata.name.as_deref() != Some(node))
+            .partition(|n| n.metadata.name.as_deref() == Some(node));
+        let going_instances: Vec<String> = going
+            .iter()
+            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
+            .filter_map(crate::kube::parse_provider_id)
+            .map(|p| p.instance_id)
             .collect();
         let daemon_sets = self
             .kube
@@ -131,11 +137,12 @@ where
             .bound_pods_by_node()
             .await
             .map_err(kube_err("bound pods"))?;
-        let owned = self
+        let mut owned = self
             .aws
             .list_owned()
             .await
             .map_err(aws_err("listing owned instances"))?;
+        owned.retain(|i| !going_instances.contains(&i.id));
         let (networks, classes) = self.discover_networks(classes).await;
         let pools: Vec<_> = pools
             .into_iter()
