@@ -27,7 +27,9 @@ build:
 # Benchmarks (harness = false) are left out: `cargo test --all-targets` would run them.
 # The demo is built by this same command: `cargo run -p nodewright-world` resolves the
 # features of one package and `cargo test --workspace` those of all members with their
-# dev-dependencies, so the two compiled the dependency graph twice on a fresh clone.
+# dev-dependencies (`cargo tree` shows serde_json gaining preserve_order and
+# aws-smithy-http-client test-util), and nearly every crate depends on serde_json, so the
+# two compiled the dependency graph twice on a fresh clone.
 TEST_SELECTION := --workspace --lib --bins --tests
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
