@@ -294,7 +294,8 @@ fn resource(
             let (_, listed) = list(store, t.res, t.ns.as_deref(), q)?;
             for item in listed["items"].as_array().into_iter().flatten() {
                 let (ins, iname) = ns_name(item);
-                delete_one(store, t.res, &ins, &iname, q, body)?;
+                let home = event_home(store, t.res, &ins, &iname);
+                delete_one(store, home, &ins, &iname, q, body)?;
             }
             Ok((200, listed))
         }
@@ -467,6 +468,16 @@ fn stored_items(store: &Store, res: usize, ns: Option<&str>) -> Vec<Value> {
     items
 }
 
+/// Where a listed object is stored: an Event listed through one Event API may live in the
+/// other's store (see [`stored_items`]).
+fn event_home(store: &Store, res: usize, ns: &str, name: &str) -> usize {
+    match res {
+        EVENTS if store.get(EVENTS, ns, name).is_err() => EVENTS_V1,
+        EVENTS_V1 if store.get(EVENTS_V1, ns, name).is_err() => EVENTS,
+        other => other,
+    }
+}
+
 fn list(store: &Store, res: usize, ns: Option<&str>, q: &BTreeMap<String, String>) -> Answer {
     let rt = &RESOURCES[res];
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?;
@@ -555,6 +566,47 @@ mod tests {
 
     fn route(p: &str) -> Route {
         parse_route(p, false)
+    }
+
+    #[test]
+    fn deleting_the_event_collection_deletes_the_events_of_both_apis() {
+        let mut store = Store::new();
+        let t = "2025-01-01T00:00:00Z";
+        let core = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"},
+                          "involvedObject": {"kind": "Pod", "name": "p"}});
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "b"},
+                        "eventTime": "2025-01-01T00:00:00.000000Z", "reportingController": "x",
+                        "reportingInstance": "y", "action": "A", "reason": "R", "regarding": {"kind": "Pod"}});
+        assert!(
+            store
+                .create(EVENTS, "default", core, t, Write::Main)
+                .is_ok()
+        );
+        assert!(
+            store
+                .create(EVENTS_V1, "default", v1, t, Write::Main)
+                .is_ok()
+        );
+        let target = Target {
+            res: EVENTS,
+            ns: Some("default".into()),
+            name: None,
+            sub: None,
+        };
+        let answer = resource(
+            &mut store,
+            t,
+            &Method::DELETE,
+            target,
+            &BTreeMap::new(),
+            "",
+            &[],
+        );
+        assert!(answer.is_ok(), "{answer:?}");
+        assert_eq!(
+            store.list(EVENTS, None).count() + store.list(EVENTS_V1, None).count(),
+            0
+        );
     }
 
     #[test]
