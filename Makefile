@@ -10,6 +10,7 @@ export CARGO_TERM_COLOR ?= auto
 
 help:
 	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
+	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
 	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
 	@echo "make lint    cargo fmt --check and clippy -D warnings"
 	@echo "make bench   solver and provisioner benchmarks (figures go to BENCHMARKS.md by hand)"
@@ -24,8 +25,16 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 # Benchmarks (harness = false) are left out: `cargo test --all-targets` would run them.
+# The demo is built by this same command: `cargo run -p nodewright-world` resolves the
+# features of one package and `cargo test --workspace` those of all members with their
+# dev-dependencies (`cargo tree` shows serde_json gaining preserve_order and
+# aws-smithy-http-client test-util), and nearly every crate depends on serde_json, so the
+# two compiled the dependency graph twice on a fresh clone.
+TEST_SELECTION := --workspace --lib --bins --tests
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+
 test: setup
-	$(CARGO) test --workspace --lib --bins --tests
+	$(CARGO) test $(TEST_SELECTION)
 
 lint:
 	$(CARGO) fmt --all --check
@@ -34,8 +43,11 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
+# KEEP=1 keeps the world running after the story until Ctrl-C, for kubectl (see README).
+KEEP ?= 0
 demo: setup
-	$(CARGO) run --quiet -p nodewright-world --bin nodewright-demo
+	$(CARGO) test $(TEST_SELECTION) --no-run --quiet
+	NODEWRIGHT_DEMO_KEEP=$(KEEP) $(TARGET_DIR)/debug/nodewright-demo
 
 # The provisioner benchmark runs the release binary as Lambda would, so it is built first.
 bench: setup release

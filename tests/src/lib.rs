@@ -5,6 +5,7 @@ pub mod aws_faults;
 pub mod aws_front;
 pub mod interruption;
 pub mod kube_sim;
+pub mod kubectl;
 pub mod lambda_api;
 pub mod moto;
 pub mod world;

@@ -1,6 +1,12 @@
 //! `make demo`: nodewright's real provisioner handler against moto (AWS) and the simulated
 //! EKS cluster, told as a timeline. Nothing here is scripted output: every line reports
 //! what the handler did, what moto holds and what the simulated cluster shows.
+//!
+//! The simulated cluster's kubeconfig is written under `target/` and printed as a
+//! `KUBECONFIG=` line; with `NODEWRIGHT_DEMO_KEEP=1` (`make demo KEEP=1`) the world keeps
+//! running after the story — the control plane stepping in real time and the provisioner
+//! invoked every [`KEEP_POLL`] — until Ctrl-C, so a person can explore it with kubectl and
+//! `kubectl scale deployment inflate --replicas=20` to watch nodewright react.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,6 +19,11 @@ use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "demo-cluster";
+/// How often the kept world invokes the provisioner (EventBridge Scheduler's minute is too
+/// slow to watch; each invocation polls for a few seconds, as in the story).
+const KEEP_POLL: Duration = Duration::from_secs(10);
+/// How often the kept world's control plane steps (the simulated clock follows real time).
+const KEEP_STEP: Duration = Duration::from_secs(1);
 
 struct Story {
     started: Instant,
@@ -95,6 +106,21 @@ async fn main() -> anyhow::Result<()> {
         "simulated EKS cluster {CLUSTER} on {} (Karpenter CRDs installed)",
         world.sim.url()
     ));
+    let kubeconfig = nodewright_world::moto::workspace_root()
+        .join("target")
+        .join("nodewright-demo.kubeconfig");
+    std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml())
+        .with_context(|| format!("writing {}", kubeconfig.display()))?;
+    let keep = std::env::var("NODEWRIGHT_DEMO_KEEP").is_ok_and(|v| v == "1");
+    println!(
+        "KUBECONFIG={} {}",
+        kubeconfig.display(),
+        if keep {
+            "(kubectl from .venv/bin works against it until Ctrl-C)"
+        } else {
+            "(valid while the demo runs; `make demo KEEP=1` keeps the world up)"
+        }
+    );
 
     story.phase("2. NodePools from the seed write-ups");
     let getting_started = world.example("getting-started.yaml")?;
@@ -300,5 +326,37 @@ async fn main() -> anyhow::Result<()> {
         "wall time {:.1}s",
         story.started.elapsed().as_secs_f64()
     ));
+    if !keep {
+        return Ok(());
+    }
+
+    // The world after the story, live until Ctrl-C: the control plane steps with the clock
+    // following real time, and the provisioner runs every KEEP_POLL.
+    story.phase("The world keeps running (Ctrl-C ends it)");
+    println!("  export KUBECONFIG={}", kubeconfig.display());
+    println!("  .venv/bin/kubectl get nodes,nodepools -o wide");
+    println!("  .venv/bin/kubectl scale deployment inflate --replicas=20");
+    println!("  .venv/bin/kubectl get pods -w");
+    let mut step = tokio::time::interval(KEEP_STEP);
+    let mut poll = tokio::time::interval(KEEP_POLL);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => break,
+            _ = step.tick() => {
+                world.clock().advance(KEEP_STEP);
+                world.sim.step().await;
+            }
+            _ = poll.tick() => {
+                let summary = invoke(&state).await?;
+                let launched = summary["launchedInstances"].as_array().map_or(0, Vec::len);
+                if launched > 0 {
+                    story.say(format!("provisioner launched {launched} instances"));
+                }
+            }
+        }
+    }
+    story.say("Ctrl-C: stopping the world");
     Ok(())
 }

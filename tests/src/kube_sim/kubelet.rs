@@ -173,7 +173,8 @@ fn lose_node(
     );
     if gone
         && ready_since(node).is_some_and(|t| elapsed(t, removal_delay, now))
-        && store.delete(NODES, "", &name).is_ok()
+        // With the garbage collector: the node's Lease goes with it.
+        && store.delete_cascade(NODES, "", &name).is_ok()
     {
         // Pod GC deletes the pods of a node that no longer exists.
         let orphans: Vec<(String, String)> = store

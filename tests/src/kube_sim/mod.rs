@@ -19,15 +19,22 @@
 // server.
 #![allow(clippy::result_large_err)]
 
+mod age;
 mod clock;
 mod cloud;
 mod controller;
+mod crd_schema;
 mod ec2;
+mod event_view;
 mod eviction;
 mod faults;
+mod jsonpath;
 mod kubelet;
+mod node_lease;
+mod openapi;
 mod patch;
 mod podspec;
+mod printers;
 mod resources;
 mod scheduler;
 mod selectors;
@@ -35,7 +42,9 @@ mod server;
 mod state;
 mod status;
 mod store;
+mod strict;
 mod subresources;
+mod table;
 mod userdata;
 mod validation;
 mod watch;
@@ -395,6 +404,7 @@ impl SimCluster {
         }
         let now = self.inner.shared.clock.now();
         let mut store = self.inner.shared.store();
+        node_lease::renew(&mut store, now);
         controller::reconcile(&mut store, now, &mut report);
         scheduler::schedule_pending(&mut store, now, cfg.pod_start_delay, &mut report);
         kubelet::start_pods(&mut store, now, cfg.pod_start_delay, &mut report);

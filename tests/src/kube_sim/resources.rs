@@ -49,7 +49,8 @@ fn any_object(v: &Value) -> Result<(), String> {
 }
 
 use k8s_openapi::api::{
-    apps::v1 as apps, core::v1 as core, events::v1 as events, policy::v1 as policy,
+    apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
+    policy::v1 as policy,
 };
 
 const POD_FIELDS: &[&str] = &[
@@ -266,6 +267,21 @@ pub static RESOURCES: &[ResourceType] = &[
         fields = Some(NONE),
         any_object
     ),
+    // Kubelets renew one per node in kube-node-lease (`kubectl describe node` reads it);
+    // leader election uses them too: updates carry resourceVersion preconditions.
+    res!(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &[],
+        fields = Some(NONE),
+        decodes::<coordination::Lease>
+    ),
 ];
 
 /// Index into [`RESOURCES`] of the resource at `group/version/plural`.
@@ -290,6 +306,9 @@ pub const REPLICASETS: usize = 6;
 pub const DEPLOYMENTS: usize = 5;
 pub const DAEMONSETS: usize = 7;
 pub const PDBS: usize = 8;
+pub const EVENTS: usize = 4;
+pub const EVENTS_V1: usize = 9;
+pub const LEASES: usize = 14;
 
 fn served(r: &ResourceType, crds: bool) -> bool {
     !r.crd || crds
@@ -355,7 +374,9 @@ pub fn resource_list(group: &str, version: &str, crds: bool) -> Option<Value> {
         .iter()
         .filter(|r| r.group == group && r.version == version && served(r, crds))
     {
-        let mut verbs = vec!["create", "delete", "get", "list", "patch", "update"];
+        let mut verbs = vec![
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ];
         if r.plural != "pods" {
             verbs.push("deletecollection");
         }
@@ -409,9 +430,14 @@ mod tests {
             (REPLICASETS, "replicasets"),
             (DAEMONSETS, "daemonsets"),
             (PDBS, "poddisruptionbudgets"),
+            (EVENTS, "events"),
+            (EVENTS_V1, "events"),
+            (LEASES, "leases"),
         ] {
             assert_eq!(RESOURCES[i].plural, plural);
         }
+        assert_eq!(RESOURCES[EVENTS].group, "");
+        assert_eq!(RESOURCES[EVENTS_V1].group, "events.k8s.io");
     }
 
     #[test]

@@ -9,14 +9,18 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::event_view;
 use super::faults::RequestFacts;
+use super::openapi;
 use super::patch::{self, PatchKind};
-use super::resources::{self, DEPLOYMENTS, PODS, REPLICASETS, RESOURCES};
+use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
 use super::state::Shared;
 use super::status::{self, ApiError};
 use super::store::{Store, Write};
+use super::strict;
 use super::subresources::{evict, scale_of};
+use super::table::{self, Include};
 
 /// Where a path leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,9 @@ enum Route {
     Group(String),
     ResourceList(String, String),
     Resource(Target),
+    OpenApiV3Index,
+    OpenApiV3(String),
+    OpenApiV2,
     NotFound,
 }
 
@@ -49,6 +56,9 @@ fn parse_route(path: &str, crds: bool) -> Route {
     let (group, version, rest) = match segs.as_slice() {
         ["version"] => return Route::Version,
         ["healthz" | "readyz" | "livez", ..] => return Route::Health,
+        ["openapi", "v3"] => return Route::OpenApiV3Index,
+        ["openapi", "v3", rest @ ..] => return Route::OpenApiV3(rest.join("/")),
+        ["openapi", "v2"] | ["swagger-2.0.0.pb-v1"] => return Route::OpenApiV2,
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["apis", g] => return Route::Group(g.to_string()),
@@ -117,27 +127,53 @@ pub async fn handle(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    // Server-side printing for reads of a resource (kubectl get), not of its subresources.
+    let table_version = match &route {
+        Route::Resource(t) if method == Method::GET && t.sub.is_none() => headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(table::negotiate),
+        _ => None,
+    };
+    let printing = match table_version {
+        Some(v) => match Include::from_query(&query) {
+            Ok(include) => Some((v, include)),
+            Err(e) => return e.into_response(),
+        },
+        None => None,
+    };
     if let Route::Resource(t) = &route
         && method == Method::GET
         && t.name.is_none()
         && query.get("watch").is_some_and(|w| w == "true" || w == "1")
     {
-        return watch_collection(sh.clone(), t.clone(), query);
+        return watch_collection(sh.clone(), t.clone(), query, printing);
     }
-    match dispatch(&sh, &method, route, &query, content_type, &body) {
-        Ok((code, v)) => (
-            StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
-            axum::Json(v),
-        )
-            .into_response(),
+    match dispatch(&sh, &method, route.clone(), &query, content_type, &body) {
+        Ok((code, mut v)) => {
+            if let (Some((version, include)), Route::Resource(t)) = (printing, &route) {
+                v = table::render(&RESOURCES[t.res], &v, version, include, sh.clock.now());
+            }
+            (
+                StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
+                axum::Json(v),
+            )
+                .into_response()
+        }
         Err(e) => e.into_response(),
     }
 }
 
 pub type Answer = Result<(u16, Value), ApiError>;
 
-/// A watch on a collection, served by re-listing it ([`super::watch`]).
-fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, String>) -> Response {
+/// A watch on a collection, served by re-listing it ([`super::watch`]); with `printing`,
+/// each event carries a one-row Table, as `kubectl get -w` asks.
+fn watch_collection(
+    sh: Arc<Shared>,
+    t: Target,
+    mut query: BTreeMap<String, String>,
+    printing: Option<(&'static str, Include)>,
+) -> Response {
     let rt = &RESOURCES[t.res];
     let api_version = if rt.group.is_empty() {
         rt.version.to_string()
@@ -151,6 +187,11 @@ fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, Stri
     let dropped = {
         let guard = sh.watch_opened();
         move || guard.shared().watch_generation() != generation
+    };
+    let clock = sh.clock.clone();
+    let present = move |obj: Value| match printing {
+        Some((version, include)) => table::render(rt, &obj, version, include, clock.now()),
+        None => obj,
     };
     let list = move || {
         let now = sh.clock.rfc3339();
@@ -166,7 +207,7 @@ fn watch_collection(sh: Arc<Shared>, t: Target, mut query: BTreeMap<String, Stri
             Err(e) => Err(e.into_response()),
         }
     };
-    super::watch::respond(list, dropped, &watch_query)
+    super::watch::respond(list, dropped, present, &watch_query)
 }
 
 fn dispatch(
@@ -190,6 +231,13 @@ fn dispatch(
             .map(|v| (200, v))
             .ok_or_else(ApiError::path_not_found),
         Route::NotFound => Err(ApiError::path_not_found()),
+        Route::OpenApiV3Index => Ok((200, openapi::index(crds))),
+        Route::OpenApiV3(p) => openapi::document(&p, crds)
+            .map(|v| (200, v))
+            .ok_or_else(ApiError::path_not_found),
+        Route::OpenApiV2 => Err(ApiError::not_served(
+            "the simulated cluster serves OpenAPI v3 (/openapi/v3) only; OpenAPI v2 is protobuf",
+        )),
         Route::Resource(t) => {
             if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
                 return Err(ApiError::method_not_allowed(
@@ -236,16 +284,18 @@ fn resource(
                     rt.plural
                 )));
             }
-            Ok((
-                201,
-                store.create(t.res, &ns, parse_body(body)?, now, Write::Main)?,
-            ))
+            let obj = parse_body(body)?;
+            if strict_fields(q) {
+                strict::check(rt, &obj)?;
+            }
+            Ok((201, store.create(t.res, &ns, obj, now, Write::Main)?))
         }
         ("DELETE", None, None) => {
             let (_, listed) = list(store, t.res, t.ns.as_deref(), q)?;
             for item in listed["items"].as_array().into_iter().flatten() {
                 let (ins, iname) = ns_name(item);
-                delete_one(store, t.res, &ins, &iname, q, body)?;
+                let home = event_home(store, t.res, &ins, &iname);
+                delete_one(store, home, &ins, &iname, q, body)?;
             }
             Ok((200, listed))
         }
@@ -258,10 +308,11 @@ fn resource(
             } else {
                 Write::Main
             };
-            Ok((
-                200,
-                store.replace(t.res, &ns, name, parse_body(body)?, how)?,
-            ))
+            let obj = parse_body(body)?;
+            if strict_fields(q) {
+                strict::check(rt, &obj)?;
+            }
+            Ok((200, store.replace(t.res, &ns, name, obj, how)?))
         }
         ("PATCH", Some(name), s @ (None | Some("status"))) => {
             let how = if s.is_some() {
@@ -269,7 +320,8 @@ fn resource(
             } else {
                 Write::Main
             };
-            patch_object(store, now, t.res, &ns, name, how, ct, body)
+            let strict = strict_fields(q);
+            patch_object(store, now, t.res, &ns, name, how, ct, body, strict)
         }
         ("DELETE", Some(name), None) => {
             let gone = delete_one(store, t.res, &ns, name, q, body)?;
@@ -313,12 +365,26 @@ fn resource(
                 scale_of(&store.replace(t.res, &ns, name, updated, Write::Main)?),
             ))
         }
+        (_, Some(name), Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy")))
+            if t.res == PODS =>
+        {
+            Err(ApiError::not_served(format!(
+                "pods/{sub} is not served by the simulated cluster: no container runs in it, \
+                 so pod {ns}/{name} has no logs, shell or ports to reach"
+            )))
+        }
         (m, _, s) => Err(ApiError::method_not_allowed(format!(
             "{m} is not supported on {}{} by the simulated cluster",
             rt.plural,
             s.map(|s| format!("/{s}")).unwrap_or_default()
         ))),
     }
+}
+
+/// `fieldValidation=Strict`: unknown fields are an error (`Warn` and `Ignore` accept them,
+/// without the warning header the real server adds for `Warn`).
+fn strict_fields(q: &BTreeMap<String, String>) -> bool {
+    q.get("fieldValidation").map(String::as_str) == Some("Strict")
 }
 
 /// Deletes with background propagation unless `propagationPolicy=Orphan` (query or
@@ -331,11 +397,12 @@ fn delete_one(
     q: &BTreeMap<String, String>,
     body: &[u8],
 ) -> Result<Value, ApiError> {
-    let body_policy = serde_json::from_slice::<Value>(body).ok().and_then(|b| {
-        b.get("propagationPolicy")
-            .and_then(Value::as_str)
-            .map(String::from)
-    });
+    let options = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
+    check_preconditions(&RESOURCES[res], name, store.get(res, ns, name)?, &options)?;
+    let body_policy = options
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(String::from);
     let orphan = q.get("propagationPolicy").map(String::as_str) == Some("Orphan")
         || body_policy.as_deref() == Some("Orphan");
     if orphan {
@@ -343,6 +410,36 @@ fn delete_one(
     } else {
         store.delete_cascade(res, ns, name)
     }
+}
+
+/// DeleteOptions `preconditions`: a delete of an object whose uid or resourceVersion moved
+/// on since the caller read it is a 409 Conflict (leader election and drain rely on it).
+fn check_preconditions(
+    rt: &resources::ResourceType,
+    name: &str,
+    current: &Value,
+    options: &Value,
+) -> Result<(), ApiError> {
+    for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        let Some(want) = options
+            .pointer(&format!("/preconditions/{field}"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let have = current
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if want != have {
+            let mut e = ApiError::conflict(rt.group, rt.plural, name);
+            e.message = format!(
+                "Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}"
+            );
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 fn ns_name(obj: &Value) -> (String, String) {
@@ -353,6 +450,32 @@ fn ns_name(obj: &Value) -> (String, String) {
             .to_string()
     };
     (s("/metadata/namespace"), s("/metadata/name"))
+}
+
+/// The objects of a collection in namespace/name order; each Event API also lists the
+/// other's Events, converted, as one storage serves both on a real server.
+fn stored_items(store: &Store, res: usize, ns: Option<&str>) -> Vec<Value> {
+    let other = match res {
+        EVENTS => Some((EVENTS_V1, event_view::to_core as fn(&Value) -> Value)),
+        EVENTS_V1 => Some((EVENTS, event_view::to_events_v1 as fn(&Value) -> Value)),
+        _ => None,
+    };
+    let mut items: Vec<Value> = store.list(res, ns).cloned().collect();
+    if let Some((other, convert)) = other {
+        items.extend(store.list(other, ns).map(convert));
+        items.sort_by_key(ns_name);
+    }
+    items
+}
+
+/// Where a listed object is stored: an Event listed through one Event API may live in the
+/// other's store (see [`stored_items`]).
+fn event_home(store: &Store, res: usize, ns: &str, name: &str) -> usize {
+    match res {
+        EVENTS if store.get(EVENTS, ns, name).is_err() => EVENTS_V1,
+        EVENTS_V1 if store.get(EVENTS_V1, ns, name).is_err() => EVENTS,
+        other => other,
+    }
 }
 
 fn list(store: &Store, res: usize, ns: Option<&str>, q: &BTreeMap<String, String>) -> Answer {
@@ -371,7 +494,7 @@ fn list(store: &Store, res: usize, ns: Option<&str>, q: &BTreeMap<String, String
     let after = q.get("continue").cloned().unwrap_or_default();
     let mut items: Vec<Value> = Vec::new();
     let mut more = None;
-    for obj in store.list(res, ns) {
+    for obj in &stored_items(store, res, ns) {
         let (ins, iname) = ns_name(obj);
         let key = format!("{ins}/{iname}");
         if !after.is_empty() && key <= after {
@@ -409,14 +532,19 @@ fn patch_object(
     how: Write,
     ct: &str,
     body: &[u8],
+    strict: bool,
 ) -> Answer {
     let kind = PatchKind::from_content_type(ct)?;
+    let rt = &RESOURCES[res];
     let current = match store.get(res, ns, name) {
         Ok(v) => v.clone(),
         Err(e) if kind == PatchKind::Apply && how == Write::Main => {
             // Server-side apply creates what does not exist yet.
             let mut fresh = json!({ "metadata": { "name": name } });
             patch::apply(kind, &mut fresh, body)?;
+            if strict {
+                strict::check(rt, &fresh)?;
+            }
             return store
                 .create(res, ns, fresh, now, Write::Main)
                 .map(|v| (201, v))
@@ -426,6 +554,9 @@ fn patch_object(
     };
     let mut doc = current;
     patch::apply(kind, &mut doc, body)?;
+    if strict {
+        strict::check(rt, &doc)?;
+    }
     Ok((200, store.replace(res, ns, name, doc, how)?))
 }
 
@@ -435,6 +566,47 @@ mod tests {
 
     fn route(p: &str) -> Route {
         parse_route(p, false)
+    }
+
+    #[test]
+    fn deleting_the_event_collection_deletes_the_events_of_both_apis() {
+        let mut store = Store::new();
+        let t = "2025-01-01T00:00:00Z";
+        let core = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "a"},
+                          "involvedObject": {"kind": "Pod", "name": "p"}});
+        let v1 = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "b"},
+                        "eventTime": "2025-01-01T00:00:00.000000Z", "reportingController": "x",
+                        "reportingInstance": "y", "action": "A", "reason": "R", "regarding": {"kind": "Pod"}});
+        assert!(
+            store
+                .create(EVENTS, "default", core, t, Write::Main)
+                .is_ok()
+        );
+        assert!(
+            store
+                .create(EVENTS_V1, "default", v1, t, Write::Main)
+                .is_ok()
+        );
+        let target = Target {
+            res: EVENTS,
+            ns: Some("default".into()),
+            name: None,
+            sub: None,
+        };
+        let answer = resource(
+            &mut store,
+            t,
+            &Method::DELETE,
+            target,
+            &BTreeMap::new(),
+            "",
+            &[],
+        );
+        assert!(answer.is_ok(), "{answer:?}");
+        assert_eq!(
+            store.list(EVENTS, None).count() + store.list(EVENTS_V1, None).count(),
+            0
+        );
     }
 
     #[test]

@@ -98,6 +98,12 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// Something the simulated cluster deliberately does not serve (pod logs, exec, ...):
+    /// 404 with a message that says so instead of a bare "not found".
+    pub fn not_served(message: impl Into<String>) -> Self {
+        Self::new(404, "NotFound", message)
+    }
+
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
     }

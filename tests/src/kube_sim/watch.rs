@@ -6,7 +6,10 @@
 //! [`TICK`] and reports the differences: ADDED, MODIFIED (resourceVersion changed) and
 //! DELETED. An object that leaves a field selector is reported DELETED, as the real server
 //! does. Without `resourceVersion` (or with `"0"`) every current object is first sent as
-//! ADDED; with any other value the stream starts from the present. The stream ends after
+//! ADDED; with any other value the stream starts from that version: objects written since
+//! (a newer resourceVersion) are sent first, as ADDED — a list-then-watch client such as
+//! `kubectl get -w` misses nothing created between its list and its watch; objects deleted
+//! in between are not reported (the store keeps no history). The stream ends after
 //! `timeoutSeconds` (default 30 minutes), when the client goes away, or when the test drops
 //! every watch (`SimCluster::drop_watches`).
 
@@ -66,12 +69,19 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<Value> {
 }
 
 /// A streaming watch answer; `list` lists the collection as a GET would, each item with
-/// its `apiVersion` and `kind` (watch events carry whole objects).
+/// its `apiVersion` and `kind` (watch events carry whole objects), and `present` shapes the
+/// object an event carries (kubectl's `get -w` wants each as a one-row Table).
 /// The stream also ends once `dropped` returns true.
-pub fn respond<F, D>(list: F, dropped: D, query: &BTreeMap<String, String>) -> Response
+pub fn respond<F, D, P>(
+    list: F,
+    dropped: D,
+    present: P,
+    query: &BTreeMap<String, String>,
+) -> Response
 where
     F: Fn() -> Result<Value, Response> + Send + 'static,
     D: Fn() -> bool + Send + Sync + 'static,
+    P: Fn(Value) -> Value + Send + Sync + 'static,
 {
     let first = match list() {
         Ok(v) => snapshot(&v),
@@ -85,10 +95,21 @@ where
         .and_then(|s| s.parse().ok())
         .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
     let ends = Instant::now() + timeout;
-    let start = if from_now { first } else { Snapshot::new() };
+    let since: u64 = query
+        .get("resourceVersion")
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(u64::MAX);
+    let start: Snapshot = if from_now {
+        first
+            .into_iter()
+            .filter(|(_, (rv, _))| rv.parse::<u64>().is_ok_and(|rv| rv <= since))
+            .collect()
+    } else {
+        Snapshot::new()
+    };
     let stream = futures::stream::unfold(
-        (start, list, dropped),
-        move |(mut seen, list, dropped)| async move {
+        (start, list, dropped, present),
+        move |(mut seen, list, dropped, present)| async move {
             loop {
                 if dropped() {
                     return None;
@@ -101,13 +122,14 @@ where
                 seen = now;
                 if !events.is_empty() {
                     let mut lines = String::new();
-                    for e in events {
+                    for mut e in events {
+                        e["object"] = present(e["object"].take());
                         lines.push_str(&e.to_string());
                         lines.push('\n');
                     }
                     return Some((
                         Ok::<_, Infallible>(Bytes::from(lines)),
-                        (seen, list, dropped),
+                        (seen, list, dropped, present),
                     ));
                 }
                 if Instant::now() >= ends {
