@@ -3,7 +3,9 @@
 
 pub mod aws_faults;
 pub mod aws_front;
+pub mod ec2_idempotency;
 pub mod kube_sim;
 pub mod lambda_api;
 pub mod moto;
+pub mod template;
 pub mod world;
