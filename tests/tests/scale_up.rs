@@ -370,8 +370,10 @@ async fn create_fleet_throttled_past_the_sdk_retries_is_tried_again_by_the_next_
     // The SDK's standard retry policy makes three attempts: three throttles exhaust it, so
     // the error reaches nodewright, which stops launching for that poll.
     world.front.throttle("CreateFleet", 3);
+    // 20 s: the SDK's backoff over three throttles, then the polls that follow; each poll
+    // is slower with moto checking signatures and policies on every call.
     let state = world
-        .provisioner(quick(Duration::from_secs(10)), quick_batch())
+        .provisioner(quick(Duration::from_secs(20)), quick_batch())
         .await
         .unwrap();
     let summary = invoke(&state).await.unwrap();

@@ -380,6 +380,7 @@ mod tests {
                 ErrorClass::InsufficientCapacity,
             ),
             ("RequestLimitExceeded", ErrorClass::Throttled),
+            ("IdempotentParameterMismatch", ErrorClass::TokenReused),
             ("Throttling", ErrorClass::Throttled),
             ("UnauthorizedOperation", ErrorClass::Unauthorized),
             ("AccessDeniedException", ErrorClass::Unauthorized),
