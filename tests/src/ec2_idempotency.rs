@@ -31,10 +31,14 @@ pub enum Verdict {
     Mismatch { token: String },
 }
 
+/// (action, token).
+type TokenKey = (String, String);
+/// The parameters of the first call (without the token) and its answer.
+type FirstCall = (BTreeMap<String, String>, Remembered);
+
 #[derive(Default)]
 pub struct Tokens {
-    /// (action, token) -> (parameters without token and signature, first answer).
-    seen: Mutex<HashMap<(String, String), (BTreeMap<String, String>, Remembered)>>,
+    seen: Mutex<HashMap<TokenKey, FirstCall>>,
 }
 
 /// The form parameters of a query-protocol body, decoded.

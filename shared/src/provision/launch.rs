@@ -71,6 +71,7 @@ pub fn instance_tags(
 ///
 /// `client_token` is the attempt's (see [`super::attempts`]): it does not depend on the
 /// overrides, so what drifts between a crash and its retry does not change it.
+#[allow(clippy::too_many_arguments)]
 pub fn fleet_request(
     claim: &PlannedClaim,
     catalog: &Catalog,
