@@ -138,4 +138,10 @@ impl<E: InstanceInventory + Sync> InstanceInventory for WithFaults<E> {
     ) -> Result<(), AwsError> {
         self.inner.create_tags(ids, tags).await
     }
+    async fn states(
+        &self,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, nodewright::aws::InstanceState>, AwsError> {
+        self.inner.states(ids).await
+    }
 }

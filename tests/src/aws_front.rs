@@ -10,6 +10,10 @@
 //!   it) and its answer is withheld; the test is told, and drops the handler's future as a
 //!   Lambda container dying at that instant would, with the side effect done and unseen.
 //!
+//! - **EC2 idempotency** (always on, as in AWS): a repeated CreateFleet/RunInstances
+//!   ClientToken gets its first answer back, the same token with other parameters gets
+//!   `IdempotentParameterMismatch` ([`crate::ec2_idempotency`]; moto ignores the token).
+//!
 //! Every call is recorded (action, time, what the front did), so tests and benchmarks can
 //! read the wire: how often the SDK retried, when CreateFleet was sent.
 //!
@@ -28,6 +32,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{oneshot, watch};
 
+use crate::ec2_idempotency::{Remembered, Tokens, Verdict, mismatch_xml};
+
 /// The most a request body may be; CreateFleet with 60 types x 3 zones is ~40 KiB.
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
@@ -40,6 +46,11 @@ pub enum Handling {
     Throttled,
     /// Forwarded to moto, answer withheld: the caller "crashed" here.
     Withheld,
+    /// A ClientToken seen before with the same parameters: its first answer again, moto
+    /// never saw the call.
+    Replayed,
+    /// A ClientToken seen before with other parameters: `IdempotentParameterMismatch`.
+    TokenMismatch,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +71,7 @@ struct Front {
     upstream: String,
     http: reqwest::Client,
     armed: Mutex<Armed>,
+    tokens: Tokens,
     calls: Mutex<Vec<Call>>,
     /// Flips to true when the front stops, releasing withheld answers.
     stopping: watch::Receiver<bool>,
@@ -97,6 +109,7 @@ impl AwsFront {
             upstream: upstream.trim_end_matches('/').to_string(),
             http: reqwest::Client::builder().no_proxy().build()?,
             armed: Mutex::default(),
+            tokens: Tokens::default(),
             calls: Mutex::default(),
             stopping,
         });
@@ -212,8 +225,10 @@ impl Front {
             .http
             .request(method, format!("{}{path_and_query}", self.upstream))
             .body(body);
+        // The Host header is forwarded as the caller sent it: it is part of the SigV4
+        // signature moto verifies.
         for (name, value) in headers {
-            if name != header::HOST && name != header::CONTENT_LENGTH {
+            if name != header::CONTENT_LENGTH {
                 request = request.header(name, value);
             }
         }
@@ -250,8 +265,22 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         front.record(action.clone(), at, Handling::Throttled);
         return throttled(&parts.headers, &action);
     }
+    let token_key = match front.tokens.judge(&action, &body) {
+        Verdict::Forward { key } => key,
+        Verdict::Replay(first) => {
+            front.record(action, at, Handling::Replayed);
+            return replay(first);
+        }
+        Verdict::Mismatch { token } => {
+            front.record(action, at, Handling::TokenMismatch);
+            let mut r = (StatusCode::BAD_REQUEST, mismatch_xml(&token)).into_response();
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+            return r;
+        }
+    };
     let answer = front
-        .forward(parts.method, &path_and_query, &parts.headers, body)
+        .forward(parts.method, &path_and_query, &parts.headers, body.clone())
         .await;
     let response = match answer {
         Ok(r) => r,
@@ -262,6 +291,32 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             )
                 .into_response();
         }
+    };
+    // EC2 remembers the answer whether or not the caller lived to read it.
+    let response = match token_key {
+        Some(key) => {
+            let (parts_out, out_body) = response.into_parts();
+            let bytes = axum::body::to_bytes(out_body, MAX_BODY)
+                .await
+                .unwrap_or_default();
+            let content_type = parts_out
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("text/xml")
+                .to_string();
+            front.tokens.remember(
+                key,
+                &body,
+                Remembered {
+                    status: parts_out.status.as_u16(),
+                    content_type,
+                    body: bytes.clone(),
+                },
+            );
+            Response::from_parts(parts_out, Body::from(bytes))
+        }
+        None => response,
     };
     match plan {
         Plan::Crash(tx) => {
@@ -277,6 +332,15 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             response
         }
     }
+}
+
+fn replay(first: Remembered) -> Response {
+    let mut r = Response::new(Body::from(first.body));
+    *r.status_mut() = StatusCode::from_u16(first.status).unwrap_or(StatusCode::OK);
+    if let Ok(v) = HeaderValue::from_str(&first.content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
 }
 
 /// The action a request calls: `X-Amz-Target`'s operation for JSON protocols, `Action=`

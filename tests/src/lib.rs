@@ -3,9 +3,11 @@
 
 pub mod aws_faults;
 pub mod aws_front;
+pub mod ec2_idempotency;
 pub mod interruption;
 pub mod kube_sim;
 pub mod kubectl;
 pub mod lambda_api;
 pub mod moto;
+pub mod template;
 pub mod world;

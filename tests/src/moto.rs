@@ -39,8 +39,12 @@
 //! - **IAM managed policies** exist only because the server is started with
 //!   `MOTO_IAM_LOAD_MANAGED_POLICIES=true`; without it AttachRolePolicy of
 //!   `AmazonEKSWorkerNodePolicy` fails with NoSuchEntity.
-//! - **Signatures** are not verified; any static credentials work.
+//! - **IAM** is enforced (see [`iam`]): moto is started with `INITIAL_NO_AUTH_ACTION_COUNT`,
+//!   so after the calls that create the world's administrator every call must be signed
+//!   by an existing access key whose policies allow the action. moto checks the action
+//!   only, against the resource `*`, and ignores conditions.
 
+pub mod iam;
 mod seed;
 mod seed_events;
 
@@ -60,7 +64,8 @@ pub use seed::{SeedError, SeedSpec, Seeded, SeededImage, SeededSubnet, seed};
 pub const REGION: &str = "us-east-1";
 /// moto's fixed account id (moto's `DEFAULT_ACCOUNT_ID`).
 pub const ACCOUNT_ID: &str = "123456789012";
-/// AWS's documentation example key pair; moto does not verify signatures.
+/// AWS's documentation example key pair: signs the unauthenticated calls that create the
+/// world's administrator (no IAM user owns it, so moto refuses it afterwards).
 const ACCESS_KEY_ID: &str = "AKIAIOSFODNN7EXAMPLE";
 const SECRET_ACCESS_KEY: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 
@@ -101,6 +106,12 @@ pub enum MotoError {
     },
     #[error("POST {url} failed")]
     Reset { url: String, source: reqwest::Error },
+    #[error("moto on {url} did not let the world's administrator be created")]
+    Admin {
+        url: String,
+        #[source]
+        source: SeedError,
+    },
 }
 
 /// A running moto server on 127.0.0.1; stopped (with its process group) when dropped.
@@ -110,6 +121,8 @@ pub struct Moto {
     url: String,
     log: PathBuf,
     http: reqwest::Client,
+    /// The world's administrator, created by the first (unauthenticated) calls.
+    admin: Option<Credentials>,
 }
 
 impl Moto {
@@ -140,9 +153,20 @@ impl Moto {
                 url,
                 log,
                 http: http.clone(),
+                admin: None,
             };
             match moto.wait_ready().await {
-                Ok(()) => return Ok(moto),
+                Ok(()) => {
+                    let anonymous = sdk_config_for(&moto.url, &example_credentials()).await;
+                    let admin = iam::bootstrap_admin(&anonymous).await.map_err(|source| {
+                        MotoError::Admin {
+                            url: moto.url.clone(),
+                            source,
+                        }
+                    })?;
+                    moto.admin = Some(admin);
+                    return Ok(moto);
+                }
                 // Another process won the race for the port; moto exits at once.
                 Err(MotoError::Exited { .. }) => {
                     last = Some((moto.url.clone(), moto.log.clone()));
@@ -173,22 +197,15 @@ impl Moto {
         &self.log
     }
 
-    /// Forgets every resource in every service (`POST /moto-api/reset`).
-    pub async fn reset(&self) -> Result<(), MotoError> {
-        let url = format!("{}/moto-api/reset", self.url);
-        self.http
-            .post(&url)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(|source| MotoError::Reset { url, source })?;
-        Ok(())
+    /// The administrator's access key (allowed every action).
+    pub fn admin_credentials(&self) -> Credentials {
+        self.admin.clone().unwrap_or_else(example_credentials)
     }
 
     /// An SDK configuration that reaches this moto and nothing else: region `us-east-1`,
-    /// static test credentials, endpoint URL = [`Moto::url`].
+    /// the administrator's credentials, endpoint URL = [`Moto::url`].
     pub async fn sdk_config(&self) -> SdkConfig {
-        sdk_config_for(&self.url).await
+        sdk_config_for(&self.url, &self.admin_credentials()).await
     }
 
     async fn wait_ready(&mut self) -> Result<(), MotoError> {
@@ -243,25 +260,32 @@ impl Drop for Moto {
     }
 }
 
-/// An SDK configuration for a moto server at `url` (see [`Moto::sdk_config`]).
-pub async fn sdk_config_for(url: &str) -> SdkConfig {
-    let credentials = Credentials::new(ACCESS_KEY_ID, SECRET_ACCESS_KEY, None, None, "moto");
+fn example_credentials() -> Credentials {
+    Credentials::new(ACCESS_KEY_ID, SECRET_ACCESS_KEY, None, None, "moto")
+}
+
+/// An SDK configuration for a moto server at `url` signing with `credentials` (see
+/// [`Moto::sdk_config`]).
+pub async fn sdk_config_for(url: &str, credentials: &Credentials) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(REGION))
-        .credentials_provider(credentials)
+        .credentials_provider(credentials.clone())
         .endpoint_url(url)
         .load()
         .await
 }
 
-/// The environment that points an AWS SDK in another process at `url` with the test
-/// credentials, as `AWS_ENDPOINT_URL` does for every SDK.
-pub fn sdk_env(url: &str) -> Vec<(&'static str, String)> {
+/// The environment that points an AWS SDK in another process at `url` signing with
+/// `credentials`, as `AWS_ENDPOINT_URL` does for every SDK.
+pub fn sdk_env(url: &str, credentials: &Credentials) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ENDPOINT_URL", url.to_string()),
         ("AWS_REGION", REGION.to_string()),
-        ("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID.to_string()),
-        ("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY.to_string()),
+        ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_string()),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            credentials.secret_access_key().to_string(),
+        ),
         // No instance metadata on a developer machine: do not wait for it.
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
     ]
@@ -322,6 +346,11 @@ fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
         // AWS managed policies (AmazonEKSWorkerNodePolicy, ...) exist in every account;
         // moto loads them only when asked.
         .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+        // IAM enforced after the calls that create the administrator (see `iam`).
+        .env(
+            "INITIAL_NO_AUTH_ACTION_COUNT",
+            iam::UNAUTHENTICATED_CALLS.to_string(),
+        )
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)

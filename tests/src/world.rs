@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use aws_config::SdkConfig;
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use serde_json::Value;
 
 use crate::aws_front::AwsFront;
@@ -14,17 +16,62 @@ use crate::kube_sim::{
     Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig,
 };
 use crate::moto::{Moto, SeedSpec, Seeded, seed};
+use crate::template::{StackFacts, Template};
 
 pub struct World {
     pub moto: Moto,
     pub seeded: Seeded,
     /// Straight to moto: the harness's own reads and the simulated kubelet's.
     pub sdk: SdkConfig,
-    /// Through [`World::front`]: what the functions under test are given.
+    /// Through [`World::front`], signed as the provisioner: what the functions under test
+    /// are given (see [`World::function_sdk`] for the others).
     pub product_sdk: SdkConfig,
+    /// Per function of `template.yaml` (`ProvisionerFunction`, ...): the access key of
+    /// the IAM identity holding that function's policies.
+    pub function_credentials: BTreeMap<String, Credentials>,
     /// The proxy in front of moto where AWS-side faults are armed.
     pub front: AwsFront,
     pub sim: SimCluster,
+}
+
+/// The provisioner's logical id in `template.yaml`.
+pub const PROVISIONER: &str = "ProvisionerFunction";
+
+/// The stack's template resolved for this world: its cluster, the seeded node role and
+/// queue standing in for the stack's own.
+pub fn stack_facts(seeded: &Seeded) -> StackFacts {
+    StackFacts::local(&seeded.cluster)
+        .with_attribute("NodeRole.Arn", &seeded.node_role_arn)
+        .with_attribute("InterruptionQueue.Arn", &seeded.queue_arn)
+        .with_ref("NodeRole", &seeded.node_role_name)
+        .with_ref("NodeInstanceProfile", &seeded.instance_profile_name)
+        .with_ref("InterruptionQueue", &seeded.queue_url)
+}
+
+/// One IAM identity per function of `template.yaml`, holding that function's policies.
+async fn function_identities(
+    admin: &SdkConfig,
+    seeded: &Seeded,
+) -> anyhow::Result<BTreeMap<String, Credentials>> {
+    let template = Template::load()?;
+    let facts = stack_facts(seeded);
+    let mut out = BTreeMap::new();
+    for function in template.functions() {
+        let role = template.function_role(&function, &facts)?;
+        let user = format!("{}-{}", seeded.cluster, function);
+        let credentials = crate::moto::iam::function_identity(admin, &user, &role)
+            .await
+            .with_context(|| format!("creating the IAM identity of {function}"))?;
+        out.insert(function, credentials);
+    }
+    Ok(out)
+}
+
+fn signed_as(config: &SdkConfig, credentials: &Credentials) -> SdkConfig {
+    config
+        .to_builder()
+        .credentials_provider(SharedCredentialsProvider::new(credentials.clone()))
+        .build()
 }
 
 /// Node capacity for every bundled instance type, from the same arithmetic the solver uses
@@ -105,15 +152,30 @@ impl World {
             .await
             .context("the simulated cluster starts")?;
         let front = AwsFront::start(moto.url()).await?;
-        let product_sdk = front.sdk_config(&sdk);
+        let function_credentials = function_identities(&sdk, &seeded).await?;
+        let provisioner = function_credentials
+            .get(PROVISIONER)
+            .with_context(|| format!("template.yaml has no {PROVISIONER}"))?;
+        let product_sdk = signed_as(&front.sdk_config(&sdk), provisioner);
         Ok(World {
             moto,
             seeded,
             sdk,
             product_sdk,
+            function_credentials,
             front,
             sim,
         })
+    }
+
+    /// An SDK configuration through [`World::front`] signed as `function` (a logical id
+    /// of `template.yaml`, `SweeperFunction`), so only its template policy's actions pass.
+    pub fn function_sdk(&self, function: &str) -> anyhow::Result<SdkConfig> {
+        let credentials = self
+            .function_credentials
+            .get(function)
+            .with_context(|| format!("template.yaml has no function {function}"))?;
+        Ok(signed_as(&self.front.sdk_config(&self.sdk), credentials))
     }
 
     pub fn clock(&self) -> SimClock {
@@ -148,7 +210,11 @@ impl World {
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(&kubeconfig, self.sim.kubeconfig_yaml())
             .with_context(|| format!("writing {}", kubeconfig.display()))?;
-        let mut env = crate::moto::sdk_env(self.front.url());
+        let credentials = self
+            .function_credentials
+            .get(PROVISIONER)
+            .with_context(|| format!("template.yaml has no {PROVISIONER}"))?;
+        let mut env = crate::moto::sdk_env(self.front.url(), credentials);
         env.extend([
             ("KUBECONFIG", kubeconfig.display().to_string()),
             ("CLUSTER_NAME", self.seeded.cluster.clone()),

@@ -19,15 +19,9 @@ use nodewright_world::kube_sim::{
     Arch, CloudView, Ec2CloudView, InstanceState, NodeCapacity, SimCluster, SimConfig,
 };
 
-async fn ec2(url: &str) -> aws_sdk_ec2::Client {
-    let creds = aws_credential_types::Credentials::new("test", "test", None, None, "moto");
-    let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .credentials_provider(creds)
-        .load()
-        .await;
-    aws_sdk_ec2::Client::new(&conf)
+/// Signed as the world's administrator: moto enforces IAM (see `moto::iam`).
+async fn ec2(moto: &nodewright_world::moto::Moto) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::new(&moto.sdk_config().await)
 }
 
 #[tokio::test]
@@ -35,7 +29,7 @@ async fn fleet_instance_with_launch_template_user_data_becomes_a_labelled_node()
     let moto = nodewright_world::moto::Moto::start()
         .await
         .expect("moto starts");
-    let client = ec2(moto.url()).await;
+    let client = ec2(&moto).await;
     let ami = client
         .describe_images()
         .owners("amazon")

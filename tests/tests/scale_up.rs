@@ -37,6 +37,13 @@ fn pods_of(world: &World, ns: &str, app: &str) -> (usize, usize) {
 
 /// Advances the simulated clock past boot and readiness, stepping the simulations.
 async fn let_nodes_join(world: &World) {
+    // The manual clock started with the test; instances carry moto's real launch times,
+    // later by however long starting and seeding moto took on this machine. Catch up first
+    // so boot and readiness are measured from the launch, not from the test's start.
+    let lag = jiff::Timestamp::now().duration_since(world.clock().now());
+    if let Ok(lag) = Duration::try_from(lag) {
+        world.clock().advance(lag);
+    }
     for _ in 0..8 {
         world.clock().advance(Duration::from_secs(10));
         world.sim.step().await;
@@ -363,8 +370,10 @@ async fn create_fleet_throttled_past_the_sdk_retries_is_tried_again_by_the_next_
     // The SDK's standard retry policy makes three attempts: three throttles exhaust it, so
     // the error reaches nodewright, which stops launching for that poll.
     world.front.throttle("CreateFleet", 3);
+    // 20 s: the SDK's backoff over three throttles, then the polls that follow; each poll
+    // is slower with moto checking signatures and policies on every call.
     let state = world
-        .provisioner(quick(Duration::from_secs(10)), quick_batch())
+        .provisioner(quick(Duration::from_secs(20)), quick_batch())
         .await
         .unwrap();
     let summary = invoke(&state).await.unwrap();

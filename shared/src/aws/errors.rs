@@ -29,6 +29,9 @@ pub enum ErrorClass {
     /// eventually consistent: EC2 refuses a new instance profile for a few seconds). Retry
     /// the same request a little later; it says nothing about capacity.
     Propagating,
+    /// The ClientToken was already used with other parameters
+    /// (`IdempotentParameterMismatch`): an earlier attempt of this launch reached EC2.
+    TokenReused,
     Other,
 }
 
@@ -41,6 +44,7 @@ impl fmt::Display for ErrorClass {
             ErrorClass::Unauthorized => "unauthorized",
             ErrorClass::InvalidParameter => "invalid parameter",
             ErrorClass::Propagating => "not visible yet",
+            ErrorClass::TokenReused => "client token already used",
             ErrorClass::Other => "other",
         };
         f.write_str(s)
@@ -126,7 +130,9 @@ const INVALID_PARAMETER: &[&str] = &[
 /// The class of an AWS error code (a pure table lookup; unknown codes are `Other`).
 pub fn classify_code(code: &str) -> ErrorClass {
     let is = |table: &[&str]| table.contains(&code);
-    if is(NOT_FOUND) {
+    if code == "IdempotentParameterMismatch" {
+        ErrorClass::TokenReused
+    } else if is(NOT_FOUND) {
         ErrorClass::NotFound
     } else if is(INSUFFICIENT_CAPACITY) {
         ErrorClass::InsufficientCapacity
@@ -377,6 +383,7 @@ mod tests {
                 ErrorClass::InsufficientCapacity,
             ),
             ("RequestLimitExceeded", ErrorClass::Throttled),
+            ("IdempotentParameterMismatch", ErrorClass::TokenReused),
             ("Throttling", ErrorClass::Throttled),
             ("UnauthorizedOperation", ErrorClass::Unauthorized),
             ("AccessDeniedException", ErrorClass::Unauthorized),

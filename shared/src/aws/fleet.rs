@@ -164,6 +164,9 @@ impl Ec2Adapter {
             )
             .tag_specifications(tag_spec(ResourceType::Instance, &tags))
             .tag_specifications(tag_spec(ResourceType::Volume, &tags))
+            // The fleet itself too: the IAM policy allows CreateFleet on `fleet/*` only
+            // with the ownership tag in the request (template.yaml, LaunchOnlyTaggedAsOurs).
+            .tag_specifications(tag_spec(ResourceType::Fleet, &tags))
     }
 }
 

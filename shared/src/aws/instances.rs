@@ -184,6 +184,19 @@ impl InstanceInventory for Ec2Adapter {
         Ok(total)
     }
 
+    async fn states(
+        &self,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, InstanceState>, AwsError> {
+        let mut out = std::collections::HashMap::new();
+        for chunk in ids.chunks(IDS_PER_CALL) {
+            for i in self.describe(vec![filter("instance-id", chunk)]).await? {
+                out.insert(i.id, i.state);
+            }
+        }
+        Ok(out)
+    }
+
     async fn create_tags(
         &self,
         ids: &[String],

@@ -13,7 +13,7 @@ use super::errors::AwsError;
 use super::fleet::{FleetOutcome, FleetRequest};
 use super::images::Image;
 use super::instance_types::{SpotPrice, TypeOffering};
-use super::instances::{OwnedInstance, TerminateOutcome};
+use super::instances::{InstanceState, OwnedInstance, TerminateOutcome};
 use super::launch_templates::{LaunchTemplateRef, LaunchTemplateSpec, OwnedLaunchTemplate};
 use super::network::{SecurityGroup, Subnet};
 
@@ -106,6 +106,13 @@ pub trait InstanceInventory {
         ids: &[String],
         tags: &BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), AwsError>> + Send;
+    /// The state of each of `ids` EC2 still lists, terminated ones included (for as long
+    /// as EC2 shows them), whoever owns them; an id it does not list is absent. Tells a
+    /// replayed launch answer naming a dead instance from a live one.
+    fn states(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<HashMap<String, InstanceState>, AwsError>> + Send;
 }
 
 /// On-demand prices of the region the functions run in (the AWS Pricing API).

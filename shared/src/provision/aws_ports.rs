@@ -112,6 +112,12 @@ impl<E: InstanceInventory + Sync, I: Sync, P: Sync, M: Sync> InstanceInventory
     ) -> Result<(), AwsError> {
         self.ec2.create_tags(ids, tags).await
     }
+    async fn states(
+        &self,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, crate::aws::InstanceState>, AwsError> {
+        self.ec2.states(ids).await
+    }
 }
 
 impl<E: Sync, I: Sync, P: Sync, M: InstanceProfiles + Sync> InstanceProfiles

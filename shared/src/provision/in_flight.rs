@@ -3,6 +3,7 @@
 //! registered from such an instance without the node claim label.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -22,7 +23,14 @@ fn node_instance_ids(nodes: &[Node]) -> HashSet<String> {
         .collect()
 }
 
-/// Owned instances that are pending or running and that no Node names in its providerID,
+/// How long an owned instance without a Node counts as capacity on its way: a node joins
+/// within minutes (Karpenter's registration TTL is 15 minutes); one that has not by then
+/// never will, and the sweeper terminates it. Counting it for ever would leave its pods
+/// pending for ever.
+pub const JOIN_DEADLINE: Duration = Duration::from_secs(15 * 60);
+
+/// Owned instances that are pending or running, launched less than [`JOIN_DEADLINE`] ago
+/// (an unknown launch time counts as recent), and that no Node names in its providerID,
 /// with the labels and taints their NodePool gives them and their capacity from the
 /// catalog (allocatable less the NodePool's DaemonSet overhead, as the solver counts a new
 /// node). A type the catalog does not know counts with no capacity: it still counts for
@@ -34,13 +42,21 @@ pub fn in_flight(
     pools: &[NodePool],
     classes: &[EC2NodeClass],
     daemon_sets: &[PodDemand],
+    now: SystemTime,
 ) -> Vec<InFlight> {
     let registered = node_instance_ids(nodes);
     let empty = Catalog::default();
+    let deadline = jiff::Timestamp::try_from(now)
+        .ok()
+        .and_then(|n| n.checked_sub(JOIN_DEADLINE).ok());
     owned
         .iter()
         .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
         .filter(|i| !registered.contains(&i.id))
+        .filter(|i| match (i.launch_time, deadline) {
+            (Some(launched), Some(deadline)) => launched > deadline,
+            _ => true,
+        })
         .map(|i| {
             let nodepool = i.tags.get(NODEPOOL_TAG).cloned();
             let pool = nodepool
@@ -156,7 +172,7 @@ mod tests {
             instance("i-00000004", InstanceState::Running, Some("nw-d")),
         ];
         let nodes = [node("ip-10-0-0-4", "i-00000004", Some("nw-d"))];
-        let got = in_flight(&owned, &nodes, &catalog, &[], &[], &[]);
+        let got = in_flight(&owned, &nodes, &catalog, &[], &[], &[], SystemTime::now());
         let ids: Vec<(&str, &str)> = got
             .iter()
             .map(|f| (f.instance_id.as_str(), f.nodeclaim.as_str()))
@@ -167,6 +183,32 @@ mod tests {
             got.iter()
                 .all(|f| f.capacity.cpu == 2000 && f.allocatable.cpu > 0)
         );
+    }
+
+    #[test]
+    fn an_instance_that_never_joined_stops_counting_fifteen_minutes_after_launch() {
+        let zones = vec!["us-east-1a".to_string()];
+        let catalog = Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).unwrap_or_default();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let launched = |ago: u64| {
+            let at = jiff::Timestamp::try_from(now - Duration::from_secs(ago)).ok();
+            move |mut i: OwnedInstance| {
+                i.launch_time = at;
+                i
+            }
+        };
+        let owned = [
+            launched(60)(instance("i-00000001", InstanceState::Running, Some("nw-a"))),
+            launched(14 * 60 + 59)(instance("i-00000002", InstanceState::Running, Some("nw-b"))),
+            launched(15 * 60)(instance("i-00000003", InstanceState::Running, Some("nw-c"))),
+            launched(3 * 3600)(instance("i-00000004", InstanceState::Pending, Some("nw-d"))),
+            instance("i-00000005", InstanceState::Pending, Some("nw-e")),
+        ];
+        let got: Vec<String> = in_flight(&owned, &[], &catalog, &[], &[], &[], now)
+            .into_iter()
+            .map(|f| f.instance_id)
+            .collect();
+        assert_eq!(got, ["i-00000001", "i-00000002", "i-00000005"]);
     }
 
     #[test]

@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sha2::{Digest, Sha256};
-
 use crate::api::{Taint, labels};
 use crate::aws::fleet::MAX_INSTANCE_TYPES;
 use crate::aws::{FleetOverride, FleetRequest, LaunchTemplateRef, Subnet};
@@ -71,15 +69,14 @@ pub fn instance_tags(
 /// still offers that type there at the claim's capacity type (an offering marked
 /// unavailable after insufficient capacity is not asked for again).
 ///
-/// The client token is the node claim id plus a hash of what is asked: the same decision
-/// repeated (a retried invocation) sends the same token and EC2 launches nothing twice,
-/// while a new attempt for the same claim after insufficient capacity, which offers other
-/// types or zones, gets its own token (EC2 answers a reused token with different
-/// parameters with `IdempotentParameterMismatch`).
+/// `client_token` is the attempt's (see [`super::attempts`]): it does not depend on the
+/// overrides, so what drifts between a crash and its retry does not change it.
+#[allow(clippy::too_many_arguments)]
 pub fn fleet_request(
     claim: &PlannedClaim,
     catalog: &Catalog,
     nodeclaim_id: &str,
+    client_token: &str,
     launch_template: &LaunchTemplateRef,
     subnets_by_zone: &BTreeMap<String, Subnet>,
     cluster: &str,
@@ -110,31 +107,13 @@ pub fn fleet_request(
             }
         }
     }
-    let mut request = FleetRequest {
-        client_token: String::new(),
+    FleetRequest {
+        client_token: client_token.to_string(),
         launch_template: launch_template.clone(),
         overrides,
         capacity_type: claim.capacity_type,
         tags: instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags),
-    };
-    request.client_token = client_token(nodeclaim_id, &request);
-    request
-}
-
-/// `<nodeclaim id>-<12 hex digits of sha256(template, capacity type, overrides)>`: at most
-/// 28 characters, within CreateFleet's 64.
-fn client_token(nodeclaim_id: &str, request: &FleetRequest) -> String {
-    let mut h = Sha256::new();
-    h.update(request.launch_template.id.as_bytes());
-    h.update([0u8]);
-    h.update(request.capacity_type.as_str().as_bytes());
-    for o in &request.overrides {
-        h.update([0u8]);
-        h.update(o.instance_type.as_bytes());
-        h.update([1u8]);
-        h.update(o.subnet_id.as_bytes());
     }
-    format!("{nodeclaim_id}-{}", &hex::encode(h.finalize())[..12])
 }
 
 /// The labels the node registers with: the claim's (NodePool, capacity type, the NodePool

@@ -1,6 +1,7 @@
 //! The provisioner's decisions around the solver: when to solve, which offerings to keep
 //! out, how launches are named.
 
+pub mod attempts;
 mod aws_ports;
 mod batch;
 pub mod in_flight;

@@ -1,7 +1,8 @@
-//! Node claim ids. One id per launch decision, used as the CreateFleet ClientToken and as
-//! the `nodewright.io/nodeclaim` tag and label. The id is derived from the decision (the
-//! NodePool and the pods it is for), so an invocation retried after a crash makes the same
-//! request with the same token, and EC2 answers it without launching twice.
+//! Node claim ids. One id per launch decision, the `nodewright.io/nodeclaim` tag and label
+//! and the stem of the CreateFleet ClientToken (`<id>-<attempt>`, see [`super::attempts`]).
+//! The id is derived from the decision (the NodePool and the pods it is for), so an
+//! invocation retried after a crash sends the same token, and EC2 answers it without
+//! launching twice.
 
 use sha2::{Digest, Sha256};
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
 use super::in_flight::{in_flight, missing_nodeclaim_labels};
 use super::live_catalog::LiveCatalog;
@@ -99,6 +100,8 @@ pub struct Provisioner<K, A> {
     warned: HashSet<(String, String)>,
     template_gc: TemplateGc,
     profiles: ProfileCache,
+    /// Per node claim, which launch attempt (ClientToken) this container is at.
+    attempts: LaunchAttempts,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -114,6 +117,9 @@ pub(super) enum ClaimOutcome {
     },
     /// No instance: these (type, zone) offerings lacked capacity.
     NoCapacity,
+    /// An earlier attempt of this claim already launched its instance (EC2 told us through
+    /// its ClientToken); the next poll counts it in flight.
+    AlreadyLaunched,
     Throttled,
     /// Nothing launched for a reason that passes by itself (an instance profile EC2 cannot
     /// see yet, a launch template deleted meanwhile): the next poll tries again, and no
@@ -164,6 +170,7 @@ where
             warned: HashSet::new(),
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
+            attempts: LaunchAttempts::default(),
         }
     }
 
@@ -180,6 +187,7 @@ where
     /// latency comes first: collection runs after launching and never while the batching
     /// window is open, and its failure is logged, never the poll's.
     pub async fn poll(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
+        self.attempts.forget_old(now);
         let mut report = self.poll_pods(now).await?;
         if report.waiting.is_none() && self.template_gc.due(now) {
             report.launch_templates_deleted = self.collect_launch_templates(now).await;
@@ -284,6 +292,7 @@ where
             &pools,
             &classes,
             &snapshot.daemon_sets,
+            now,
         );
         snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
 
@@ -360,6 +369,7 @@ where
                             });
                         }
                     }
+                    ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
                         report.failed_claims += 1;
                         retry.extend(claim.pods.iter().cloned());

@@ -8,6 +8,8 @@ use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::super::attempts::{Answer, Next};
+use super::super::launch::NODECLAIM_TAG;
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
 use super::super::node_template::{
     NodeTemplateInput, ProfileChoice, launch_template_spec, profile_choice,
@@ -18,11 +20,15 @@ use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
 use crate::api::EC2NodeClass;
 use crate::aws::{
     AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles,
-    InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
+    InstanceState, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
 };
 use crate::catalog::Catalog;
 use crate::kube::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, PodRef, PodSource};
 use crate::scheduling::PlannedClaim;
+
+/// New attempts one launch may start in a poll after replays of dead launches; more means
+/// something else is wrong, and the next poll tries again.
+const MAX_DEAD_REPLAYS: usize = 2;
 
 impl<K, A> Provisioner<K, A>
 where
@@ -76,10 +82,7 @@ where
             {
                 return ClaimOutcome::Throttled;
             }
-            images.insert(
-                claim.node_class.clone(),
-                resolved.map_err(|e| e.to_string()),
-            );
+            images.insert(claim.node_class.clone(), resolved.map_err(|e| describe(&e)));
         }
         let image = match images.get(&claim.node_class) {
             Some(Ok(list)) => match list.iter().find(|i| i.arch == arch) {
@@ -158,10 +161,11 @@ where
             Err(e) => return failed("launch template", &e),
         };
         self.template_gc.ensured(&template.name, now);
-        let request = fleet_request(
+        let mut request = fleet_request(
             claim,
             catalog,
             &nodeclaim,
+            &self.attempts.token(&nodeclaim),
             &template,
             &network.subnets,
             &self.settings.cluster.name,
@@ -174,9 +178,31 @@ where
                 claim.zones.join(", ")
             ));
         }
-        let sent = now + started.elapsed();
-        let outcome = match self.aws.create_fleet(&request).await {
+        let mut sent = now + started.elapsed();
+        let mut answered = self.aws.create_fleet(&request).await;
+        // A replayed answer naming only dead instances (a spot instance reclaimed before it
+        // joined) means that attempt died: the next attempt, with its own token, at once.
+        for _ in 0..MAX_DEAD_REPLAYS {
+            let Ok(outcome) = &answered else { break };
+            if outcome.instances.is_empty() || !self.all_dead(&outcome.instances).await {
+                break;
+            }
+            let dead = Answer::Instances { all_dead: true };
+            self.attempts.judge(&nodeclaim, dead, now);
+            tracing::info!(
+                nodeclaim,
+                attempt = self.attempts.attempt(&nodeclaim),
+                "the earlier launch of this node claim died; launching again"
+            );
+            request.client_token = self.attempts.token(&nodeclaim);
+            sent = now + started.elapsed();
+            answered = self.aws.create_fleet(&request).await;
+        }
+        let outcome = match answered {
             Ok(o) => o,
+            Err(e) if e.class() == ErrorClass::TokenReused => {
+                return self.token_reused(&nodeclaim, &e, now).await;
+            }
             Err(e) if e.class() == ErrorClass::Propagating => {
                 forget_profile(self);
                 return failed("CreateFleet", &e);
@@ -191,6 +217,12 @@ where
             }
             Err(e) => return failed("CreateFleet", &e),
         };
+        let answer = if outcome.instances.is_empty() {
+            Answer::NothingLaunched
+        } else {
+            Answer::Instances { all_dead: false }
+        };
+        self.attempts.judge(&nodeclaim, answer, now);
         for e in &outcome.errors {
             if e.class == ErrorClass::InsufficientCapacity && !e.instance_type.is_empty() {
                 self.unavailable
@@ -300,6 +332,62 @@ where
                 self.profiles.failed(role, &why, now);
                 Err(ClaimOutcome::Failed(why))
             }
+        }
+    }
+}
+
+impl<K, A> Provisioner<K, A>
+where
+    A: InstanceInventory + Sync,
+{
+    /// Whether EC2 lists every one of `instances` as terminated or shutting down. Not
+    /// listed, or the lookup failing, counts as alive: only positive evidence of death
+    /// starts a new attempt (a new instance may not be listed yet).
+    async fn all_dead(&self, instances: &[crate::aws::LaunchedInstance]) -> bool {
+        let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+        match self.aws.states(&ids).await {
+            Ok(states) => ids.iter().all(|id| {
+                matches!(
+                    states.get(id),
+                    Some(InstanceState::Terminated | InstanceState::ShuttingDown)
+                )
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "looking up launched instances failed; counting them alive");
+                false
+            }
+        }
+    }
+
+    /// CreateFleet said the claim's token was used with other parameters: an earlier
+    /// attempt reached EC2 and its inputs have drifted since (see [`super::super::attempts`]).
+    async fn token_reused(
+        &mut self,
+        nodeclaim: &str,
+        e: &AwsError,
+        now: SystemTime,
+    ) -> ClaimOutcome {
+        let live_instance = match self.aws.list_owned().await {
+            Ok(owned) => owned.iter().any(|i| {
+                i.tags.get(NODECLAIM_TAG).map(String::as_str) == Some(nodeclaim)
+                    && matches!(i.state, InstanceState::Pending | InstanceState::Running)
+            }),
+            // Unknown: as if an instance were on its way, so nothing launches twice.
+            Err(_) => true,
+        };
+        match self
+            .attempts
+            .judge(nodeclaim, Answer::TokenMismatch { live_instance }, now)
+        {
+            Next::Stands => ClaimOutcome::AlreadyLaunched,
+            Next::Wait => ClaimOutcome::RetryLater(format!(
+                "CreateFleet: {}; waiting to learn whether the earlier launch of node claim \
+                 {nodeclaim} lives",
+                describe(e)
+            )),
+            Next::NextAttempt => ClaimOutcome::RetryLater(format!(
+                "the earlier launch of node claim {nodeclaim} left no instance; will launch again"
+            )),
         }
     }
 }

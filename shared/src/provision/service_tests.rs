@@ -314,6 +314,16 @@ impl InstanceInventory for FakeAws {
     ) -> Result<(), AwsError> {
         Ok(())
     }
+    /// Every instance this fake launched is running.
+    async fn states(
+        &self,
+        ids: &[String],
+    ) -> Result<HashMap<String, crate::aws::InstanceState>, AwsError> {
+        Ok(ids
+            .iter()
+            .map(|id| (id.clone(), crate::aws::InstanceState::Running))
+            .collect())
+    }
 }
 
 impl Fleet for FakeAws {

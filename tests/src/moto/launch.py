@@ -1,10 +1,19 @@
-"""Starts moto's server, changed in one way only: the public parameters AWS publishes under
-/aws/service/eks/ and /aws/service/bottlerocket/ may be written with PutParameter.
+"""Starts moto's server, changed in two ways:
+
+1. The public parameters AWS publishes under /aws/service/eks/ and
+/aws/service/bottlerocket/ may be written with PutParameter.
 
 Real AWS publishes those parameters (the EKS-optimized and Bottlerocket AMI aliases);
 moto ships none of them and refuses every write under /aws/ as reserved. The test world
 seeds them (tests/src/moto/seed.rs) so that nodewright resolves AMI aliases through SSM
 exactly as it does in AWS, instead of the product code carrying a test-only path.
+
+2. A form-encoded request body is kept as it arrived. With IAM enforced
+(INITIAL_NO_AUTH_ACTION_COUNT), moto verifies SigV4 signatures over the body; werkzeug
+consumes a form body while parsing it, and moto then signs its own re-encoding of the
+parsed form (space as '+'), which differs from the Rust SDK's bytes (space as '%20'), so
+every EC2 call with a space in a value would fail with AuthFailure. Reading the body
+into werkzeug's cache first keeps the bytes; the form is parsed from the cache.
 
 Arguments are moto_server's own (-H HOST -p PORT).
 """
@@ -12,6 +21,7 @@ Arguments are moto_server's own (-H HOST -p PORT).
 import sys
 
 from moto import server
+from moto.moto_server import werkzeug_app
 from moto.ssm import models
 
 PUBLIC_PREFIXES = ("/aws/service/eks/", "/aws/service/bottlerocket/")
@@ -38,6 +48,16 @@ def put_parameter(self, name, *args, **kwargs):
 
 
 models.SimpleSystemManagerBackend.put_parameter = put_parameter
+
+_request_init = werkzeug_app.BackendRequest.__init__
+
+
+def request_init(self, *args, **kwargs):
+    _request_init(self, *args, **kwargs)
+    self.get_data(cache=True, parse_form_data=False)
+
+
+werkzeug_app.BackendRequest.__init__ = request_init
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])

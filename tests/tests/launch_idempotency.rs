@@ -1,0 +1,96 @@
+//! Launch idempotency against EC2's ClientToken rules, which the local world's AWS front
+//! emulates in front of moto (`nodewright_world::ec2_idempotency`): a reused token is
+//! answered with its first answer, even after that instance is gone.
+//!
+//! Emulated here: AWS is moto behind the front, Kubernetes the simulated cluster; the
+//! provisioner handler, the AWS SDK and `kube::Client` are real.
+
+use std::time::Duration;
+
+use nodewright::provision::BatchWindow;
+use nodewright_world::aws_front::Handling;
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{invoke, quick};
+
+async fn two_pods_for_one_node(cluster: &str) -> World {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nodewright=info")
+        .try_init();
+    let config = SimConfig {
+        clock: SimClock::manual(),
+        crds_installed: true,
+        ..SimConfig::default()
+    };
+    let world = World::start(cluster, config)
+        .await
+        .expect("the local world starts");
+    let example = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
+    world.apply_yaml(&example).unwrap();
+    world.sim.step().await;
+    world
+}
+
+fn quick_batch() -> BatchWindow {
+    BatchWindow {
+        idle: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spot_instance_reclaimed_before_joining_is_launched_again_not_answered_with_the_dead_one()
+{
+    let world = two_pods_for_one_node("e2e-reclaimed").await;
+    let state = world
+        .provisioner(quick(Duration::from_secs(2)), quick_batch())
+        .await
+        .unwrap();
+    let summary = invoke(&state).await.unwrap();
+    let first = world.instances().await.unwrap();
+    assert_eq!(first.len(), 1, "{summary}");
+    drop(state);
+
+    // EC2 reclaims the spot instance before its node joins (as the administrator: the
+    // functions may terminate only what they own, and this is EC2's own doing).
+    aws_sdk_ec2::Client::new(&world.sdk)
+        .terminate_instances()
+        .instance_ids(&first[0].id)
+        .send()
+        .await
+        .expect("moto terminates the instance");
+    assert!(world.instances().await.unwrap().is_empty());
+
+    // The next invocation (a cold container) plans the same pods: the same node claim.
+    let cold = world
+        .provisioner(quick(Duration::from_secs(2)), quick_batch())
+        .await
+        .unwrap();
+    let summary = invoke(&cold).await.unwrap();
+    let again = world.instances().await.unwrap();
+    assert_eq!(again.len(), 1, "one live instance again: {summary}");
+    assert_ne!(again[0].id, first[0].id);
+    assert_eq!(
+        again[0].tags.get("nodewright.io/nodeclaim"),
+        first[0].tags.get("nodewright.io/nodeclaim"),
+        "the same decision"
+    );
+    let calls: Vec<Handling> = world
+        .front
+        .calls("CreateFleet")
+        .iter()
+        .map(|c| c.handling)
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            Handling::Forwarded(200),
+            Handling::Replayed,
+            Handling::Forwarded(200)
+        ],
+        "the first attempt's token is answered with the dead instance, the next one launches"
+    );
+}
