@@ -49,13 +49,15 @@ impl World {
         provisioner: &'a ProvisionerState,
     ) -> anyhow::Result<InterruptionState<'a>> {
         let kube = provisioner.provisioner().lock().await.kube().clone();
-        let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
+        // Signed as the interruption function's own template role (IAM is enforced).
+        let sdk = self.function_sdk("InterruptionFunction")?;
+        let ec2 = aws_sdk_ec2::Client::new(&sdk);
         Ok(State {
             kube,
             ec2: Ec2Adapter::new(ec2, self.seeded.cluster.clone()),
             replacer: provisioner.provisioner(),
             queue: SqsQueue::new(
-                aws_sdk_sqs::Client::new(&self.product_sdk),
+                aws_sdk_sqs::Client::new(&sdk),
                 self.seeded.queue_url.clone(),
             ),
             settings: Settings {

@@ -2,7 +2,7 @@
 //! cluster, EC2, the provisioning core and the queue are in-memory doubles here; the
 //! end-to-end scenarios in `tests/tests/interruption.rs` use the real adapters).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -185,6 +185,10 @@ impl InstanceInventory for Fake {
         _: &BTreeMap<String, String>,
     ) -> Result<(), AwsError> {
         Ok(())
+    }
+    /// The handler never asks (only the launch path does, for replayed tokens).
+    async fn states(&self, _: &[String]) -> Result<HashMap<String, InstanceState>, AwsError> {
+        Ok(HashMap::new())
     }
 }
 

@@ -185,6 +185,7 @@ where
             &pools,
             &classes,
             &snapshot.daemon_sets,
+            now,
         );
         snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
         let plan = solve(&snapshot, &catalog, &pools, &classes);
@@ -224,6 +225,9 @@ where
                 ClaimOutcome::Launched { instances, .. } => report
                     .launched_instances
                     .extend(instances.into_iter().map(|i| i.id)),
+                // A retry of an earlier attempt that EC2 says already launched: that
+                // instance is the replacement, counted in flight from now on.
+                ClaimOutcome::AlreadyLaunched => {}
                 ClaimOutcome::Throttled => {
                     report.throttled = true;
                     report.failed_claims += 1;
