@@ -225,12 +225,11 @@ impl Front {
             .http
             .request(method, format!("{}{path_and_query}", self.upstream))
             .body(body);
-        // The Host header is forwarded as the caller sent it: it is part of the SigV4
-        // signature moto verifies.
+        // Every header is forwarded as the caller sent it, Host and Content-Length included:
+        // the SDK signs them (a GET such as EKS DescribeCluster signs `content-length: 0`,
+        // which the HTTP client would not add on its own), and moto verifies the signature.
         for (name, value) in headers {
-            if name != header::CONTENT_LENGTH {
-                request = request.header(name, value);
-            }
+            request = request.header(name, value);
         }
         let answer = request.send().await?;
         let status = answer.status();

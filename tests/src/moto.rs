@@ -11,6 +11,9 @@
 //!   `/aws/service/bottlerocket/` and refuses every PutParameter under `/aws/` as reserved.
 //!   The server is therefore started through `moto/launch.py`, which lets exactly those two
 //!   prefixes be written; [`seed`] writes them. Nothing in product code knows.
+//! - **SigV4 with IAM enforced**: moto re-encodes form bodies and, for a request without a
+//!   body (EKS `DescribeCluster`), signs parameters parsed from the path; `moto/launch.py`
+//!   makes it verify the bytes on the wire, as AWS does.
 //! - **AMIs**: RegisterImage ignores `Architecture` (the image has none). The seed uses
 //!   CopyImage from moto's own x86_64/arm64 Amazon images instead, which keeps the
 //!   architecture. Copies are owned by moto's account `123456789012`, not by the EKS or

@@ -15,6 +15,12 @@ parsed form (space as '+'), which differs from the Rust SDK's bytes (space as '%
 every EC2 call with a space in a value would fail with AuthFailure. Reading the body
 into werkzeug's cache first keeps the bytes; the form is parsed from the cache.
 
+3. A request with an empty body is verified over that empty body. moto signs
+`body or data`, so for a REST call without a body (EKS DescribeCluster: GET
+/clusters/NAME) it signs its own encoding of the parameters it parsed from the path,
+which no client ever sent, and answers SignatureDoesNotMatch. AWS signs the bytes on the
+wire; so does this.
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
@@ -58,6 +64,23 @@ def request_init(self, *args, **kwargs):
 
 
 werkzeug_app.BackendRequest.__init__ = request_init
+
+from moto.iam import access_control  # noqa: E402
+
+_create_aws_request = access_control.IAMRequestBase._create_aws_request
+
+
+def create_aws_request(self):
+    if not self._body and self._method in ("GET", "HEAD", "DELETE"):
+        saved, self._data = self._data, {}
+        try:
+            return _create_aws_request(self)
+        finally:
+            self._data = saved
+    return _create_aws_request(self)
+
+
+access_control.IAMRequestBase._create_aws_request = create_aws_request
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])
