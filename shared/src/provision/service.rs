@@ -331,6 +331,7 @@ where
                         &mut images,
                         now,
                         started,
+                        None,
                     )
                     .await;
                 match outcome {

@@ -53,6 +53,7 @@ where
         images: &mut HashMap<String, Result<Vec<Image>, String>>,
         now: SystemTime,
         started: Instant,
+        replacing: Option<&str>,
     ) -> ClaimOutcome {
         let failed = |what: &str, e: &AwsError| match e.class() {
             ErrorClass::Throttled => ClaimOutcome::Throttled,
@@ -120,7 +121,15 @@ where
                     .unwrap_or_else(|| k.clone())
             })
             .collect();
-        let nodeclaim = nodeclaim_id(&claim.nodepool, uids.iter().map(String::as_str));
+        // A replacement for the pods of a node that is going is a decision of its own: the
+        // same pods were launched for once already, and that launch's ClientToken would be
+        // answered with the instance now being reclaimed. Naming the node keeps a retried
+        // replacement the same decision (the same token) all the same.
+        let replaced = replacing.map(|node| format!("replaces:{node}"));
+        let nodeclaim = nodeclaim_id(
+            &claim.nodepool,
+            uids.iter().map(String::as_str).chain(replaced.as_deref()),
+        );
         let choice = profile_choice(&class.spec, &self.settings.default_node_role);
         let profile = match &choice {
             ProfileChoice::Named(p) => p.clone(),

@@ -219,6 +219,7 @@ where
                     &mut images,
                     now,
                     started,
+                    Some(node),
                 )
                 .await;
             match outcome {
