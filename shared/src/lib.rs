@@ -5,9 +5,12 @@ pub mod aws;
 pub mod catalog;
 pub mod drain;
 pub mod eks;
+mod error_chain;
 pub mod interruption;
 pub mod kube;
 pub mod launch;
 pub mod provision;
 pub mod resources;
 pub mod scheduling;
+
+pub use error_chain::error_chain;

@@ -151,24 +151,13 @@ where
                     event_id = message.event_id,
                     kind = message.kind().as_str(),
                     instance_id,
-                    error = %error_chain(&e),
+                    error = %nodewright::error_chain(&e),
                     "handling failed; the message will be delivered again"
                 );
             }
         }
     }
     ok
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -308,7 +308,7 @@ where
             }
             Err(e) => {
                 summary.failed_polls += 1;
-                let chain = error_chain(&e);
+                let chain = nodewright::error_chain(&e);
                 tracing::error!(error = chain, "poll failed");
                 summary.last_error = Some(chain);
                 poll_interval
@@ -417,17 +417,6 @@ impl PodWakes {
             },
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

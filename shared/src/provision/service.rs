@@ -109,6 +109,14 @@ pub(super) struct ClassNetwork {
     pub(super) subnets: BTreeMap<String, Subnet>,
 }
 
+/// See [`Provisioner::launchable`].
+pub(super) struct Launchable {
+    pub(super) pools: Vec<NodePool>,
+    pub(super) classes: Vec<EC2NodeClass>,
+    pub(super) networks: HashMap<String, ClassNetwork>,
+    pub(super) catalog: crate::catalog::Catalog,
+}
+
 pub(super) enum ClaimOutcome {
     Launched {
         instances: Vec<crate::aws::LaunchedInstance>,
@@ -255,26 +263,12 @@ where
             }
         }
 
-        let (networks, classes) = self.discover_networks(classes).await;
-        let pools: Vec<NodePool> = pools
-            .into_iter()
-            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
-            .collect();
-        let mut zones: Vec<String> = networks
-            .values()
-            .flat_map(|n| n.subnets.keys().cloned())
-            .collect();
-        zones.sort();
-        zones.dedup();
-        let (mut catalog, refresh) = self
-            .catalog
-            .get(&self.aws, &zones, now)
-            .await
-            .map_err(aws_err("building the instance catalog"))?;
-        if let Some(e) = refresh.stale_because {
-            tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
-        }
-        self.unavailable.apply(&mut catalog, now);
+        let Launchable {
+            pools,
+            classes,
+            networks,
+            mut catalog,
+        } = self.launchable(pools, classes, now).await?;
 
         let (mut snapshot, pod_errors) = Snapshot::from_k8s(&pending, &daemon_sets);
         for e in pod_errors {
@@ -456,6 +450,46 @@ where
         self.kube
             .object_event(kind, name, "InvalidConfiguration", why, EventType::Warning)
             .await;
+    }
+
+    /// Where capacity can be launched now: the classes whose subnets are found, the pools
+    /// that use them, and the catalog of their zones less the offerings just found
+    /// unavailable. Shared by a poll and by a replacement.
+    pub(super) async fn launchable(
+        &mut self,
+        pools: Vec<NodePool>,
+        classes: Vec<EC2NodeClass>,
+        now: SystemTime,
+    ) -> Result<Launchable, ProvisionError> {
+        let (networks, classes) = self.discover_networks(classes).await;
+        let pools: Vec<NodePool> = pools
+            .into_iter()
+            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
+            .collect();
+        let mut zones: Vec<String> = networks
+            .values()
+            .flat_map(|n| n.subnets.keys().cloned())
+            .collect();
+        zones.sort();
+        zones.dedup();
+        let (mut catalog, refresh) =
+            self.catalog
+                .get(&self.aws, &zones, now)
+                .await
+                .map_err(|source| ProvisionError::Aws {
+                    what: "building the instance catalog",
+                    source,
+                })?;
+        if let Some(e) = refresh.stale_because {
+            tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
+        }
+        self.unavailable.apply(&mut catalog, now);
+        Ok(Launchable {
+            pools,
+            classes,
+            networks,
+            catalog,
+        })
     }
 
     /// Subnets per usable class; a class whose subnets cannot be found (or that has none)

@@ -143,23 +143,12 @@ where
             .await
             .map_err(aws_err("listing owned instances"))?;
         owned.retain(|i| !going_instances.contains(&i.id));
-        let (networks, classes) = self.discover_networks(classes).await;
-        let pools: Vec<_> = pools
-            .into_iter()
-            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
-            .collect();
-        let mut zones: Vec<String> = networks
-            .values()
-            .flat_map(|n| n.subnets.keys().cloned())
-            .collect();
-        zones.sort();
-        zones.dedup();
-        let (mut catalog, _) = self
-            .catalog
-            .get(&self.aws, &zones, now)
-            .await
-            .map_err(aws_err("building the instance catalog"))?;
-        self.unavailable.apply(&mut catalog, now);
+        let super::Launchable {
+            pools,
+            classes,
+            networks,
+            catalog,
+        } = self.launchable(pools, classes, now).await?;
 
         // The pods as the scheduler will see them once evicted: unbound.
         let unbound: Vec<Pod> = pods
