@@ -182,6 +182,17 @@ impl World {
         self.sim.clock()
     }
 
+    /// Brings a manual simulated clock up to real time. Instances carry moto's real launch
+    /// times, later than the clock's start by however long starting moto and the handler
+    /// took on this machine; boot and readiness are measured from the launch, so a clock
+    /// left behind would hold the nodes back for that long.
+    pub fn catch_up_clock(&self) {
+        let lag = jiff::Timestamp::now().duration_since(self.clock().now());
+        if let Ok(lag) = std::time::Duration::try_from(lag) {
+            self.clock().advance(lag);
+        }
+    }
+
     /// Applies every document of a YAML file (any kind the simulated API serves).
     pub fn apply_yaml(&self, text: &str) -> anyhow::Result<usize> {
         let mut n = 0;

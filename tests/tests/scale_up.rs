@@ -37,13 +37,7 @@ fn pods_of(world: &World, ns: &str, app: &str) -> (usize, usize) {
 
 /// Advances the simulated clock past boot and readiness, stepping the simulations.
 async fn let_nodes_join(world: &World) {
-    // The manual clock started with the test; instances carry moto's real launch times,
-    // later by however long starting and seeding moto took on this machine. Catch up first
-    // so boot and readiness are measured from the launch, not from the test's start.
-    let lag = jiff::Timestamp::now().duration_since(world.clock().now());
-    if let Ok(lag) = Duration::try_from(lag) {
-        world.clock().advance(lag);
-    }
+    world.catch_up_clock();
     for _ in 0..8 {
         world.clock().advance(Duration::from_secs(10));
         world.sim.step().await;
@@ -53,7 +47,11 @@ async fn let_nodes_join(world: &World) {
 async fn start(cluster: &str) -> World {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
-        .with_env_filter("nodewright=info")
+        .with_env_filter(
+            std::env::var("DBG_LOG")
+                .unwrap_or("nodewright=info".into())
+                .as_str(),
+        )
         .try_init();
     let config = SimConfig {
         clock: SimClock::manual(),
@@ -496,4 +494,65 @@ async fn a_dropped_pod_watch_leaves_the_provisioner_polling_and_still_launching(
     assert_eq!(summary["watch"], "ended", "{summary}");
     assert_eq!(summary["failedPolls"], 0, "{summary}");
     assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
+}
+
+/// Instances on their way are capacity: a second invocation before any node joins asks
+/// EC2 for nothing, not even a CreateFleet that its ClientToken would answer with the
+/// first launch (counting instances alone cannot tell those replays from no call at all).
+async fn second_invocation_asks_for_nothing(cluster: &str, examples: &[&str]) {
+    let world = start(cluster).await;
+    for example in examples {
+        let mut text = world.example(example).unwrap();
+        // The seed's provisioner2 pins ap-northeast-1a; the local account is us-east-1.
+        if text.contains("ap-northeast-1a") {
+            text = world
+                .example_edited(example, &[("ap-northeast-1a", "us-east-1a")])
+                .unwrap();
+        }
+        world.apply_yaml(&text).unwrap();
+    }
+    world.sim.step().await;
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
+    invoke(&state).await.unwrap();
+    let launched = owned_instances(&world).await;
+    assert!(!launched.is_empty(), "nothing launched for {examples:?}");
+    let asked = world.front.calls("CreateFleet").len();
+    assert_eq!(
+        asked,
+        launched.len(),
+        "one CreateFleet per instance in the first invocation: {launched:?}"
+    );
+    let summary = invoke(&state).await.unwrap();
+    assert_eq!(
+        world.front.calls("CreateFleet").len(),
+        asked,
+        "the second invocation asked CreateFleet again for capacity already on its way: {summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_demand_capacity_on_its_way_is_not_asked_for_again() {
+    second_invocation_asks_for_nothing("e2e-in-flight-od", &["getting-started.yaml"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spot_capacity_on_its_way_is_not_asked_for_again() {
+    second_invocation_asks_for_nothing("e2e-in-flight-spot", &["seed-provisioner1-spot.yaml"])
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_on_its_way_for_three_pools_at_once_is_not_asked_for_again() {
+    second_invocation_asks_for_nothing(
+        "e2e-in-flight-three",
+        &[
+            "getting-started.yaml",
+            "seed-provisioner1-spot.yaml",
+            "seed-provisioner2-cpu.yaml",
+        ],
+    )
+    .await;
 }

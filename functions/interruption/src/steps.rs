@@ -208,8 +208,10 @@ fn reclaimed(target: &Target, reason: Reason) -> Option<Offering> {
     Some(Offering {
         instance_type: target.labels.get(INSTANCE_TYPE)?.clone(),
         zone: target.labels.get(ZONE)?.clone(),
-        capacity_type: match target.labels.get(CAPACITY_TYPE).map(String::as_str) {
-            Some(SPOT) => CapacityType::Spot,
+        // A spot warning is about spot capacity whatever the node's label says; a
+        // capacity reservation's reclaim is about the capacity type the node ran as.
+        capacity_type: match (reason, target.labels.get(CAPACITY_TYPE).map(String::as_str)) {
+            (Reason::SpotInterrupted, _) | (_, Some(SPOT)) => CapacityType::Spot,
             _ => CapacityType::OnDemand,
         },
     })
@@ -536,4 +538,61 @@ where
         .await
         .map_err(kube_err("deleting the node"))?;
     Ok(Outcome::NodeDeleted { existed })
+}
+
+#[cfg(test)]
+mod reclaimed_tests {
+    use super::*;
+
+    fn node(capacity_type: &str) -> Target {
+        Target {
+            node: "n".into(),
+            instance_id: "i-1".into(),
+            labels: [
+                (INSTANCE_TYPE, "c5.xlarge"),
+                (ZONE, "us-east-1a"),
+                (CAPACITY_TYPE, capacity_type),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            annotations: BTreeMap::new(),
+            termination_grace: None,
+        }
+    }
+
+    #[test]
+    fn the_offering_excluded_is_the_capacity_the_event_says_was_reclaimed() {
+        let cases = [
+            (Reason::SpotInterrupted, "spot", Some(CapacityType::Spot)),
+            // A spot warning names spot capacity even when the label disagrees: excluding
+            // on-demand there would leave the pool nothing to replace with.
+            (
+                Reason::SpotInterrupted,
+                "on-demand",
+                Some(CapacityType::Spot),
+            ),
+            (
+                Reason::CapacityReservationInterrupted,
+                "on-demand",
+                Some(CapacityType::OnDemand),
+            ),
+            (Reason::RebalanceRecommendation, "spot", None),
+            (Reason::InstanceStopping, "spot", None),
+        ];
+        for (reason, label, want) in cases {
+            let got = reclaimed(&node(label), reason);
+            assert_eq!(
+                got.as_ref().map(|o| o.capacity_type),
+                want,
+                "{reason:?} on a {label} node"
+            );
+            if let Some(o) = got {
+                assert_eq!(
+                    (o.instance_type.as_str(), o.zone.as_str()),
+                    ("c5.xlarge", "us-east-1a")
+                );
+            }
+        }
+    }
 }

@@ -72,6 +72,9 @@ pub(super) struct Solver<'a> {
     pub(super) limit_used: Vec<Resources>,
     class_of: Vec<usize>,
     class_templates: Vec<Vec<usize>>,
+    /// How many existing or in-flight nodes each class's pods could run on (labels and
+    /// taints; room aside).
+    class_nodes: Vec<usize>,
     class_full_scan: Vec<bool>,
     smallest: (i64, i64),
     pub(super) unschedulable: Vec<(usize, Vec<Why>)>,
@@ -163,6 +166,7 @@ impl<'a> Solver<'a> {
         let mut class_of = Vec::with_capacity(pods.len());
         let mut class_templates = vec![];
         let mut class_full_scan = vec![];
+        let mut class_nodes = vec![];
         for (i, pod) in pods.iter().enumerate() {
             let key = ClassKey::of(pod, &groups.terms[i], &groups.member_of[i]);
             let next = class_index.len();
@@ -183,6 +187,20 @@ impl<'a> Solver<'a> {
                         .collect::<Vec<_>>(),
                 );
                 class_full_scan.push(groups.terms[i].needs_full_scan());
+                class_nodes.push(
+                    snapshot
+                        .nodes
+                        .iter()
+                        .filter(|n| {
+                            n.schedulable
+                                && first_untolerated(&n.taints, &pod.tolerations).is_none()
+                                && pod
+                                    .requirements
+                                    .iter()
+                                    .any(|alt| alt.matches_labels(&n.labels))
+                        })
+                        .count(),
+                );
             }
             class_of.push(class);
         }
@@ -211,6 +229,7 @@ impl<'a> Solver<'a> {
             limit_used,
             class_of,
             class_templates,
+            class_nodes,
             class_full_scan,
             smallest,
             unschedulable: vec![],
@@ -225,6 +244,11 @@ impl<'a> Solver<'a> {
         let mut order: Vec<usize> = (0..self.pods.len()).collect();
         // Largest first by dominant share of a 1 vCPU : 4 GiB node (the general-purpose
         // ratio), then by cpu and memory; pods needing extended resources (GPUs) lead.
+        // Before size, pods that fewer existing or in-flight nodes can host go first: that
+        // room is first-fit, and a pod that could go anywhere must not take the only node
+        // the constrained ones can use (a spot pool's node in flight, filled by the default
+        // pool's pods, would have its own pods launch a second one). Without nodes every
+        // count is zero and the order is by size alone.
         const GIB4: f64 = 4.0 * 1024.0 * 1024.0 * 1024.0 * 1000.0;
         let size =
             |p: &PodDemand| (p.requests.cpu as f64 / 1000.0).max(p.requests.memory as f64 / GIB4);
@@ -235,6 +259,10 @@ impl<'a> Solver<'a> {
                 .is_empty()
                 .cmp(&pa.requests.extended.is_empty())
                 .reverse()
+                .then_with(|| {
+                    let hosts = |p: usize| self.class_nodes[self.class_of[p]];
+                    hosts(a).cmp(&hosts(b))
+                })
                 .then_with(|| size(pb).total_cmp(&size(pa)))
                 .then_with(|| pb.requests.cpu.cmp(&pa.requests.cpu))
                 .then_with(|| pb.requests.memory.cmp(&pa.requests.memory))

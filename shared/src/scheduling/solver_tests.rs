@@ -464,3 +464,91 @@ fn an_empty_cluster_with_no_pending_pods_plans_nothing() {
     let plan = plan(vec![], &[pool("default").build()]);
     assert_eq!(plan, ProvisioningPlan::default());
 }
+
+#[test]
+fn pods_only_one_pool_can_host_get_that_pools_node_in_flight_before_pods_that_could_go_anywhere() {
+    // Two nodes on their way, one per pool, each with room for five 1-cpu pods. Listed
+    // first, the flexible pods would fill the spot node and leave the spot-only pods a
+    // second spot launch; placed most-constrained first, everything fits what is coming.
+    let in_flight = |name: &str, pool_name: &str, capacity_type: CapacityType| ExistingNode {
+        name: name.into(),
+        nodepool: Some(pool_name.into()),
+        instance_type: "m5.2xlarge".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: Some(capacity_type),
+        labels: [
+            (NODEPOOL.to_string(), pool_name.to_string()),
+            (ZONE.to_string(), "us-east-1a".to_string()),
+            (
+                CAPACITY_TYPE.to_string(),
+                capacity_type.as_str().to_string(),
+            ),
+        ]
+        .into(),
+        taints: vec![],
+        capacity: Resources {
+            cpu: 8000,
+            memory: 32 * GI,
+            pods: 58_000,
+            ..Default::default()
+        },
+        allocatable: Resources {
+            cpu: 5000,
+            memory: 30 * GI,
+            pods: 58_000,
+            ..Default::default()
+        },
+        requested: Resources::default(),
+        pods: vec![],
+        schedulable: true,
+    };
+    let mut all = pods("web", 5, |p| p, 1000, GI);
+    all.extend(pods(
+        "batch",
+        5,
+        |p| p.select(CAPACITY_TYPE, SPOT),
+        1000,
+        GI,
+    ));
+    let snap = Snapshot {
+        pods: all,
+        nodes: vec![
+            in_flight("nodeclaim/spot", "spot", CapacityType::Spot),
+            in_flight("nodeclaim/default", "default", CapacityType::OnDemand),
+        ],
+        ..Default::default()
+    };
+    let plan = solve(
+        &snap,
+        &standard_catalog(ZONES),
+        &[
+            pool("default")
+                .req(CAPACITY_TYPE, In, &["on-demand", "spot"])
+                .build(),
+            pool("spot").req(CAPACITY_TYPE, In, &[SPOT]).build(),
+        ],
+        &[class("default")],
+    );
+    assert!(
+        plan.node_claims.is_empty(),
+        "nothing new is needed: {:?}",
+        plan.node_claims
+            .iter()
+            .map(|c| (&c.nodepool, &c.pods))
+            .collect::<Vec<_>>()
+    );
+    let on = |node: &str| {
+        plan.nominations
+            .iter()
+            .find(|n| n.node == node)
+            .map(|n| n.pods.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        on("nodeclaim/spot").iter().all(|p| p.contains("batch")),
+        "{:?}",
+        plan.nominations
+    );
+    assert_eq!(on("nodeclaim/spot").len(), 5);
+    assert_eq!(on("nodeclaim/default").len(), 5);
+}

@@ -75,6 +75,14 @@ fn ready_nodes(world: &World) -> usize {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    // The handlers' own logs, for whoever wants them beside the story:
+    // `RUST_LOG=info make demo`. Silent by default: the story is the output.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let story = Story {
         started: Instant::now(),
     };
@@ -129,10 +137,15 @@ async fn main() -> anyhow::Result<()> {
         "seed-provisioner2-cpu.yaml",
         &[("ap-northeast-1a", "us-east-1a")],
     )?;
+    let provisioner1 = world.example("seed-provisioner1-spot.yaml")?;
     for (name, text) in [
         (
             "getting-started.yaml (NodePool default, 10 x 1 CPU inflate)",
             &getting_started,
+        ),
+        (
+            "seed-provisioner1-spot.yaml (Provisioner provisioner1 on spot, 5 x 1 CPU inflate1)",
+            &provisioner1,
         ),
         (
             "seed-provisioner2-cpu.yaml (Provisioner provisioner2, 5 x 1 CPU inflate2)",
@@ -195,6 +208,7 @@ async fn main() -> anyhow::Result<()> {
     ));
 
     story.phase("4. Nodes join (simulated kubelet: boot 40 s, Ready 10 s later; simulated clock)");
+    world.catch_up_clock();
     for step in 1..=7 {
         world.clock().advance(Duration::from_secs(10));
         world.sim.step().await;
@@ -205,10 +219,12 @@ async fn main() -> anyhow::Result<()> {
             ready_nodes(&world)
         ));
     }
+    let asked = world.front.calls("CreateFleet").len();
     let again = invoke(&state).await?;
     story.say(format!(
-        "the next invocation launches nothing more: launched {} instances",
-        again["launchedInstances"].as_array().map_or(0, Vec::len)
+        "the next invocation: {} instances launched, {} CreateFleet calls",
+        again["launchedInstances"].as_array().map_or(0, Vec::len),
+        world.front.calls("CreateFleet").len() - asked
     ));
 
     story.phase(
@@ -271,8 +287,19 @@ async fn main() -> anyhow::Result<()> {
         first.received,
         first.failed.len()
     ));
-    for i in world.instances().await? {
-        if !before.contains(&i.id) {
+    let replacements: Vec<_> = world
+        .instances()
+        .await?
+        .into_iter()
+        .filter(|i| !before.contains(&i.id))
+        .collect();
+    if replacements.is_empty() {
+        story.say(
+            "  no replacement launched: the node's pods fit on capacity the cluster already has",
+        );
+    }
+    for i in replacements {
+        {
             story.say(format!(
                 "  replacement {} {:<12} {:<9} {} (tags: nodepool {})",
                 i.id,
@@ -287,19 +314,27 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let mut deleted = false;
-    for round in 1..=60 {
+    let mut last = None;
+    let mut handled = 0;
+    for _ in 1..=60 {
         world.clock().advance(Duration::from_secs(10));
         world.sim.step().await;
-        let d = world.deliver(&interruption, Duration::from_secs(1)).await?;
+        handled += world
+            .deliver(&interruption, Duration::from_secs(1))
+            .await?
+            .received;
         let (total, running, _) = pods(&world);
         let exists = world.sim.get_json("v1", "Node", "", &victim_node).is_some();
-        if round % 3 == 1 || !exists {
+        let left = if exists { on_victim(&world) } else { 0 };
+        // A line when something changed, with the real time left before the instance goes
+        // (the deadline is wall-clock; the simulated clock only moves the kubelets).
+        let now = (left, running, ready_nodes(&world), handled);
+        if last != Some(now) || !exists {
+            last = Some(now);
             story.say(format!(
-                "sim t+{:>3}s: {} follow-up(s) handled, {} pods left on {victim_node}, {running}/{total} pods Running, {} nodes Ready",
-                round * 10,
-                d.received,
-                if exists { on_victim(&world) } else { 0 },
-                ready_nodes(&world)
+                "{:>4.0}s to the deadline: {handled} follow-up(s) handled, {left} pods left on {victim_node}, {running}/{total} pods Running, {} nodes Ready",
+                deadline.duration_since(jiff::Timestamp::now()).as_secs_f64(),
+                now.2
             ));
         }
         if !exists {
