@@ -63,6 +63,7 @@ async fn running_spot_workload(world: &World) -> ProvisionerState {
         .await
         .unwrap();
     invoke(&provisioner).await.unwrap();
+    world.catch_up_clock();
     for _ in 0..8 {
         step(world, 10).await;
     }
@@ -393,4 +394,141 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
     assert_eq!(dead.len(), 1, "{dead:?}");
     assert!(dead[0].contains(&instance_id), "{dead:?}");
     assert_eq!(deliver_all(&world, &state, Duration::from_secs(1)).await, 0);
+}
+
+/// `inflate` pods that a PodDisruptionBudget counts as healthy: Ready and not deleting.
+fn healthy_inflate(world: &World) -> usize {
+    inflate_pods(world)
+        .iter()
+        .filter(|p| {
+            p["metadata"]["deletionTimestamp"].is_null()
+                && p["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_allowing_one_disruption_at_a_time_is_respected_while_time_allows() {
+    let world = start("e2e-spot-pdb").await;
+    let provisioner = running_spot_workload(&world).await;
+    world
+        .apply_yaml(
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: inflate, namespace: default}\nspec:\n  maxUnavailable: 1\n  selector: {matchLabels: {app: inflate}}\n",
+        )
+        .unwrap();
+    let state = world.interruption(&provisioner).await.unwrap();
+    let (victim, instance_id) = busiest_node(&world);
+    let replicas = inflate_pods(&world).len();
+    let on_victim = |world: &World| {
+        inflate_pods(world)
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == victim.as_str())
+            .count()
+    };
+    assert!(
+        on_victim(&world) >= 2,
+        "the test needs a drain of several pods"
+    );
+
+    // The full two minutes: time for the budget to let the pods go one by one.
+    let emitted = Timestamp::now();
+    let deadline = emitted + SignedDuration::from_secs(120);
+    spot_warning(&world, &instance_id, emitted).await;
+    // Whatever is left 30 s before the deadline is deleted regardless of the budget
+    // (DELETE_BEFORE_DEADLINE); until then the budget holds.
+    let budget_holds_until = deadline - SignedDuration::from_secs(30);
+    let mut worst = 0;
+    let mut drained = false;
+    while Timestamp::now() < budget_holds_until {
+        let d = world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+        assert!(d.failed.is_empty(), "{d:?}");
+        worst = worst.max(replicas - healthy_inflate(&world));
+        if on_victim(&world) == 0 && healthy_inflate(&world) == replicas {
+            drained = true;
+            break;
+        }
+        step(&world, 5).await;
+        worst = worst.max(replicas - healthy_inflate(&world));
+    }
+    assert!(
+        worst <= 1,
+        "{worst} pods were unavailable at once under a budget of one"
+    );
+    assert!(
+        drained,
+        "the drain did not finish before the budget had to give way: {} pods still on {victim}",
+        on_victim(&world)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_follow_up() {
+    let world = start("e2e-spot-crash").await;
+    let provisioner = running_spot_workload(&world).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let (victim, instance_id) = busiest_node(&world);
+    let before: Vec<String> = owned(&world).await.into_iter().map(|i| i.id).collect();
+    let emitted = Timestamp::now() - SignedDuration::from_secs(60);
+    let deadline = emitted + SignedDuration::from_secs(120);
+    spot_warning(&world, &instance_id, emitted).await;
+
+    // The follow-up is queued right after the taint; the container dies the moment SQS
+    // has it, before the replacement launch and the evictions.
+    let crash = world.front.crash_after("SendMessage");
+    tokio::select! {
+        done = world.deliver(&state, Duration::from_secs(5)) => panic!("the handler finished without its SendMessage answer: {done:?}"),
+        at = crash.happened() => { at.unwrap(); }
+    }
+    let tainted_node = node(&world, &victim).expect("the node is still there");
+    assert!(tainted(&tainted_node), "{tainted_node}");
+    assert!(
+        inflate_pods(&world)
+            .iter()
+            .any(|p| p["spec"]["nodeName"] == victim.as_str()),
+        "pods left before the crash"
+    );
+    assert_eq!(
+        owned(&world).await.len(),
+        before.len(),
+        "a replacement was launched before the crash"
+    );
+
+    // A fresh container takes the follow-up (the first message is still invisible).
+    let provisioner = world
+        .provisioner(quick(Duration::from_secs(2)), quick_batch())
+        .await
+        .unwrap();
+    let state = world.interruption(&provisioner).await.unwrap();
+    let mut moved = false;
+    for _ in 0..40 {
+        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+        step(&world, 10).await;
+        let pods = inflate_pods(&world);
+        if !pods.is_empty()
+            && pods.iter().all(|p| {
+                p["status"]["phase"] == "Running"
+                    && p["spec"]["nodeName"].is_string()
+                    && p["spec"]["nodeName"] != victim.as_str()
+            })
+        {
+            moved = true;
+            break;
+        }
+    }
+    assert!(moved, "the follow-up did not finish the drain");
+    assert!(Timestamp::now() < deadline, "finished after the deadline");
+    let replacements: Vec<Instance> = owned(&world)
+        .await
+        .into_iter()
+        .filter(|i| !before.contains(&i.id))
+        .collect();
+    assert_eq!(
+        replacements.len(),
+        1,
+        "the follow-up launches the replacement the dead invocation did not: {replacements:?}"
+    );
 }

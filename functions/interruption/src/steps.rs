@@ -115,6 +115,15 @@ where
             replace_and_drain(state, &chain, reason, deadline, now).await
         }
         Action::Drain { reason, deadline } => {
+            // The first step queues this follow-up before it launches the replacement, so
+            // an invocation that died in between leaves a tainted node with no replacement
+            // recorded: launch it now, before its pods are evicted.
+            if reason.disruption() == Disruption::Involuntary
+                && !target.annotations.contains_key(REPLACEMENT_ANNOTATION)
+                && let Err(e) = replace(state, target, reason, now).await
+            {
+                tracing::warn!(node = target.node, error = %e, "replacement launch failed; draining anyway");
+            }
             drain(state, &chain, reason, deadline, true, now).await
         }
         Action::AwaitReplacement {
