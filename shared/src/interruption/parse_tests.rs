@@ -358,3 +358,66 @@ fn a_follow_up_reads_back_as_the_step_it_carries() {
     let next = f.next(Step::Drain);
     assert_eq!((next.round, next.step), (3, Step::Drain));
 }
+
+/// JSON values of any shape, with the strings the envelopes' fields most often hold.
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        "(\\PC{0,12}|i-[0-9a-f]{1,17}|terminate|stop|hibernate|stopping|EC2|scheduledChange|0|2026-11-21T09:1[0-9]:00Z)"
+            .prop_map(Value::from),
+    ];
+    let keys = "(instance-id|instance-action|state|service|eventTypeCategory|affectedEntities|entityValue|startTime|endTime|step|deadline|reason|round|\\PC{1,6})";
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(keys, inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+const SAMPLES: &[&str] = &[
+    "spot-interruption-warning.json",
+    "rebalance-recommendation.json",
+    "instance-state-change-stopping.json",
+    "capacity-reservation-interruption-warning.json",
+    "health-scheduled-change.json",
+];
+
+proptest::proptest! {
+    // A queue accepts any text: whatever arrives is parsed, ignored or refused with a
+    // reason, never a panic (with `panic = "abort"` one would end the whole batch).
+    #[test]
+    fn any_text_parses_or_is_refused_with_a_reason(body in "\\PC{0,300}") {
+        if let Err(e) = parse(&body, Some(&here())) {
+            proptest::prop_assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_known_envelope_with_any_detail_parses_or_names_what_is_wrong(
+        name in proptest::sample::select(SAMPLES),
+        detail in arbitrary_json(),
+    ) {
+        let v = edited(name, |v| v["detail"] = detail);
+        if let Err(e) = parsed(&v) {
+            proptest::prop_assert!(!e.to_string().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_known_envelope_with_any_field_replaced_parses_or_names_what_is_wrong(
+        name in proptest::sample::select(SAMPLES),
+        field in proptest::sample::select(&["id", "version", "source", "detail-type", "account", "time", "region", "resources"][..]),
+        value in arbitrary_json(),
+    ) {
+        let v = edited(name, |v| v[field] = value);
+        if let Err(e) = parsed(&v) {
+            proptest::prop_assert!(!e.to_string().is_empty());
+        }
+    }
+}
