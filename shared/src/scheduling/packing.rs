@@ -203,7 +203,11 @@ pub fn greedy(bins: &[Bin], shapes: &[(Vector, u32)]) -> Option<Vec<Node>> {
                         for (f, x) in free.iter_mut().zip(v) {
                             *f -= x * t;
                         }
-                        packed += value(v) * t as f64;
+                        // The dual prices can value a shape at zero (a resource no bin
+                        // runs short of): a pod placed still counts a little, or a node
+                        // holding only such pods would never be chosen and the pack
+                        // would give up on pods that fit.
+                        packed += (value(v) + 1e-9) * t as f64;
                     }
                 }
                 if packed <= 0.0 {
