@@ -37,11 +37,11 @@ test: setup
 	$(CARGO) test $(TEST_SELECTION)
 
 # --skip-download: checkov runs offline, with its bundled checks only.
-lint: setup
+lint: lint-venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(VENV)/bin/cfn-lint template.yaml
-	$(VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
+	$(LINT_VENV)/bin/cfn-lint template.yaml
+	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
 
 fmt:
 	$(CARGO) fmt --all
