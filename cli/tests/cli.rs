@@ -201,3 +201,31 @@ fn the_table_names_the_pool_type_and_price_and_lists_unschedulable_pods() {
         "{text}"
     );
 }
+
+#[test]
+fn rbac_prints_the_manifests_with_the_group_the_stack_names_or_the_one_asked_for() {
+    let file =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/rbac.yaml"))
+            .expect("cli/src/rbac.yaml");
+    let out = nodewright(&["rbac"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(printed, file.replace("name: GROUP", "name: nodewright"));
+    let out = nodewright(&["rbac", "--group", "platform:nodes"]);
+    let printed = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(
+        printed.matches("name: platform:nodes").count(),
+        2,
+        "{printed}"
+    );
+    let out = nodewright(&["rbac", "--group", "system:masters"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"system:masters\""),
+        "the error names the group"
+    );
+}

@@ -240,14 +240,22 @@ impl Template {
         let mut managed = Vec::new();
         if let Some(arns) = props.get("ManagedPolicyArns") {
             let at = format!("Resources.{role}.Properties.ManagedPolicyArns");
-            match resolver.resolve(arns, &at)? {
-                Json::Array(list) => {
-                    for a in list {
-                        let arn = a.as_str().ok_or_else(|| shape(&at, "not a string"))?;
-                        managed.push(arn.to_string());
-                    }
+            let arns = arns.as_sequence().ok_or_else(|| shape(&at, "not a list"))?;
+            for (i, arn) in arns.iter().enumerate() {
+                let at = format!("{at}[{i}]");
+                // A managed policy of the stack itself is rendered like an inline one,
+                // named by its logical id: its statements are the role's as much.
+                if let Some((name, doc)) = self.stack_managed_policy(arn)? {
+                    inline.push((
+                        name.clone(),
+                        resolver.resolve(doc, &format!("Resources.{name}"))?,
+                    ));
+                    continue;
                 }
-                _ => return Err(shape(at, "not a list")),
+                match resolver.resolve(arn, &at)? {
+                    Json::String(arn) => managed.push(arn),
+                    _ => return Err(shape(at, "not a string")),
+                }
             }
         }
         Ok(RolePolicies {
@@ -255,6 +263,31 @@ impl Template {
             inline,
             managed,
         })
+    }
+
+    /// `!Ref X` where `X` is an `AWS::IAM::ManagedPolicy` of this template: its logical id
+    /// and policy document.
+    fn stack_managed_policy<'a>(
+        &'a self,
+        arn: &Yaml,
+    ) -> Result<Option<(String, &'a Yaml)>, TemplateError> {
+        let Yaml::Tagged(t) = arn else {
+            return Ok(None);
+        };
+        let (true, Some(name)) = (t.tag == "!Ref", t.value.as_str()) else {
+            return Ok(None);
+        };
+        let Ok(resource) = self.resource(name) else {
+            return Ok(None);
+        };
+        if resource.get("Type").and_then(Yaml::as_str) != Some("AWS::IAM::ManagedPolicy") {
+            return Ok(None);
+        }
+        let doc = resource
+            .get("Properties")
+            .and_then(|p| p.get("PolicyDocument"))
+            .ok_or_else(|| shape(format!("Resources.{name}"), "no PolicyDocument"))?;
+        Ok(Some((name.to_string(), doc)))
     }
 
     fn parameter_default(&self, name: &str) -> Option<String> {
@@ -397,6 +430,19 @@ Resources:
   F:
     Type: AWS::Serverless::Function
     Properties: {Role: !GetAtt R.Arn}
+  M:
+    Type: AWS::IAM::ManagedPolicy
+    Properties:
+      PolicyDocument:
+        Statement:
+          - {Effect: Allow, Action: ec2:DescribeImages, Resource: !Sub "arn:${AWS::Region}"}
+  R2:
+    Type: AWS::IAM::Role
+    Properties:
+      ManagedPolicyArns: [!Ref M, "arn:aws:iam::aws:policy/Y"]
+  G:
+    Type: AWS::Serverless::Function
+    Properties: {Role: !GetAtt R2.Arn}
 "#;
 
     #[test]
@@ -415,6 +461,18 @@ Resources:
             moto[0].1["Statement"][0],
             serde_json::json!({"Effect": "Allow", "Action": ["ec2:TerminateInstances"], "Resource": "*"})
         );
+    }
+
+    #[test]
+    fn a_managed_policy_of_the_stack_is_rendered_with_the_role_and_an_outside_one_kept_as_an_arn() {
+        let t = Template::parse(TEMPLATE).unwrap();
+        let role = t.function_role("G", &StackFacts::local("c1")).unwrap();
+        assert_eq!(role.managed, ["arn:aws:iam::aws:policy/Y"]);
+        assert_eq!(role.inline.len(), 1);
+        assert_eq!(role.inline[0].0, "M");
+        let s = role.statements()[0];
+        assert_eq!(s["Action"], "ec2:DescribeImages");
+        assert_eq!(s["Resource"], format!("arn:{}", crate::moto::REGION));
     }
 
     #[test]

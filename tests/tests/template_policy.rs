@@ -276,3 +276,524 @@ fn the_rules_catch_an_unscoped_terminate_an_unlisted_retag_and_an_untagged_launc
     .unwrap();
     assert_eq!(violations(&fine, CLUSTER), Vec::<String>::new());
 }
+
+// --- Each function's permissions against the AWS calls its code makes ------------------
+
+/// Why an action is in a function's table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Why {
+    /// The function's code calls this operation: the SDK method (snake case of the
+    /// action's verb) appears in an adapter under `shared/src/aws` or `shared/src/eks`.
+    Called,
+    /// IAM authorizes part of a call under another action: CreateFleet (type instant) as
+    /// `ec2:RunInstances` too; tags in a CreateFleet / CreateLaunchTemplate request as
+    /// `ec2:CreateTags`; tags in CreateInstanceProfile as `iam:TagInstanceProfile`; an
+    /// instance profile in a launch, and a role added to a profile, as `iam:PassRole`.
+    Implied,
+    /// Lambda itself acts with the function's role: writing its logs, and the SQS event
+    /// source mapping polling the queue.
+    Platform,
+    /// The sweeper is being written: its row is the brief's list of what its removal
+    /// path will call (see the README's least-privilege section); its SDK methods are
+    /// not all in the adapters yet, so they are not checked against the code.
+    Planned,
+}
+
+use Why::*;
+
+/// Function -> the actions it needs, derived by reading each function's wiring and the
+/// core it drives:
+/// - provisioner: `functions/provisioner/src/main.rs` builds `describe_cluster`,
+///   `Ec2Adapter`, `ImageAdapter`, `PricingAdapter` and `IamAdapter`; `Provisioner::poll`
+///   lists owned instances (`instances.rs`), refreshes the live catalog
+///   (`instance_types.rs`), discovers subnets and security groups (`network.rs`), resolves
+///   AMI aliases (`images.rs`), ensures launch templates and collects unused ones
+///   (`launch_templates.rs`, `template_gc.rs`), ensures instance profiles
+///   (`instance_profiles.rs`) and calls CreateFleet (`fleet.rs`); `refresh_prices` calls
+///   the Price List (`pricing.rs`). It never terminates (no call of
+///   `InstanceInventory::terminate` outside the interruption function).
+/// - interruption: `functions/interruption/src/main.rs` builds the same adapters for
+///   `Provisioner::replace` (the launch path, without `poll`: no template collection, no
+///   price refresh) plus `SqsQueue` (follow-ups); `steps.rs` terminates the drained
+///   instance.
+/// - sweeper: not written yet (see [`Why::Planned`]).
+const CALLS: &[(&str, &[(&str, Why)])] = &[
+    (
+        "ProvisionerFunction",
+        &[
+            ("eks:DescribeCluster", Called),
+            ("ec2:DescribeInstances", Called),
+            ("ec2:DescribeInstanceTypes", Called),
+            ("ec2:DescribeInstanceTypeOfferings", Called),
+            ("ec2:DescribeSpotPriceHistory", Called),
+            ("ec2:DescribeSubnets", Called),
+            ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeImages", Called),
+            ("ssm:GetParameters", Called),
+            ("ec2:DescribeLaunchTemplates", Called),
+            ("ec2:CreateLaunchTemplate", Called),
+            ("ec2:DeleteLaunchTemplate", Called),
+            ("ec2:CreateFleet", Called),
+            ("iam:GetInstanceProfile", Called),
+            ("iam:CreateInstanceProfile", Called),
+            ("iam:AddRoleToInstanceProfile", Called),
+            ("pricing:GetProducts", Called),
+            ("ec2:RunInstances", Implied),
+            ("ec2:CreateTags", Implied),
+            ("iam:TagInstanceProfile", Implied),
+            ("iam:PassRole", Implied),
+            ("logs:CreateLogStream", Platform),
+            ("logs:PutLogEvents", Platform),
+        ],
+    ),
+    (
+        "InterruptionFunction",
+        &[
+            ("eks:DescribeCluster", Called),
+            ("ec2:DescribeInstances", Called),
+            ("ec2:TerminateInstances", Called),
+            ("sqs:SendMessage", Called),
+            ("ec2:DescribeInstanceTypes", Called),
+            ("ec2:DescribeInstanceTypeOfferings", Called),
+            ("ec2:DescribeSpotPriceHistory", Called),
+            ("ec2:DescribeSubnets", Called),
+            ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeImages", Called),
+            ("ssm:GetParameters", Called),
+            ("ec2:DescribeLaunchTemplates", Called),
+            ("ec2:CreateLaunchTemplate", Called),
+            ("ec2:CreateFleet", Called),
+            ("iam:GetInstanceProfile", Called),
+            ("iam:CreateInstanceProfile", Called),
+            ("iam:AddRoleToInstanceProfile", Called),
+            ("ec2:RunInstances", Implied),
+            ("ec2:CreateTags", Implied),
+            ("iam:TagInstanceProfile", Implied),
+            ("iam:PassRole", Implied),
+            ("logs:CreateLogStream", Platform),
+            ("logs:PutLogEvents", Platform),
+            ("sqs:ReceiveMessage", Platform),
+            ("sqs:DeleteMessage", Platform),
+            ("sqs:GetQueueAttributes", Platform),
+        ],
+    ),
+    (
+        "SweeperFunction",
+        &[
+            ("eks:DescribeCluster", Planned),
+            ("ec2:DescribeInstances", Planned),
+            ("ec2:DescribeInstanceTypes", Planned),
+            ("ec2:DescribeInstanceTypeOfferings", Planned),
+            ("ec2:DescribeSpotPriceHistory", Planned),
+            ("ec2:DescribeSubnets", Planned),
+            ("ec2:DescribeLaunchTemplates", Planned),
+            ("pricing:GetProducts", Planned),
+            ("ec2:TerminateInstances", Planned),
+            ("ec2:DeleteLaunchTemplate", Planned),
+            ("iam:GetInstanceProfile", Planned),
+            ("iam:ListInstanceProfiles", Planned),
+            ("iam:RemoveRoleFromInstanceProfile", Planned),
+            ("iam:DeleteInstanceProfile", Planned),
+            ("sqs:SendMessage", Planned),
+            ("logs:CreateLogStream", Platform),
+            ("logs:PutLogEvents", Platform),
+        ],
+    ),
+];
+
+/// Adapter calls no function makes today, so no role is granted them.
+const CALLED_BY_NO_FUNCTION: &[(&str, &str)] = &[(
+    "create_tags",
+    "InstanceInventory::create_tags (re-tagging an existing instance) has no caller",
+)];
+
+/// `ec2:DescribeInstanceTypeOfferings` -> `describe_instance_type_offerings`.
+fn sdk_method(action: &str) -> String {
+    let verb = action.split_once(':').map_or(action, |(_, v)| v);
+    let mut out = String::new();
+    for (i, c) in verb.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every `client.<operation>()` call in `source` outside its `#[cfg(test)]` module: with
+/// the builder chain joined into one line, an operation on the client (`client`, `ssm`,
+/// `ec2`) followed by more of the chain (`.send()`, a setter), as every SDK call in the
+/// adapters is written.
+fn sdk_calls(source: &str) -> Vec<String> {
+    let production = source.split("#[cfg(test)]").next().unwrap_or("");
+    let mut joined = String::new();
+    for line in production.lines().map(str::trim) {
+        if !line.starts_with('.') {
+            joined.push('\n');
+        }
+        joined.push_str(line);
+    }
+    let mut out = Vec::new();
+    for receiver in ["client.", "ssm.", "ec2."] {
+        for (at, _) in joined.match_indices(receiver) {
+            let rest = &joined[at + receiver.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != "clone" && rest[name.len()..].starts_with("().") {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// The SDK calls of the adapters every function is built from.
+fn adapter_calls() -> std::collections::BTreeSet<String> {
+    let root = nodewright_world::moto::workspace_root();
+    let mut out = std::collections::BTreeSet::new();
+    for dir in ["shared/src/aws", "shared/src/eks"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("the adapters' directory") {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !name.ends_with(".rs") || name.contains("tests") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("an adapter source");
+            out.extend(sdk_calls(&text));
+        }
+    }
+    out
+}
+
+/// The actions a role's statements allow, each with a wildcard flagged.
+fn allowed_actions(statements: &[&Value]) -> std::collections::BTreeSet<String> {
+    statements
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .flat_map(|s| list(&s["Action"]))
+        .collect()
+}
+
+/// How a role's allowed actions differ from its function's table: sentences naming
+/// each action missing (the function would fail with AccessDenied) or extra (allowed but
+/// never called), and each wildcard action.
+fn permission_mismatches(
+    granted: &std::collections::BTreeSet<String>,
+    needed: &[(&str, Why)],
+) -> Vec<String> {
+    let needed: std::collections::BTreeSet<String> =
+        needed.iter().map(|(a, _)| a.to_string()).collect();
+    let mut out = Vec::new();
+    for a in needed.difference(granted) {
+        out.push(format!("{a} is needed but not allowed"));
+    }
+    for a in granted.difference(&needed) {
+        out.push(format!("{a} is allowed but never called"));
+    }
+    for a in granted.iter().filter(|a| a.contains('*')) {
+        out.push(format!("{a} is a wildcard action"));
+    }
+    out
+}
+
+#[test]
+fn each_function_is_allowed_exactly_the_actions_its_code_calls() {
+    let template = Template::load().expect("template.yaml renders");
+    let functions = template.functions();
+    let mut problems = Vec::new();
+    for function in &functions {
+        let Some((_, needed)) = CALLS.iter().find(|(f, _)| f == function) else {
+            problems.push(format!("{function} has no row in CALLS"));
+            continue;
+        };
+        let role = template
+            .function_role(function, &facts())
+            .expect("the function's role renders");
+        if !role.managed.is_empty() {
+            problems.push(format!(
+                "{function}: managed policies from outside the stack {:?} cannot be checked",
+                role.managed
+            ));
+        }
+        let granted = allowed_actions(&role.statements());
+        problems.extend(
+            permission_mismatches(&granted, needed)
+                .into_iter()
+                .map(|p| format!("{function} ({}): {p}", role.role)),
+        );
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_functions_roles_are_three_distinct_roles() {
+    let template = Template::load().expect("template.yaml renders");
+    let mut roles: Vec<String> = template
+        .functions()
+        .iter()
+        .map(|f| template.function_role(f, &facts()).expect("renders").role)
+        .collect();
+    roles.sort();
+    roles.dedup();
+    assert_eq!(
+        roles,
+        ["InterruptionRole", "ProvisionerRole", "SweeperRole"],
+        "one role per function"
+    );
+}
+
+#[test]
+fn every_call_in_the_table_is_made_by_an_adapter_and_every_adapter_call_is_in_the_table() {
+    let calls = adapter_calls();
+    assert!(
+        calls.contains("create_fleet") && calls.contains("describe_cluster"),
+        "the scan finds the adapters' calls: {calls:?}"
+    );
+    let mut problems = Vec::new();
+    let mut tabled = std::collections::BTreeSet::new();
+    for (function, needed) in CALLS {
+        for (action, why) in *needed {
+            if *why != Called {
+                continue;
+            }
+            let method = sdk_method(action);
+            if !calls.contains(&method) {
+                problems.push(format!(
+                    "{function}: {action} is tabled as called, but no adapter calls .{method}()"
+                ));
+            }
+            tabled.insert(method);
+        }
+    }
+    for call in &calls {
+        let excused = CALLED_BY_NO_FUNCTION.iter().any(|(m, _)| m == call);
+        if !tabled.contains(call) && !excused {
+            problems.push(format!(
+                ".{call}() is called by an adapter but no function's row has it"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_permission_checkers_catch_a_missing_action_an_extra_one_a_wildcard_and_an_untabled_call() {
+    let granted: std::collections::BTreeSet<String> = [
+        "ec2:DescribeInstances",
+        "ec2:TerminateInstances",
+        "ec2:Describe*",
+    ]
+    .map(String::from)
+    .into();
+    let needed = [
+        ("ec2:DescribeInstances", Called),
+        ("eks:DescribeCluster", Called),
+    ];
+    let got = permission_mismatches(&granted, &needed);
+    for want in [
+        "eks:DescribeCluster is needed but not allowed",
+        "ec2:TerminateInstances is allowed but never called",
+        "ec2:Describe* is a wildcard action",
+    ] {
+        assert!(got.iter().any(|g| g == want), "{want:?} not in {got:?}");
+    }
+    assert_eq!(
+        sdk_method("ec2:DescribeInstanceTypeOfferings"),
+        "describe_instance_type_offerings"
+    );
+    let source = "let out = self\n    .client\n    .terminate_instances()\n    .send();\n\
+                  let c = self.client.clone();\n\
+                  self.client.create_fleet().spot_options(x);\n\
+                  #[cfg(test)]\nmod tests { client\n.delete_everything().send() }";
+    assert_eq!(sdk_calls(source), ["terminate_instances", "create_fleet"]);
+}
+
+// --- Conditions on mutating statements ----------------------------------------------------
+
+/// Statements that change something without a condition, each for a reason: the resources
+/// are used, not changed, or are the stack's own.
+const UNCONDITIONED: &[(&str, &str)] = &[
+    (
+        "LaunchUsingSharedResources",
+        "a launch uses the image, snapshots, security groups and subnet; it changes none",
+    ),
+    (
+        "OwnLogs",
+        "the function's own log group, named by the stack",
+    ),
+    ("ConsumeQueue", "the stack's own queue"),
+    ("FollowUps", "the stack's own queue"),
+];
+
+/// Every mutating statement of `statements` that has no condition and is not one of
+/// `excused` (by Sid), and every mutating action on `Resource: "*"` without a condition.
+fn unconditioned_mutations(statements: &[&Value], excused: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in statements.iter().filter(|s| s["Effect"] == "Allow") {
+        let sid = s["Sid"].as_str().unwrap_or("(no Sid)");
+        let mutating: Vec<String> = list(&s["Action"])
+            .into_iter()
+            .filter(|a| !read_only(a))
+            .collect();
+        if mutating.is_empty() || s.get("Condition").is_some() {
+            continue;
+        }
+        if list(&s["Resource"]).iter().any(|r| r == "*") {
+            out.push(format!(
+                "{sid}: {mutating:?} on Resource \"*\" without a condition"
+            ));
+        }
+        if !excused.iter().any(|(e, _)| *e == sid) {
+            out.push(format!("{sid}: {mutating:?} without a condition"));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_mutating_statement_has_a_condition_or_a_stated_reason_and_none_is_unscoped() {
+    let template = Template::load().expect("template.yaml renders");
+    let mut problems = Vec::new();
+    for function in template.functions() {
+        let role = template
+            .function_role(&function, &facts())
+            .expect("the function's role renders");
+        problems.extend(
+            unconditioned_mutations(&role.statements(), UNCONDITIONED)
+                .into_iter()
+                .map(|p| format!("{function} ({}): {p}", role.role)),
+        );
+        // An excused statement is excused for its own resources only.
+        for s in role.statements() {
+            let sid = s["Sid"].as_str().unwrap_or("");
+            let resources = list(&s["Resource"]);
+            let own = |r: &String| {
+                r == "arn:aws:sqs:us-east-1:123456789012:q"
+                    || r.contains(&format!(":log-group:/nodewright/{CLUSTER}/"))
+            };
+            if ["OwnLogs", "ConsumeQueue", "FollowUps"].contains(&sid) && !resources.iter().all(own)
+            {
+                problems.push(format!(
+                    "{function}: {sid} names {resources:?}, not only the stack's own"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_condition_checker_catches_an_unconditioned_write_and_a_write_on_any_resource() {
+    let statements: Vec<Value> = [
+        r#"{"Sid":"A","Effect":"Allow","Action":"sqs:SendMessage","Resource":"arn:aws:sqs:us-east-1:1:other"}"#,
+        r#"{"Sid":"OwnLogs","Effect":"Allow","Action":"logs:PutLogEvents","Resource":"*"}"#,
+        r#"{"Sid":"C","Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}"#,
+        r#"{"Sid":"D","Effect":"Allow","Action":"ec2:TerminateInstances","Resource":"*",
+            "Condition":{"StringEquals":{"aws:ResourceTag/nodewright.io/cluster":"c"}}}"#,
+    ]
+    .iter()
+    .map(|s| serde_json::from_str(s).unwrap())
+    .collect();
+    let refs: Vec<&Value> = statements.iter().collect();
+    let got = unconditioned_mutations(&refs, UNCONDITIONED);
+    assert_eq!(
+        got,
+        [
+            r#"A: ["sqs:SendMessage"] without a condition"#,
+            r#"OwnLogs: ["logs:PutLogEvents"] on Resource "*" without a condition"#,
+        ]
+    );
+}
+
+#[test]
+fn eks_describe_cluster_names_this_clusters_arn_only() {
+    let template = Template::load().expect("template.yaml renders");
+    let want = format!("arn:aws:eks:us-east-1:123456789012:cluster/{CLUSTER}");
+    for function in template.functions() {
+        let role = template.function_role(&function, &facts()).unwrap();
+        for s in role.statements() {
+            if list(&s["Action"])
+                .iter()
+                .any(|a| a == "eks:DescribeCluster")
+            {
+                assert_eq!(
+                    list(&s["Resource"]),
+                    std::slice::from_ref(&want),
+                    "{function}: {}",
+                    s["Sid"]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pass_role_is_scoped_to_this_clusters_node_roles() {
+    let template = Template::load().expect("template.yaml renders");
+    for function in template.functions() {
+        let role = template.function_role(&function, &facts()).unwrap();
+        for s in role.statements() {
+            if !list(&s["Action"]).iter().any(|a| a == "iam:PassRole") {
+                continue;
+            }
+            for r in list(&s["Resource"]) {
+                let per_cluster = r.ends_with(&format!("role/KarpenterNodeRole-{CLUSTER}"))
+                    || r.ends_with(&format!("role/nodewright/{CLUSTER}/*"))
+                    || r == "arn:aws:iam::123456789012:role/nodewright-node-x";
+                assert!(
+                    per_cluster,
+                    "{function}: PassRole on {r}, not this cluster's"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_policy_attached_only_under_a_stack_condition_also_conditions_every_mutating_statement() {
+    // PrivateEndpointsPolicy (FunctionSubnetIds) attaches itself to the roles with `Roles`
+    // and `Condition`, so the rendered roles above do not include it: read as written.
+    let path = nodewright_world::moto::workspace_root().join("template.yaml");
+    let text = std::fs::read_to_string(path).expect("template.yaml");
+    let t: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let mut checked = 0;
+    for (name, r) in t["Resources"].as_mapping().expect("Resources") {
+        let kind = r["Type"].as_str().unwrap_or_default();
+        if !matches!(kind, "AWS::IAM::ManagedPolicy" | "AWS::IAM::Policy")
+            || r.get("Condition").is_none()
+        {
+            continue;
+        }
+        let statements = r["Properties"]["PolicyDocument"]["Statement"]
+            .as_sequence()
+            .expect("statements");
+        for s in statements {
+            let actions: Vec<String> = match &s["Action"] {
+                serde_yaml::Value::String(a) => vec![a.clone()],
+                serde_yaml::Value::Sequence(l) => l
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            checked += 1;
+            assert!(
+                actions.iter().all(|a| read_only(a)) || s.get("Condition").is_some(),
+                "{name:?} {:?}: {actions:?} without a condition",
+                s["Sid"]
+            );
+            assert!(
+                s.get("Condition").is_some() || s["Resource"].as_str() != Some("*"),
+                "{name:?} {:?}: Resource \"*\" without a condition",
+                s["Sid"]
+            );
+        }
+    }
+    assert!(checked >= 3, "the private endpoints policy is found");
+}

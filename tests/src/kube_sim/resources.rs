@@ -50,7 +50,7 @@ fn any_object(v: &Value) -> Result<(), String> {
 
 use k8s_openapi::api::{
     apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    policy::v1 as policy,
+    policy::v1 as policy, rbac::v1 as rbac,
 };
 
 const POD_FIELDS: &[&str] = &[
@@ -281,6 +281,60 @@ pub static RESOURCES: &[ResourceType] = &[
         short = &[],
         fields = Some(NONE),
         decodes::<coordination::Lease>
+    ),
+    // What `nodewright rbac` prints, so kubectl can apply it here (stored, not enforced:
+    // the simulated server authorizes every request).
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        ns = false,
+        crd = false,
+        status = false,
+        short = &[],
+        fields = Some(NONE),
+        decodes::<rbac::ClusterRole>
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        ns = false,
+        crd = false,
+        status = false,
+        short = &[],
+        fields = Some(NONE),
+        decodes::<rbac::ClusterRoleBinding>
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "role",
+        "Role",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &[],
+        fields = Some(NONE),
+        decodes::<rbac::Role>
+    ),
+    res!(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        ns = true,
+        crd = false,
+        status = false,
+        short = &[],
+        fields = Some(NONE),
+        decodes::<rbac::RoleBinding>
     ),
 ];
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use k8s_openapi::api::{
     apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    policy::v1 as policy,
+    policy::v1 as policy, rbac::v1 as rbac,
 };
 
 use super::openapi::strict_schema;
@@ -106,6 +106,12 @@ pub fn unknown_fields(rt: &ResourceType, obj: &Value) -> Vec<String> {
         ("apps", "daemonsets") => by_type::<apps::DaemonSet>(obj),
         ("policy", "poddisruptionbudgets") => by_type::<policy::PodDisruptionBudget>(obj),
         ("coordination.k8s.io", "leases") => by_type::<coordination::Lease>(obj),
+        ("rbac.authorization.k8s.io", "clusterroles") => by_type::<rbac::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => {
+            by_type::<rbac::ClusterRoleBinding>(obj)
+        }
+        ("rbac.authorization.k8s.io", "roles") => by_type::<rbac::Role>(obj),
+        ("rbac.authorization.k8s.io", "rolebindings") => by_type::<rbac::RoleBinding>(obj),
         _ => Vec::new(),
     }
 }
