@@ -300,3 +300,55 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
         "{launched:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothing_twice() {
+    use nodewright_world::kube_sim::Fault;
+
+    let world = start("e2e-kube-faults", with_crds()).await;
+    world
+        .apply_yaml(&world.example("getting-started.yaml").unwrap())
+        .unwrap();
+    world.sim.step().await;
+    // Pages of 3 items whatever the client asks; the first later page of the pod list
+    // finds its continue token expired; the NodePool list is throttled and the node list
+    // fails, each more often than the client's own retries absorb.
+    world.sim.short_pages(3);
+    world.sim.inject(Fault::resource("pods", 410).continued());
+    world.sim.inject(Fault::resource("nodepools", 429).times(3));
+    world.sim.inject(Fault::resource("nodes", 500).times(3));
+    let state = world
+        .provisioner(quick(Duration::from_secs(8)), quick_batch())
+        .await
+        .unwrap();
+    let summary = invoke(&state)
+        .await
+        .expect("a failed poll does not fail the invocation");
+    // The throttled NodePool list fails one poll and the failing node list the next; the
+    // expired continue token fails none (the pod list starts over within the poll).
+    assert_eq!(
+        summary["failedPolls"].as_u64(),
+        Some(2),
+        "one failed poll per fault the client's retries cannot absorb: {summary}"
+    );
+    let launched = owned_instances(&world).await;
+    assert!(!launched.is_empty(), "a later poll launched: {summary}");
+
+    // Nothing twice: another invocation, with the pods still pending, adds nothing.
+    let again = invoke(&state).await.unwrap();
+    assert_eq!(
+        owned_instances(&world).await.len(),
+        launched.len(),
+        "{again}"
+    );
+
+    // And what was launched is enough: every pod runs once the nodes are Ready.
+    world.sim.clear_faults();
+    catch_up(&world);
+    for _ in 0..8 {
+        world.clock().advance(Duration::from_secs(10));
+        world.sim.step().await;
+    }
+    let (total, running) = inflate_pods(&world);
+    assert_eq!((total, running), (10, 10));
+}

@@ -97,7 +97,7 @@ pub async fn handle(
     State(sh): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
-    Query(query): Query<BTreeMap<String, String>>,
+    Query(mut query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -114,7 +114,12 @@ pub async fn handle(
             path: &path,
             plural,
             subresource: sub,
+            continued: query.contains_key("continue"),
         };
+        let asked = query.get("limit").and_then(|l| l.parse().ok());
+        if let Some(limit) = f.page_limit(asked).filter(|_| method == Method::GET) {
+            query.insert("limit".into(), limit.to_string());
+        }
         (f.delay_for(&path), f.take(facts))
     };
     if let Some(d) = delay {
