@@ -180,6 +180,17 @@ impl AwsFront {
         }
     }
 
+    /// How many calls of each action the front has seen so far.
+    pub fn action_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        if let Ok(calls) = self.front.calls.lock() {
+            for c in calls.iter() {
+                *counts.entry(c.action.clone()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// Every call of `action` so far, in order.
     pub fn calls(&self, action: &str) -> Vec<Call> {
         self.front

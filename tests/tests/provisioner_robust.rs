@@ -352,3 +352,83 @@ async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothin
     let (total, running) = inflate_pods(&world);
     assert_eq!((total, running), (10, 10));
 }
+
+/// Calls per action made since `before`, AWS (through the front) and Kubernetes.
+fn calls_since(
+    world: &World,
+    before: &(std::collections::BTreeMap<String, usize>, usize),
+) -> (
+    std::collections::BTreeMap<String, usize>,
+    std::collections::BTreeMap<String, usize>,
+) {
+    let mut aws = world.front.action_counts();
+    for (action, n) in &before.0 {
+        if let Some(now) = aws.get_mut(action) {
+            *now -= n;
+        }
+    }
+    aws.retain(|_, n| *n > 0);
+    let mut kube = std::collections::BTreeMap::new();
+    for r in world.sim.requests().into_iter().skip(before.1) {
+        *kube.entry(r).or_insert(0usize) += 1;
+    }
+    (aws, kube)
+}
+
+fn mark(world: &World) -> (std::collections::BTreeMap<String, usize>, usize) {
+    (world.front.action_counts(), world.sim.requests().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_calls() {
+    let world = start("e2e-api-load", with_crds()).await;
+    let example = world.example("getting-started.yaml").unwrap();
+    for kind in ["NodePool", "EC2NodeClass"] {
+        world
+            .apply_yaml(&documents_of_kind(&example, kind))
+            .unwrap();
+    }
+    world.sim.step().await;
+    // Invocations long enough for many polls after the first (which builds the catalog).
+    let state = world
+        .provisioner(quick(Duration::from_secs(8)), quick_batch())
+        .await
+        .unwrap();
+
+    let before = mark(&world);
+    let idle = invoke(&state).await.unwrap();
+    let (idle_aws, idle_kube) = calls_since(&world, &before);
+
+    // 100 pods no NodePool can place (a zone that does not exist): every poll solves
+    // again and finds them unschedulable.
+    let stuck = documents_of_kind(&example, "Deployment")
+        .replace("name: inflate", "name: stuck")
+        .replace("app: inflate", "app: stuck")
+        .replace("replicas: 10", "replicas: 100")
+        .replace(
+            "      terminationGracePeriodSeconds: 0",
+            "      terminationGracePeriodSeconds: 0\n      nodeSelector:\n        topology.kubernetes.io/zone: us-east-1-nowhere",
+        );
+    assert!(stuck.contains("us-east-1-nowhere"), "{stuck}");
+    world.apply_yaml(&stuck).unwrap();
+    world.sim.step().await;
+    // A first invocation builds the catalog and tells each pod why once; the second one
+    // is what every later minute looks like.
+    let first = invoke(&state).await.unwrap();
+    assert_eq!(first["unschedulablePods"], 100, "{first}");
+    let before = mark(&world);
+    let busy = invoke(&state).await.unwrap();
+    let (busy_aws, busy_kube) = calls_since(&world, &before);
+    // Read by BENCHMARKS.md ("API calls per poll"); run with --nocapture to see them.
+    println!("idle: {idle}\n  aws {idle_aws:?}\n  kube {idle_kube:?}");
+    println!("100 unschedulable: {busy}\n  aws {busy_aws:?}\n  kube {busy_kube:?}");
+
+    let polls = busy["polls"].as_u64().unwrap_or(0);
+    assert!(polls >= 5, "enough polls to see repetition: {busy}");
+    assert_eq!(busy["unschedulablePods"], 100, "{busy}");
+    assert!(owned_instances(&world).await.is_empty());
+    assert!(
+        busy_aws.get("DescribeSubnets").copied().unwrap_or(0) <= 1,
+        "subnets are asked for once per minute, not once per poll ({polls} polls): {busy_aws:?}"
+    );
+}

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
+use super::discovery::{Discovered, terms_key};
 use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
@@ -102,6 +103,8 @@ pub struct Provisioner<K, A> {
     profiles: ProfileCache,
     /// Per node claim, which launch attempt (ClientToken) this container is at.
     attempts: LaunchAttempts,
+    /// Subnets and security groups per class, reused across polls for a while.
+    discovered: Discovered,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -179,6 +182,7 @@ where
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
             attempts: LaunchAttempts::default(),
+            discovered: Discovered::default(),
         }
     }
 
@@ -380,6 +384,8 @@ where
                     }
                     ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
+                        // A subnet out of addresses, or gone: look its class up afresh.
+                        self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         retry.extend(claim.pods.iter().cloned());
                     }
@@ -389,6 +395,7 @@ where
                         break;
                     }
                     ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                        self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                     }
@@ -484,7 +491,7 @@ where
         classes: Vec<EC2NodeClass>,
         now: SystemTime,
     ) -> Result<Launchable, ProvisionError> {
-        let (networks, classes) = self.discover_networks(classes).await;
+        let (networks, classes) = self.discover_networks(classes, now).await;
         let pools: Vec<NodePool> = pools
             .into_iter()
             .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
@@ -520,12 +527,25 @@ where
     async fn discover_networks(
         &mut self,
         classes: Vec<EC2NodeClass>,
+        now: SystemTime,
     ) -> (HashMap<String, ClassNetwork>, Vec<EC2NodeClass>) {
         let mut networks = HashMap::new();
         let mut kept = Vec::new();
         for class in classes {
             let name = class.metadata.name.clone();
-            match self.aws.subnets(&class.spec.subnet_selector_terms).await {
+            let terms = terms_key(&class.spec.subnet_selector_terms);
+            let found = match self.discovered.subnets(&name, &terms, now) {
+                Some(cached) => Ok(cached.clone()),
+                None => {
+                    let found = self.aws.subnets(&class.spec.subnet_selector_terms).await;
+                    if let Ok(subnets) = &found {
+                        self.discovered
+                            .put_subnets(&name, terms, now, subnets.clone());
+                    }
+                    found
+                }
+            };
+            match found {
                 Ok(found) if !found.is_empty() => {
                     networks.insert(
                         name,

@@ -10,6 +10,7 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::attempts::{Answer, Next};
+use super::super::discovery::terms_key;
 use super::super::launch::NODECLAIM_TAG;
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
 use super::super::node_template::{
@@ -105,13 +106,21 @@ where
             }
             None => return ClaimOutcome::Failed("AMI resolution did not run".into()),
         };
-        let groups = match self
-            .aws
-            .security_groups(&class.spec.security_group_selector_terms)
-            .await
-        {
-            Ok(g) => g.into_iter().map(|g| g.id).collect(),
-            Err(e) => return failed("security group discovery", &e),
+        let terms = terms_key(&class.spec.security_group_selector_terms);
+        let groups = match self.discovered.groups(&claim.node_class, &terms, now) {
+            Some(cached) => cached.iter().map(|g| g.id.clone()).collect(),
+            None => match self
+                .aws
+                .security_groups(&class.spec.security_group_selector_terms)
+                .await
+            {
+                Ok(g) => {
+                    let ids = g.iter().map(|g| g.id.clone()).collect();
+                    self.discovered.put_groups(&claim.node_class, terms, now, g);
+                    ids
+                }
+                Err(e) => return failed("security group discovery", &e),
+            },
         };
         let uids: Vec<String> = claim
             .pods

@@ -107,6 +107,13 @@ pub async fn handle(
         Route::Resource(t) => (Some(RESOURCES[t.res].plural), t.sub.as_deref()),
         _ => (None, None),
     };
+    let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    sh.record_request(format!(
+        "{} {}{}",
+        if watching { "WATCH" } else { method.as_str() },
+        plural.unwrap_or(path.as_str()),
+        sub.map(|s| format!("/{s}")).unwrap_or_default()
+    ));
     let (delay, fault) = {
         let mut f = sh.faults();
         let facts = RequestFacts {
