@@ -182,13 +182,29 @@ async fn karpenter_objects_in_the_cluster_take_priority_over_the_configmap() {
 }
 
 #[tokio::test]
-async fn with_no_nodepool_anywhere_the_stack_default_pool_is_used() {
+async fn with_karpenters_crds_installed_and_no_nodepool_there_is_no_nodepool() {
+    // As in Karpenter: deleting every NodePool stops provisioning; the stack's default
+    // pool is not a fallback for an empty set of CRDs (issue 8, finding 8).
     let crds = HashMap::from([
         ("karpenter.sh/v1/nodepools", vec![]),
         ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![]),
     ]);
     let world = World {
         crds: Some(crds),
+        config_map: None,
+        ..World::default()
+    };
+    let server = EmulatedApiServer::start(world, 500).await;
+    let load = server.cluster.load().await.expect("config");
+    assert_eq!(load.source, ConfigOrigin::Crds);
+    let (pools, classes, dropped) = usable(&load.inputs, &load.problems);
+    assert_eq!((pools.len(), classes.len(), dropped.len()), (0, 0, 0));
+}
+
+#[tokio::test]
+async fn with_neither_the_crds_nor_the_configmap_the_stack_default_pool_is_used() {
+    let world = World {
+        crds: None,
         config_map: None,
         ..World::default()
     };

@@ -14,6 +14,10 @@
 //!   ClientToken gets its first answer back, the same token with other parameters gets
 //!   `IdempotentParameterMismatch` ([`crate::ec2_idempotency`]; moto ignores the token).
 //!
+//! - **CreateFleet errors**: while a [`FleetFault`] is set, a CreateFleet it answers gets
+//!   EC2's answer for an `instant` fleet that launched nothing (HTTP 200, an `errorSet`
+//!   item per failing override; [`crate::fleet_faults`]) and moto never sees it.
+//!
 //! Every call is recorded (action, time, what the front did), so tests and benchmarks can
 //! read the wire: how often the SDK retried, when CreateFleet was sent.
 //!
@@ -32,7 +36,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{oneshot, watch};
 
-use crate::ec2_idempotency::{Remembered, Tokens, Verdict, mismatch_xml};
+use crate::ec2_idempotency::{Remembered, Tokens, Verdict, form_params, mismatch_xml};
+use crate::fleet_faults::{FleetFault, answer_xml};
 
 /// The most a request body may be; CreateFleet with 60 types x 3 zones is ~40 KiB.
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -51,6 +56,8 @@ pub enum Handling {
     Replayed,
     /// A ClientToken seen before with other parameters: `IdempotentParameterMismatch`.
     TokenMismatch,
+    /// A CreateFleet answered with a [`FleetFault`]'s errors; moto never saw it.
+    FleetErrors,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +72,7 @@ pub struct Call {
 struct Armed {
     throttle: HashMap<String, u32>,
     crash: HashMap<String, oneshot::Sender<Instant>>,
+    fleet: Vec<FleetFault>,
 }
 
 struct Front {
@@ -158,6 +166,31 @@ impl AwsFront {
         Crash(rx)
     }
 
+    /// From now on, every CreateFleet `fault` answers fails with its errors, until
+    /// [`AwsFront::clear_fleet_faults`].
+    pub fn fail_fleet(&self, fault: FleetFault) {
+        if let Ok(mut armed) = self.front.armed.lock() {
+            armed.fleet.push(fault);
+        }
+    }
+
+    pub fn clear_fleet_faults(&self) {
+        if let Ok(mut armed) = self.front.armed.lock() {
+            armed.fleet.clear();
+        }
+    }
+
+    /// How many calls of each action the front has seen so far.
+    pub fn action_counts(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        if let Ok(calls) = self.front.calls.lock() {
+            for c in calls.iter() {
+                *counts.entry(c.action.clone()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
     /// Every call of `action` so far, in order.
     pub fn calls(&self, action: &str) -> Vec<Call> {
         self.front
@@ -202,6 +235,17 @@ impl Front {
             Some(tx) => Plan::Crash(tx),
             None => Plan::Forward,
         }
+    }
+
+    /// EC2's error answer to a CreateFleet body a set fault answers.
+    fn fleet_fault(&self, action: &str, body: &[u8]) -> Option<String> {
+        if action != "CreateFleet" {
+            return None;
+        }
+        let params = form_params(body);
+        let armed = self.armed.lock().ok()?;
+        let fault = armed.fleet.iter().find(|f| f.answers(&params))?;
+        Some(answer_xml(&params, fault))
     }
 
     fn record(&self, action: String, at: Instant, handling: Handling) {
@@ -278,6 +322,22 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             return r;
         }
     };
+    if let Some(xml) = front.fleet_fault(&action, &body) {
+        // EC2 remembers an error answer under its token like any other.
+        if let Some(key) = token_key {
+            let remembered = Remembered {
+                status: 200,
+                content_type: "text/xml".into(),
+                body: Bytes::from(xml.clone()),
+            };
+            front.tokens.remember(key, &body, remembered);
+        }
+        front.record(action, at, Handling::FleetErrors);
+        let mut r = (StatusCode::OK, xml).into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+        return r;
+    }
     let answer = front
         .forward(parts.method, &path_and_query, &parts.headers, body.clone())
         .await;

@@ -4,6 +4,7 @@
 
 pub mod errors;
 pub mod fleet;
+pub mod fleet_errors;
 pub mod images;
 pub mod instance_profiles;
 pub mod instance_types;
@@ -20,6 +21,7 @@ mod convert;
 
 pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code, classify_error};
 pub use fleet::{FleetError, FleetOutcome, FleetOverride, FleetRequest, LaunchedInstance};
+pub use fleet_errors::{Reach, quota_group, reach};
 pub use images::{AliasVersion, AmiAlias, AmiFamily, Image, ImageAdapter, ssm_parameter_path};
 pub use instance_profiles::{IamAdapter, instance_profile_name, role_name};
 pub use instance_types::{SpotPrice, TypeOffering};

@@ -24,4 +24,6 @@ pub use spot::NOTICE as SPOT_NOTICE;
 #[cfg(test)]
 mod action_tests;
 #[cfg(test)]
+mod parse_props;
+#[cfg(test)]
 mod parse_tests;

@@ -26,6 +26,10 @@ use super::pending::{
 use super::ports::{NodeOps, NodeSource, PendingPodWatch, PodSource};
 use crate::api::Taint;
 
+/// Times one list starts over after its continue token expired; more means the list
+/// cannot be read consistently now, and the next poll tries again.
+const MAX_LIST_RESTARTS: u32 = 2;
+
 /// What a `KubeCluster` needs besides the client.
 #[derive(Debug, Clone)]
 pub struct ClusterSettings {
@@ -112,14 +116,34 @@ impl KubeCluster {
     where
         K: Clone + DeserializeOwned + Debug,
     {
+        let first = lp.limit(self.settings.page_size);
+        let mut lp = first.clone();
         let mut out = Vec::new();
-        let mut lp = lp.limit(self.settings.page_size);
+        let mut restarts = 0;
         loop {
-            let page = self
+            let page = match self
                 .settings
                 .retry
                 .run("list", resource, || api.list(&lp))
-                .await?;
+                .await
+            {
+                Ok(page) => page,
+                // 410 Gone on a later page: the continue token expired (etcd compacted
+                // its resource version). The pages read so far may be inconsistent with
+                // the rest, so the list starts again, as client-go's pager does.
+                Err(e)
+                    if e.status_code() == Some(410)
+                        && lp.continue_token.is_some()
+                        && restarts < MAX_LIST_RESTARTS =>
+                {
+                    restarts += 1;
+                    tracing::info!(resource, restarts, "continue token expired; listing again");
+                    out.clear();
+                    lp = first.clone();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             out.extend(page.items);
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => lp = lp.continue_token(&token),

@@ -1,5 +1,6 @@
-//! `ConfigSource` for `KubeCluster`: Karpenter's CRD objects, else the ConfigMap, else the
-//! default pool from the stack parameters.
+//! `ConfigSource` for `KubeCluster`: Karpenter's CRD objects when a NodePool CRD is
+//! installed (even with no NodePool: then nothing is provisioned), else the ConfigMap,
+//! else the default pool from the stack parameters.
 
 use ::kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -21,6 +22,10 @@ struct CrdKind {
     plural: &'static str,
     versions: &'static [&'static str],
 }
+
+/// The kinds whose CRD being served makes the CRDs the configuration (see DESIGN, "Where
+/// the configuration comes from").
+const POOL_KINDS: &[&str] = &["NodePool", "Provisioner"];
 
 /// Classes before pools, so a legacy Provisioner's kubelet settings find their template.
 const CRD_KINDS: &[CrdKind] = &[
@@ -108,20 +113,24 @@ impl KubeCluster {
         Ok(None)
     }
 
-    async fn load_crds(&self) -> Result<(Inputs, Vec<Problem>), KubeError> {
+    /// The Karpenter objects in the cluster, and whether a NodePool kind (`NodePool` or
+    /// the legacy `Provisioner`) is served at all.
+    async fn load_crds(&self) -> Result<(Inputs, Vec<Problem>, bool), KubeError> {
         let mut inputs = Inputs::default();
         let mut problems = Vec::new();
+        let mut pools_served = false;
         for kind in CRD_KINDS {
             let Some((resource, objects)) = self.list_crd(kind).await? else {
                 continue;
             };
+            pools_served |= POOL_KINDS.contains(&kind.kind);
             for object in &objects {
                 let name = object.metadata.name.as_deref().unwrap_or_default();
                 let file = cluster_file(kind.plural, kind.group, name);
                 problems.extend(inputs.load_value(&file, 1, as_document(object, &resource)));
             }
         }
-        Ok((inputs, problems))
+        Ok((inputs, problems, pools_served))
     }
 
     /// `None` when the ConfigMap does not exist.
@@ -171,8 +180,10 @@ impl ConfigSource for KubeCluster {
 
 impl KubeCluster {
     async fn load_uncached(&self) -> Result<ConfigLoad, KubeError> {
-        let (inputs, problems) = self.load_crds().await?;
-        if holds_node_pool(&inputs, &problems) {
+        let (inputs, problems, pools_served) = self.load_crds().await?;
+        // With Karpenter's CRDs installed they are the whole truth, as in Karpenter: every
+        // NodePool deleted means nothing is provisioned, not the stack's default pool.
+        if pools_served || holds_node_pool(&inputs, &problems) {
             return Ok(finish(inputs, problems, ConfigOrigin::Crds));
         }
         let mut passed_over = problems;

@@ -117,6 +117,20 @@ pub fn missing_nodeclaim_labels(nodes: &[Node], owned: &[OwnedInstance]) -> Vec<
         .collect()
 }
 
+/// Sets the `nodewright.io/nodeclaim` label on the node named `name` in `nodes`, as
+/// labelling it in the cluster does.
+pub fn set_nodeclaim_label(nodes: &mut [Node], name: &str, claim: &str) {
+    for n in nodes
+        .iter_mut()
+        .filter(|n| n.metadata.name.as_deref() == Some(name))
+    {
+        n.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(labels::NODECLAIM.to_string(), claim.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

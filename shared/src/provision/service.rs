@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
-use super::in_flight::{in_flight, missing_nodeclaim_labels};
+use super::discovery::{Discovered, terms_key};
+use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
 use super::on_demand_prices::PriceRefresh;
@@ -24,8 +25,8 @@ use crate::aws::{
 };
 use crate::catalog::CatalogError;
 use crate::kube::{
-    ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource, ObjectKind,
-    PodRef, PodSource, existing_nodes, usable,
+    ConfigOrigin, ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource,
+    ObjectKind, PodRef, PodSource, existing_nodes, usable,
 };
 use crate::scheduling::{Snapshot, solve};
 
@@ -102,6 +103,8 @@ pub struct Provisioner<K, A> {
     profiles: ProfileCache,
     /// Per node claim, which launch attempt (ClientToken) this container is at.
     attempts: LaunchAttempts,
+    /// Subnets and security groups per class, reused across polls for a while.
+    discovered: Discovered,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -179,6 +182,7 @@ where
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
             attempts: LaunchAttempts::default(),
+            discovered: Discovered::default(),
         }
     }
 
@@ -229,6 +233,15 @@ where
         if pending.is_empty() {
             return Ok(report);
         }
+        if pools.is_empty() {
+            // Nothing can be launched: say why on each pod once, and spare EC2 the calls.
+            let why = no_pool_reason(&config.source);
+            let by_key: HashMap<String, &Pod> = pending.iter().map(|p| (pod_key(p), p)).collect();
+            let all = by_key.keys().map(|k| (k.clone(), why.clone())).collect();
+            report.unschedulable_pods = pending.len();
+            self.warn_unschedulable(&by_key, all).await;
+            return Ok(report);
+        }
         for uid in &uids {
             self.first_seen.entry(uid.clone()).or_insert(now);
         }
@@ -237,7 +250,7 @@ where
             return Ok(report);
         }
 
-        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
+        let mut nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
         let daemon_sets = self
             .kube
             .daemon_sets()
@@ -261,6 +274,11 @@ where
                     tracing::warn!(node, nodeclaim = claim, error = %e, "labelling node failed")
                 }
             }
+            // This poll's snapshot sees the label too, written or not: the instance tag
+            // already says the node is ours, so a node that joined and is not Ready yet
+            // counts as starting capacity now, not only from the next poll on (a failed
+            // write is retried then).
+            set_nodeclaim_label(&mut nodes, &node, &claim);
         }
 
         let Launchable {
@@ -366,6 +384,8 @@ where
                     }
                     ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
+                        // A subnet out of addresses, or gone: look its class up afresh.
+                        self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         retry.extend(claim.pods.iter().cloned());
                     }
@@ -375,6 +395,7 @@ where
                         break;
                     }
                     ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                        self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                     }
@@ -397,6 +418,16 @@ where
         }
 
         report.unschedulable_pods = unschedulable.len();
+        self.warn_unschedulable(&by_key, unschedulable).await;
+        Ok(report)
+    }
+
+    /// A `FailedScheduling` warning per (pod, reason), once while the pod stays pending.
+    async fn warn_unschedulable(
+        &mut self,
+        by_key: &HashMap<String, &Pod>,
+        unschedulable: Vec<(String, String)>,
+    ) {
         for (key, reason) in unschedulable {
             let Some(pod) = by_key.get(&key) else {
                 continue;
@@ -414,7 +445,6 @@ where
                     .await;
             }
         }
-        Ok(report)
     }
 
     /// `Some(wait)` while the batching window over pods no solve has planned for is open.
@@ -461,7 +491,7 @@ where
         classes: Vec<EC2NodeClass>,
         now: SystemTime,
     ) -> Result<Launchable, ProvisionError> {
-        let (networks, classes) = self.discover_networks(classes).await;
+        let (networks, classes) = self.discover_networks(classes, now).await;
         let pools: Vec<NodePool> = pools
             .into_iter()
             .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
@@ -497,12 +527,25 @@ where
     async fn discover_networks(
         &mut self,
         classes: Vec<EC2NodeClass>,
+        now: SystemTime,
     ) -> (HashMap<String, ClassNetwork>, Vec<EC2NodeClass>) {
         let mut networks = HashMap::new();
         let mut kept = Vec::new();
         for class in classes {
             let name = class.metadata.name.clone();
-            match self.aws.subnets(&class.spec.subnet_selector_terms).await {
+            let terms = terms_key(&class.spec.subnet_selector_terms);
+            let found = match self.discovered.subnets(&name, &terms, now) {
+                Some(cached) => Ok(cached.clone()),
+                None => {
+                    let found = self.aws.subnets(&class.spec.subnet_selector_terms).await;
+                    if let Ok(subnets) = &found {
+                        self.discovered
+                            .put_subnets(&name, terms, now, subnets.clone());
+                    }
+                    found
+                }
+            };
+            match found {
                 Ok(found) if !found.is_empty() => {
                     networks.insert(
                         name,
@@ -558,6 +601,20 @@ impl<K, A: OnDemandPriceSource> Provisioner<K, A> {
             ),
         }
         refresh
+    }
+}
+
+/// Why nothing is provisioned when no NodePool is usable.
+fn no_pool_reason(origin: &ConfigOrigin) -> String {
+    match origin {
+        ConfigOrigin::Crds => "no usable NodePool: Karpenter's CRDs are installed, so the \
+                               cluster's NodePools are the configuration (none means no \
+                               provisioning, as in Karpenter)"
+            .to_string(),
+        ConfigOrigin::ConfigMap { namespace, name } => {
+            format!("no usable NodePool in ConfigMap {namespace}/{name}")
+        }
+        ConfigOrigin::Default => "the stack's default NodePool is not usable".to_string(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Launching one planned claim: AMI, security groups, instance profile, user data and
-//! launch template, then CreateFleet with the claim's deterministic id; insufficient
-//! capacity is remembered, and what passes by itself (a profile EC2 cannot see yet, a
+//! launch template, then CreateFleet with the claim's deterministic id; failures that
+//! will repeat for a while (no capacity, no spot role, a quota) are remembered at their
+//! reach (see [`super::super::unavailable`]), and what passes by itself (a profile EC2 cannot see yet, a
 //! template deleted meanwhile) is retried on the next poll.
 
 use std::collections::HashMap;
@@ -9,6 +10,7 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::attempts::{Answer, Next};
+use super::super::discovery::terms_key;
 use super::super::launch::NODECLAIM_TAG;
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
 use super::super::node_template::{
@@ -16,6 +18,7 @@ use super::super::node_template::{
 };
 use super::super::nodeclaim::nodeclaim_id;
 use super::super::profiles::Cached;
+use super::super::unavailable::{Exclusion, UNAVAILABLE_TTL, exclusion_for};
 use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
 use crate::api::EC2NodeClass;
 use crate::aws::{
@@ -103,13 +106,21 @@ where
             }
             None => return ClaimOutcome::Failed("AMI resolution did not run".into()),
         };
-        let groups = match self
-            .aws
-            .security_groups(&class.spec.security_group_selector_terms)
-            .await
-        {
-            Ok(g) => g.into_iter().map(|g| g.id).collect(),
-            Err(e) => return failed("security group discovery", &e),
+        let terms = terms_key(&class.spec.security_group_selector_terms);
+        let groups = match self.discovered.groups(&claim.node_class, &terms, now) {
+            Some(cached) => cached.iter().map(|g| g.id.clone()).collect(),
+            None => match self
+                .aws
+                .security_groups(&class.spec.security_group_selector_terms)
+                .await
+            {
+                Ok(g) => {
+                    let ids = g.iter().map(|g| g.id.clone()).collect();
+                    self.discovered.put_groups(&claim.node_class, terms, now, g);
+                    ids
+                }
+                Err(e) => return failed("security group discovery", &e),
+            },
         };
         let uids: Vec<String> = claim
             .pods
@@ -232,10 +243,23 @@ where
             Answer::Instances { all_dead: false }
         };
         self.attempts.judge(&nodeclaim, answer, now);
+        let mut excluded = false;
+        let mut told = Vec::new();
         for e in &outcome.errors {
-            if e.class == ErrorClass::InsufficientCapacity && !e.instance_type.is_empty() {
-                self.unavailable
-                    .mark(&e.instance_type, &e.zone, request.capacity_type, now);
+            if let Some(x) = exclusion_for(e, request.capacity_type) {
+                // One line per wide exclusion (a spot-wide error comes once per override).
+                if !matches!(x, Exclusion::Offering { .. }) && !told.contains(&x) {
+                    tracing::warn!(
+                        code = e.code,
+                        message = e.message,
+                        exclusion = ?x,
+                        for_how_long = ?UNAVAILABLE_TTL,
+                        "CreateFleet: excluding more than one offering from plans"
+                    );
+                    told.push(x.clone());
+                }
+                self.unavailable.exclude(x, now);
+                excluded = true;
             }
         }
         if let Some(first) = outcome.instances.first() {
@@ -288,15 +312,17 @@ where
                 e.code, e.message
             ));
         }
-        if outcome
-            .errors
-            .iter()
-            .any(|e| e.class == ErrorClass::InsufficientCapacity)
-        {
+        // Every failure that excluded something sends the claim's pods to the next round,
+        // whose solve no longer sees what just failed: the fallback (another type, zone
+        // or capacity type) comes in the same poll.
+        if excluded {
+            let first = outcome.errors.first();
             tracing::warn!(
                 nodeclaim,
                 errors = outcome.errors.len(),
-                "no capacity for any offering of the claim"
+                code = first.map(|e| e.code.as_str()),
+                message = first.map(|e| e.message.as_str()),
+                "no offering of the claim launched; falling back"
             );
             return ClaimOutcome::NoCapacity;
         }

@@ -1,17 +1,76 @@
-//! Offerings that just failed with insufficient capacity, kept out of plans for a while so
-//! the next solve picks another type or zone instead of asking EC2 again for what it lacks.
-//! Three minutes, as Karpenter's `UnavailableOfferingsTTL`.
+//! Launches that just failed in a way that will repeat for a while, kept out of plans so
+//! the next solve picks another type, zone or capacity type instead of asking EC2 again
+//! for what it lacks or refuses. Three minutes, as Karpenter's `UnavailableOfferingsTTL`;
+//! how far one failure reaches is [`crate::aws::fleet_errors`]'s table.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use crate::aws::{FleetError, Reach, quota_group, reach};
 use crate::catalog::{CapacityType, Catalog};
 
 pub const UNAVAILABLE_TTL: Duration = Duration::from_secs(180);
 
+/// What a failure keeps out of plans.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Exclusion {
+    Offering {
+        instance_type: String,
+        zone: String,
+        capacity_type: CapacityType,
+    },
+    /// Every offering in the zone.
+    Zone(String),
+    /// Every offering of the capacity type.
+    CapacityType(CapacityType),
+    /// Every offering of the capacity type whose type is in this vCPU quota group.
+    Quota {
+        group: &'static str,
+        capacity_type: CapacityType,
+    },
+}
+
+impl Exclusion {
+    fn covers(&self, instance_type: &str, zone: &str, capacity_type: CapacityType) -> bool {
+        match self {
+            Exclusion::Offering {
+                instance_type: t,
+                zone: z,
+                capacity_type: c,
+            } => t == instance_type && z == zone && *c == capacity_type,
+            Exclusion::Zone(z) => z == zone,
+            Exclusion::CapacityType(c) => *c == capacity_type,
+            Exclusion::Quota {
+                group,
+                capacity_type: c,
+            } => *c == capacity_type && *group == quota_group(instance_type),
+        }
+    }
+}
+
+/// What one error of a CreateFleet answer excludes, for a request of `capacity_type`.
+/// An error that names no instance type or zone where its reach needs one excludes
+/// nothing: excluding on a guess could hide offerings that work.
+pub fn exclusion_for(error: &FleetError, capacity_type: CapacityType) -> Option<Exclusion> {
+    let named = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    match reach(&error.code)? {
+        Reach::Offering => Some(Exclusion::Offering {
+            instance_type: named(&error.instance_type)?,
+            zone: named(&error.zone)?,
+            capacity_type,
+        }),
+        Reach::Zone => Some(Exclusion::Zone(named(&error.zone)?)),
+        Reach::Spot => Some(Exclusion::CapacityType(CapacityType::Spot)),
+        Reach::Quota => Some(Exclusion::Quota {
+            group: quota_group(&named(&error.instance_type)?),
+            capacity_type,
+        }),
+    }
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct UnavailableOfferings {
-    until: HashMap<(String, String, CapacityType), SystemTime>,
+    until: HashMap<Exclusion, SystemTime>,
 }
 
 impl UnavailableOfferings {
@@ -22,10 +81,19 @@ impl UnavailableOfferings {
         capacity_type: CapacityType,
         now: SystemTime,
     ) {
-        self.until.insert(
-            (instance_type.to_string(), zone.to_string(), capacity_type),
-            now + UNAVAILABLE_TTL,
+        self.exclude(
+            Exclusion::Offering {
+                instance_type: instance_type.to_string(),
+                zone: zone.to_string(),
+                capacity_type,
+            },
+            now,
         );
+    }
+
+    /// Keeps what `exclusion` covers out of plans for [`UNAVAILABLE_TTL`] from `now`.
+    pub fn exclude(&mut self, exclusion: Exclusion, now: SystemTime) {
+        self.until.insert(exclusion, now + UNAVAILABLE_TTL);
     }
 
     pub fn is_unavailable(
@@ -36,8 +104,8 @@ impl UnavailableOfferings {
         now: SystemTime,
     ) -> bool {
         self.until
-            .get(&(instance_type.to_string(), zone.to_string(), capacity_type))
-            .is_some_and(|until| now < *until)
+            .iter()
+            .any(|(x, until)| now < *until && x.covers(instance_type, zone, capacity_type))
     }
 
     /// Marks matching offerings unavailable in `catalog` and forgets expired entries.
@@ -67,6 +135,7 @@ impl UnavailableOfferings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::ErrorClass;
 
     #[test]
     fn an_offering_is_unavailable_for_three_minutes_then_comes_back() {
@@ -88,5 +157,175 @@ mod tests {
                 "{ty} {zone} {ct} +{after}s"
             );
         }
+    }
+
+    fn error(code: &str, instance_type: &str, zone: &str) -> FleetError {
+        FleetError {
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            code: code.into(),
+            message: String::new(),
+            class: ErrorClass::Other,
+        }
+    }
+
+    /// (code of a failed c6i.large spot launch in us-east-1a, offering asked about, whether
+    /// it is excluded afterwards).
+    #[test]
+    fn each_fleet_error_excludes_its_own_scope_and_nothing_more() {
+        use CapacityType::{OnDemand, Spot};
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let cases: &[(&str, &str, &str, CapacityType, bool)] = &[
+            // The offering: another zone, type or capacity type still launches.
+            (
+                "InsufficientInstanceCapacity",
+                "c6i.large",
+                "us-east-1a",
+                Spot,
+                true,
+            ),
+            (
+                "InsufficientInstanceCapacity",
+                "c6i.large",
+                "us-east-1a",
+                OnDemand,
+                false,
+            ),
+            (
+                "InsufficientInstanceCapacity",
+                "c6i.large",
+                "us-east-1b",
+                Spot,
+                false,
+            ),
+            ("Unsupported", "c6i.large", "us-east-1a", Spot, true),
+            ("Unsupported", "m6i.large", "us-east-1a", Spot, false),
+            (
+                "InvalidParameterCombination",
+                "c6i.large",
+                "us-east-1a",
+                Spot,
+                true,
+            ),
+            (
+                "InvalidParameterCombination",
+                "c6i.large",
+                "us-east-1a",
+                OnDemand,
+                false,
+            ),
+            ("SpotMaxPriceTooLow", "c6i.large", "us-east-1a", Spot, true),
+            (
+                "SpotMaxPriceTooLow",
+                "c6i.large",
+                "us-east-1a",
+                OnDemand,
+                false,
+            ),
+            // No spot service-linked role: spot everywhere, on-demand still launches.
+            (
+                "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                "m5.xlarge",
+                "us-east-1b",
+                Spot,
+                true,
+            ),
+            (
+                "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                "c6i.large",
+                "us-east-1a",
+                OnDemand,
+                false,
+            ),
+            // A vCPU quota: the capacity type within the quota group, in every zone.
+            (
+                "MaxSpotInstanceCountExceeded",
+                "m5.xlarge",
+                "us-east-1b",
+                Spot,
+                true,
+            ),
+            (
+                "MaxSpotInstanceCountExceeded",
+                "g5.xlarge",
+                "us-east-1a",
+                Spot,
+                false,
+            ),
+            (
+                "MaxSpotInstanceCountExceeded",
+                "c6i.large",
+                "us-east-1a",
+                OnDemand,
+                false,
+            ),
+            ("VcpuLimitExceeded", "r5.large", "us-east-1b", Spot, true),
+            (
+                "VcpuLimitExceeded",
+                "p4d.24xlarge",
+                "us-east-1a",
+                Spot,
+                false,
+            ),
+            // A subnet out of addresses: its zone, for every type and capacity type.
+            (
+                "InsufficientFreeAddressesInSubnet",
+                "m5.xlarge",
+                "us-east-1a",
+                OnDemand,
+                true,
+            ),
+            (
+                "InsufficientFreeAddressesInSubnet",
+                "c6i.large",
+                "us-east-1b",
+                Spot,
+                false,
+            ),
+            // Nothing that says anything about other launches excludes anything.
+            (
+                "RequestLimitExceeded",
+                "c6i.large",
+                "us-east-1a",
+                Spot,
+                false,
+            ),
+            (
+                "InvalidParameterValue",
+                "c6i.large",
+                "us-east-1a",
+                Spot,
+                false,
+            ),
+        ];
+        for &(code, ty, zone, ct, want) in cases {
+            let mut u = UnavailableOfferings::default();
+            if let Some(x) = exclusion_for(&error(code, "c6i.large", "us-east-1a"), Spot) {
+                u.exclude(x, t0);
+            }
+            assert_eq!(
+                u.is_unavailable(ty, zone, ct, t0),
+                want,
+                "{code}: {ty} {zone} {ct}"
+            );
+            assert!(
+                !u.is_unavailable(ty, zone, ct, t0 + UNAVAILABLE_TTL),
+                "{code}: {ty} {zone} {ct} comes back after {UNAVAILABLE_TTL:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_offering_error_that_names_no_offering_excludes_nothing() {
+        let unnamed = error("InsufficientInstanceCapacity", "", "");
+        assert_eq!(exclusion_for(&unnamed, CapacityType::Spot), None);
+        let no_zone = error("InsufficientFreeAddressesInSubnet", "c6i.large", "");
+        assert_eq!(exclusion_for(&no_zone, CapacityType::Spot), None);
+        // Spot-wide needs neither.
+        let slr = error("AuthFailure.ServiceLinkedRoleCreationNotPermitted", "", "");
+        assert_eq!(
+            exclusion_for(&slr, CapacityType::Spot),
+            Some(Exclusion::CapacityType(CapacityType::Spot))
+        );
     }
 }

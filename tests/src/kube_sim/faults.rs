@@ -25,6 +25,8 @@ pub struct Fault {
     pub target: FaultTarget,
     pub status: u16,
     pub times: u32,
+    /// Only requests that carry a `continue` token (the later pages of a list).
+    pub continued_only: bool,
 }
 
 impl Fault {
@@ -35,6 +37,7 @@ impl Fault {
             target: FaultTarget::PathPrefix(path_prefix.into()),
             status,
             times: 1,
+            continued_only: false,
         }
     }
 
@@ -48,6 +51,7 @@ impl Fault {
             },
             status,
             times: 1,
+            continued_only: false,
         }
     }
 
@@ -65,6 +69,14 @@ impl Fault {
         self
     }
 
+    /// Limits the fault to later pages of a list (requests with a `continue` token): with
+    /// 410 it is an expired token, as an API server answers once the resource version the
+    /// token holds has been compacted away.
+    pub fn continued(mut self) -> Fault {
+        self.continued_only = true;
+        self
+    }
+
     pub fn times(mut self, n: u32) -> Fault {
         self.times = n;
         self
@@ -78,6 +90,8 @@ pub struct RequestFacts<'a> {
     pub path: &'a str,
     pub plural: Option<&'a str>,
     pub subresource: Option<&'a str>,
+    /// The request carries a `continue` token.
+    pub continued: bool,
 }
 
 /// Active faults and slow paths.
@@ -85,6 +99,9 @@ pub struct RequestFacts<'a> {
 pub struct Faults {
     pending: Vec<Fault>,
     slow: Vec<(String, Duration)>,
+    /// The most items one list page holds, whatever `limit` asked: an API server may
+    /// answer with fewer items than asked and a `continue` token.
+    page_cap: Option<usize>,
 }
 
 impl Faults {
@@ -101,6 +118,19 @@ impl Faults {
     pub fn clear(&mut self) {
         self.pending.clear();
         self.slow.clear();
+        self.page_cap = None;
+    }
+
+    pub fn cap_pages(&mut self, items: usize) {
+        self.page_cap = Some(items.max(1));
+    }
+
+    /// The `limit` a list is answered with: the client's, capped by [`Faults::cap_pages`].
+    pub fn page_limit(&self, asked: Option<usize>) -> Option<usize> {
+        match (asked.filter(|a| *a > 0), self.page_cap) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
     }
 
     /// Consumes one use of the first fault matching the request.
@@ -128,6 +158,9 @@ fn matches(f: &Fault, req: RequestFacts<'_>) -> bool {
     if f.method.as_deref().is_some_and(|m| m != req.method) {
         return false;
     }
+    if f.continued_only && !req.continued {
+        return false;
+    }
     match &f.target {
         FaultTarget::PathPrefix(p) => req.path.starts_with(p.as_str()),
         FaultTarget::Resource {
@@ -152,6 +185,7 @@ mod tests {
             path: "/api/v1/namespaces/default/pods/x/eviction",
             plural: Some(plural),
             subresource: sub,
+            continued: false,
         }
     }
 
@@ -176,5 +210,23 @@ mod tests {
             Some(Some(1))
         );
         assert_eq!(f.take(req("POST", "pods", Some("eviction"))), None);
+    }
+
+    #[test]
+    fn an_expired_continue_token_fails_only_later_pages_and_pages_can_be_capped() {
+        let mut f = Faults::default();
+        f.inject(Fault::resource("pods", 410).continued());
+        assert_eq!(f.take(req("GET", "pods", None)), None);
+        let later = RequestFacts {
+            continued: true,
+            ..req("GET", "pods", None)
+        };
+        assert_eq!(f.take(later).map(|e| e.code), Some(410));
+        assert_eq!(f.take(later), None);
+        assert_eq!(f.page_limit(Some(500)), Some(500));
+        f.cap_pages(3);
+        assert_eq!(f.page_limit(Some(500)), Some(3));
+        assert_eq!(f.page_limit(Some(2)), Some(2));
+        assert_eq!(f.page_limit(None), Some(3));
     }
 }

@@ -377,6 +377,18 @@ impl SimCluster {
     }
 
     /// Removes every injected fault and delay.
+    /// Every request served so far, as `METHOD plural[/subresource]` (`GET pods`, `WATCH
+    /// pods`, `PATCH nodes`), or `METHOD path` for paths that name no resource.
+    pub fn requests(&self) -> Vec<String> {
+        self.inner.shared.requests()
+    }
+
+    /// Every list page holds at most `items` items from now on (with a `continue` token
+    /// for the rest), whatever `limit` the client asked; [`SimCluster::clear_faults`] ends it.
+    pub fn short_pages(&self, items: usize) {
+        self.inner.shared.faults().cap_pages(items);
+    }
+
     pub fn clear_faults(&self) {
         self.inner.shared.faults().clear();
     }

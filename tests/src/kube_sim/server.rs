@@ -97,7 +97,7 @@ pub async fn handle(
     State(sh): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
-    Query(query): Query<BTreeMap<String, String>>,
+    Query(mut query): Query<BTreeMap<String, String>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -107,6 +107,13 @@ pub async fn handle(
         Route::Resource(t) => (Some(RESOURCES[t.res].plural), t.sub.as_deref()),
         _ => (None, None),
     };
+    let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    sh.record_request(format!(
+        "{} {}{}",
+        if watching { "WATCH" } else { method.as_str() },
+        plural.unwrap_or(path.as_str()),
+        sub.map(|s| format!("/{s}")).unwrap_or_default()
+    ));
     let (delay, fault) = {
         let mut f = sh.faults();
         let facts = RequestFacts {
@@ -114,7 +121,12 @@ pub async fn handle(
             path: &path,
             plural,
             subresource: sub,
+            continued: query.contains_key("continue"),
         };
+        let asked = query.get("limit").and_then(|l| l.parse().ok());
+        if let Some(limit) = f.page_limit(asked).filter(|_| method == Method::GET) {
+            query.insert("limit".into(), limit.to_string());
+        }
         (f.delay_for(&path), f.take(facts))
     };
     if let Some(d) = delay {

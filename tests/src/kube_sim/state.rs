@@ -16,6 +16,9 @@ pub struct Shared {
     /// Bumped to end every open watch (the "dropped watch" fault).
     watch_generation: AtomicU64,
     open_watches: AtomicUsize,
+    /// `METHOD plural` (or `METHOD path` outside resources) of every request served, in
+    /// order, so tests and benchmarks can count the API calls a client makes.
+    requests: Mutex<Vec<String>>,
     pub clock: SimClock,
 }
 
@@ -27,6 +30,7 @@ impl Shared {
             crds: AtomicBool::new(crds),
             watch_generation: AtomicU64::new(0),
             open_watches: AtomicUsize::new(0),
+            requests: Mutex::new(Vec::new()),
             clock,
         }
     }
@@ -35,6 +39,20 @@ impl Shared {
     /// half-written (every write is one map insert), so a poisoned lock is taken over.
     pub fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn record_request(&self, request: String) {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(request);
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn faults(&self) -> MutexGuard<'_, Faults> {

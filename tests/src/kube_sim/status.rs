@@ -155,6 +155,10 @@ impl ApiError {
                 "the server could not find the requested resource",
             ),
             409 => ("Conflict", "conflict injected by the simulated cluster"),
+            410 => (
+                "Expired",
+                "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+            ),
             _ => ("InternalError", "failure injected by the simulated cluster"),
         };
         let mut e = Self::new(code, reason, message);
