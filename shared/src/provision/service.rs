@@ -4,6 +4,7 @@
 //! easily produce (insufficient capacity, throttling).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -27,6 +28,7 @@ use crate::kube::{
     ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource, ObjectKind,
     PodRef, PodSource, existing_nodes, usable,
 };
+use crate::lease::MayAct;
 use crate::scheduling::{Snapshot, solve};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
@@ -77,6 +79,9 @@ pub struct PollReport {
     pub unschedulable_pods: usize,
     /// CreateFleet was throttled: launching stopped for this poll.
     pub throttled: bool,
+    /// Launching stopped for this poll because [`Provisioner::set_may_act`]'s check said
+    /// no (the Lease is someone else's, or the deadline is too near): why.
+    pub withheld: Option<String>,
     /// Per launched claim: from the first time one of its pods was seen pending to the
     /// moment CreateFleet was sent.
     pub pending_to_fleet: Vec<Duration>,
@@ -102,6 +107,8 @@ pub struct Provisioner<K, A> {
     profiles: ProfileCache,
     /// Per node claim, which launch attempt (ClientToken) this container is at.
     attempts: LaunchAttempts,
+    /// Asked right before each CreateFleet (see [`Provisioner::set_may_act`]).
+    may_act: Option<Arc<dyn MayAct>>,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -129,6 +136,8 @@ pub(super) enum ClaimOutcome {
     /// its ClientToken); the next poll counts it in flight.
     AlreadyLaunched,
     Throttled,
+    /// Not launched: the [`MayAct`] check said no, for this reason.
+    Withheld(String),
     /// Nothing launched for a reason that passes by itself (an instance profile EC2 cannot
     /// see yet, a launch template deleted meanwhile): the next poll tries again, and no
     /// offering is marked unavailable.
@@ -179,7 +188,15 @@ where
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
             attempts: LaunchAttempts::default(),
+            may_act: None,
         }
+    }
+
+    /// A check asked right before each CreateFleet; `None` (the default) launches without
+    /// asking. The provisioner's handler sets one per invocation: its Lease still held,
+    /// its deadline still far enough.
+    pub fn set_may_act(&mut self, check: Option<Arc<dyn MayAct>>) {
+        self.may_act = check;
     }
 
     pub fn kube(&self) -> &K {
@@ -374,13 +391,19 @@ where
                         report.throttled = true;
                         break;
                     }
+                    // Not this invocation's to launch (any more): the holder of the Lease
+                    // plans these pods itself; no event, they are not unschedulable.
+                    ClaimOutcome::Withheld(why) => {
+                        report.withheld = Some(why);
+                        break;
+                    }
                     ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                     }
                 }
             }
-            if report.throttled || retry.is_empty() {
+            if report.throttled || report.withheld.is_some() || retry.is_empty() {
                 break;
             }
             if round + 1 == MAX_LAUNCH_ROUNDS {
