@@ -9,6 +9,7 @@ mod error_chain;
 pub mod interruption;
 pub mod kube;
 pub mod launch;
+pub mod lease;
 pub mod provision;
 pub mod resources;
 pub mod scheduling;

@@ -1,12 +1,22 @@
 //! The `provisioner` Lambda function: its handler lives here so tests can invoke it exactly as
 //! the Lambda runtime does; `main.rs` only wires configuration and clients.
 //!
-//! One invocation (scheduled every minute, reserved concurrency 1) polls for pending pods
-//! every `POLL_INTERVAL` until `INVOCATION_BUDGET` has passed, and between polls watches
-//! pods, so a pod that turns unschedulable starts a poll at once rather than at the next
-//! tick. While the batching window is open (1 s after the last new pod, 10 s at most) it
-//! looks again as soon as the window closes.
+//! One invocation (scheduled every minute) polls for pending pods every `POLL_INTERVAL`
+//! until `DEADLINE_MARGIN` before its Lambda deadline (never past `INVOCATION_BUDGET`), and
+//! between polls watches pods, so a pod that turns unschedulable starts a poll at once
+//! rather than at the next tick. While the batching window is open (1 s after the last new
+//! pod, 10 s at most) it looks again as soon as the window closes.
+//!
+//! The function's timeout is longer than the schedule's period, so consecutive invocations
+//! overlap and some invocation is always watching; a Lease (see [`coverage`]) lets exactly
+//! one of them poll and launch at a time. The holder renews it while polling, re-checks it
+//! right before each CreateFleet and releases it when it ends; the others check it every
+//! [`coverage::STANDBY_RECHECK`] and take over at once.
 
+pub mod coverage;
+pub mod deadline;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::FutureExt as _;
@@ -16,6 +26,7 @@ use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::EksCluster;
 use nodewright::kube::KubeCluster;
+use nodewright::lease::Hold;
 use nodewright::provision::{
     AwsPorts, ClusterFacts, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };
@@ -25,9 +36,9 @@ use tokio::sync::Mutex;
 /// `POLL_INTERVAL`: time between polls. Five seconds keeps a pending pod's wait short
 /// while making about ten polls (a few list calls each) per invocation.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
-/// `INVOCATION_BUDGET`: how long one invocation keeps polling. Fifty seconds leaves the
-/// one-minute schedule's next invocation room to start; the function's timeout must be
-/// longer than this plus one poll.
+/// `INVOCATION_BUDGET`: the most one invocation keeps polling, whatever its deadline. In
+/// Lambda the deadline less `DEADLINE_MARGIN` ends it sooner (see [`deadline`]); fifty
+/// seconds is for runs without a deadline (in-process tests, a runtime that sends none).
 pub const DEFAULT_INVOCATION_BUDGET: Duration = Duration::from_secs(50);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,15 +167,20 @@ pub fn cluster_facts(cluster: &EksCluster) -> ClusterFacts {
 }
 
 /// What a warm container keeps between invocations: the provisioner (its catalog cache,
-/// unavailable offerings, batching and event dedupe) behind a mutex. The function runs with
-/// reserved concurrency 1, so the lock is never contended in AWS.
+/// unavailable offerings, batching and event dedupe) behind a mutex, so a container that
+/// takes over the Lease acts on what it already knows. One container runs one invocation
+/// at a time, so the lock is never contended in AWS.
 pub struct State<K, A> {
     provisioner: Mutex<Provisioner<K, A>>,
     config: HandlerConfig,
+    coverage: coverage::CoverageConfig,
+    /// `None`: no Lease, every invocation acts (in-process tests, one invocation at a time).
+    lease: Option<coverage::LeaseSetup>,
 }
 
 impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter, IamAdapter>> {
-    /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env.
+    /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env
+    /// (the Lease and the deadline margin: [`State::with_coverage`]).
     pub fn new(
         kube: KubeCluster,
         ec2: Ec2Adapter,
@@ -190,7 +206,20 @@ impl<K, A> State<K, A> {
         State {
             provisioner: Mutex::new(provisioner),
             config,
+            coverage: coverage::CoverageConfig::default(),
+            lease: None,
         }
+    }
+
+    /// Invocations take turns through the Lease `coverage` names, in `lease`'s store.
+    pub fn with_coverage(
+        mut self,
+        coverage: coverage::CoverageConfig,
+        lease: Option<coverage::LeaseSetup>,
+    ) -> Self {
+        self.coverage = coverage;
+        self.lease = lease;
+        self
     }
 
     pub fn config(&self) -> HandlerConfig {
@@ -217,6 +246,24 @@ struct Summary {
     watch: &'static str,
     pending_to_fleet_ms: Vec<u128>,
     last_error: Option<String>,
+    /// Launches held back right before CreateFleet (Lease lost, deadline near): the last why.
+    withheld: Option<String>,
+    lease: LeaseSummary,
+}
+
+/// What the Lease did in one invocation.
+#[derive(Debug, Default)]
+struct LeaseSummary {
+    /// This invocation's holder identity; `None` without a Lease.
+    identity: Option<String>,
+    /// Times it went from not holding to holding the Lease.
+    acquired: u32,
+    /// Checks that found another holder.
+    standby_checks: u32,
+    /// Checks that failed (the API server did not answer): treated as not holding.
+    failed_checks: u32,
+    /// The Lease was released at the end (the next invocation takes it at once).
+    released: bool,
 }
 
 impl Summary {
@@ -227,6 +274,9 @@ impl Summary {
         self.throttled += u32::from(r.throttled);
         self.pending_to_fleet_ms
             .extend(r.pending_to_fleet.iter().map(Duration::as_millis));
+        if r.withheld.is_some() {
+            self.withheld.clone_from(&r.withheld);
+        }
     }
 
     fn json(&self) -> Value {
@@ -241,12 +291,26 @@ impl Summary {
             "watch": self.watch,
             "pendingToFleetMs": self.pending_to_fleet_ms,
             "lastError": self.last_error,
+            "withheld": self.withheld,
+            "lease": {
+                "identity": self.lease.identity,
+                "acquired": self.lease.acquired,
+                "standbyChecks": self.lease.standby_checks,
+                "failedChecks": self.lease.failed_checks,
+                "released": self.lease.released,
+            },
         })
     }
 }
 
-/// Polls until the invocation budget is spent and returns a JSON summary. A failed poll is
-/// logged and the next one tries again; the invocation fails only when every poll failed.
+/// Polls until the margin before the invocation's deadline (or the budget) and returns a
+/// JSON summary. A failed poll is logged and the next one tries again; the invocation
+/// fails only when every poll failed.
+///
+/// With a Lease, only the holder polls: each turn of the loop first acquires or renews it
+/// (at least every third of its duration), and an invocation that does not hold it
+/// checks again every [`coverage::STANDBY_RECHECK`], its pod watch open and its caches
+/// warm. The Lease is released at the end so the next invocation takes over at once.
 ///
 /// After the first poll that leaves no batching window open, on-demand prices are
 /// refreshed when due (a cold container, or every twelve hours): after it, so pods pending
@@ -272,69 +336,141 @@ where
         + Sync,
 {
     let started = Instant::now();
-    let HandlerConfig {
-        poll_interval,
-        budget,
-    } = state.config;
-    tracing::debug!(request_id = event.context.request_id, "provisioner invoked");
+    let poll_interval = state.config.poll_interval;
+    let margin = state.coverage.deadline_margin;
+    let deadline_at = deadline::deadline_of(event.context.deadline);
+    let working =
+        deadline::working_time(SystemTime::now(), state.config.budget, deadline_at, margin);
+    let until = started + working;
+    let request_id = &event.context.request_id;
+    tracing::debug!(request_id, ?working, "provisioner invoked");
+    let elector = state.lease.as_ref().map(|l| {
+        Arc::new(nodewright::lease::Elector::new(
+            l.store.clone(),
+            &state.coverage.lease_name,
+            &format!("{}/{request_id}", l.container),
+            state.coverage.lease_duration,
+        ))
+    });
     let mut summary = Summary::default();
-    let mut wakes = PodWakes::from(
-        state
-            .provisioner
-            .lock()
-            .await
-            .kube()
-            .watch_pending(budget)
-            .await,
-    );
+    summary.lease.identity = elector.as_ref().map(|e| e.identity().to_string());
+    let mut wakes = {
+        let mut provisioner = state.provisioner.lock().await;
+        provisioner.set_may_act(Some(Arc::new(coverage::InvocationGate {
+            elector: elector.clone(),
+            deadline: deadline_at,
+            margin,
+        })));
+        PodWakes::from(provisioner.kube().watch_pending(working).await)
+    };
     let mut prices_checked = false;
-    loop {
-        // Pod events so far are covered by the list this poll is about to make; later ones
-        // (during the poll) stay queued and wake the next one.
-        wakes.drain();
-        summary.polls += 1;
-        let result: Result<PollReport, ProvisionError> =
-            state.provisioner.lock().await.poll(SystemTime::now()).await;
-        let window_open = matches!(&result, Ok(r) if r.waiting.is_some());
-        let next = match result {
-            Ok(report) => {
-                summary.add(&report);
-                if !report.launched_instances.is_empty() || report.unschedulable_pods > 0 {
-                    tracing::info!(?report, "poll");
+    let mut holding = false;
+    let mut window_open = false;
+    let mut next_poll = Instant::now();
+    let mut woken = false;
+    while Instant::now() < until {
+        let acting = match &elector {
+            None => true,
+            Some(elector) => match elector.hold(SystemTime::now()).await {
+                Ok(Hold::Held { how, .. }) => {
+                    if !holding {
+                        summary.lease.acquired += 1;
+                        tracing::info!(identity = elector.identity(), ?how, "holding the Lease");
+                    }
+                    true
                 }
-                report
-                    .waiting
-                    .map_or(poll_interval, |w| w.min(poll_interval))
-            }
-            Err(e) => {
-                summary.failed_polls += 1;
-                let chain = nodewright::error_chain(&e);
-                tracing::error!(error = chain, "poll failed");
-                summary.last_error = Some(chain);
-                poll_interval
-            }
+                Ok(Hold::Waiting { holder, until }) => {
+                    if holding {
+                        tracing::warn!(holder, "the Lease was taken over; standing by");
+                    }
+                    summary.lease.standby_checks += 1;
+                    tracing::debug!(holder, ?until, "another invocation holds the Lease");
+                    false
+                }
+                Err(e) => {
+                    summary.lease.failed_checks += 1;
+                    tracing::warn!(
+                        error = nodewright::error_chain(&e),
+                        "checking the Lease failed; not acting"
+                    );
+                    false
+                }
+            },
         };
-        // Once per invocation, at the first moment no batching window is open (so pods
-        // pending now are never kept waiting on it), refresh on-demand prices when due.
-        if !window_open && !prices_checked {
-            prices_checked = true;
-            let mut provisioner = state.provisioner.lock().await;
-            provisioner.refresh_prices(SystemTime::now()).await;
+        holding = acting && elector.is_some();
+        if acting && (woken || Instant::now() >= next_poll) {
+            // Pod events so far are covered by the list this poll is about to make; later
+            // ones (during the poll) stay queued and wake the next one.
+            wakes.drain();
+            summary.polls += 1;
+            let poll = async { state.provisioner.lock().await.poll(SystemTime::now()).await };
+            // A poll can outlast the Lease (a cold container builds its catalog first):
+            // the Lease is renewed meanwhile, so the other invocation does not take over
+            // a holder that is working (the check before each launch still decides).
+            let result: Result<PollReport, ProvisionError> = match &elector {
+                None => poll.await,
+                Some(elector) => tokio::select! {
+                    result = poll => result,
+                    never = coverage::renew_while_polling(elector, state.coverage.renew_every()) => match never {},
+                },
+            };
+            window_open = matches!(&result, Ok(r) if r.waiting.is_some());
+            let next = match result {
+                Ok(report) => {
+                    summary.add(&report);
+                    if !report.launched_instances.is_empty()
+                        || report.unschedulable_pods > 0
+                        || report.withheld.is_some()
+                    {
+                        tracing::info!(?report, "poll");
+                    }
+                    report
+                        .waiting
+                        .map_or(poll_interval, |w| w.min(poll_interval))
+                }
+                Err(e) => {
+                    summary.failed_polls += 1;
+                    let chain = nodewright::error_chain(&e);
+                    tracing::error!(error = chain, "poll failed");
+                    summary.last_error = Some(chain);
+                    poll_interval
+                }
+            };
+            next_poll = Instant::now() + next;
+            // Once per invocation, at the first moment no batching window is open (so pods
+            // pending now are never kept waiting on it), refresh on-demand prices when due.
+            if !window_open && !prices_checked {
+                prices_checked = true;
+                let mut provisioner = state.provisioner.lock().await;
+                provisioner.refresh_prices(SystemTime::now()).await;
+            }
         }
-        let remaining = budget.saturating_sub(started.elapsed());
+        let now = Instant::now();
+        let wake_at = match (&elector, acting) {
+            (None, _) => next_poll,
+            (Some(_), true) => next_poll.min(now + state.coverage.renew_every()),
+            (Some(_), false) => now + coverage::STANDBY_RECHECK.min(poll_interval),
+        }
+        .min(until);
         // While the batching window is open its deadline is the next look anyway.
-        let watching = !window_open && !remaining.is_zero() && wakes.stream.is_some();
-        // The next poll would start past the budget: only a wake-up can still bring one.
-        if next >= remaining && !watching {
-            break;
-        }
-        if !wakes.wait(next.min(remaining), watching).await && next >= remaining {
-            break;
+        let watching = !window_open && wakes.stream.is_some();
+        woken = wakes
+            .wait(wake_at.saturating_duration_since(now), watching)
+            .await;
+    }
+    state.provisioner.lock().await.set_may_act(None);
+    if let Some(elector) = &elector {
+        match elector.release(SystemTime::now()).await {
+            Ok(released) => summary.lease.released = released,
+            Err(e) => tracing::warn!(
+                error = nodewright::error_chain(&e),
+                "releasing the Lease failed; the next invocation takes it when it expires"
+            ),
         }
     }
     summary.watch = wakes.state;
     summary.wakeups = wakes.count;
-    if summary.failed_polls == summary.polls {
+    if summary.polls > 0 && summary.failed_polls == summary.polls {
         return Err(format!(
             "all {} polls failed; last error: {}",
             summary.polls,

@@ -10,6 +10,8 @@
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 //! - `POLL_INTERVAL`, `INVOCATION_BUDGET`: see the library.
+//! - `DEADLINE_MARGIN`, `LEASE_DURATION`, `LEASE_NAME`, `LEASE_NAMESPACE`: see the
+//!   library's `coverage` and `deadline`; the AWS SDK's operation timeouts follow the margin.
 
 use std::sync::Arc;
 
@@ -18,7 +20,10 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
+use nodewright::lease::KubeLeases;
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
+use nodewright_provisioner::coverage::{CoverageConfig, LeaseSetup};
+use nodewright_provisioner::deadline::sdk_timeouts;
 use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
 use serde_json::Value;
 
@@ -33,7 +38,19 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
 
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let coverage = CoverageConfig::from_lookup(|name| std::env::var(name).ok())?;
+    // Every AWS call gives up well inside the deadline margin, so a launch sent just before
+    // the margin begins is answered (or abandoned) before Lambda's deadline.
+    let (operation, attempt) = sdk_timeouts(coverage.deadline_margin);
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .operation_timeout(operation)
+                .operation_attempt_timeout(attempt)
+                .build(),
+        )
+        .load()
+        .await;
     let region = aws
         .region()
         .map(|r| r.to_string())
@@ -47,9 +64,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         eks_client(&cluster, tokens)?
     };
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
+    // One log stream per container in Lambda: it names this container in Events and in
+    // the Lease's holder identity.
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
+    let container = reporting.clone();
     let mut settings = ClusterSettings::new(default_pool, reporting);
     settings.config_ttl = DEFAULT_CONFIG_TTL;
+    let leases = KubeLeases::new(client.clone(), &coverage.lease_namespace);
     let kube = KubeCluster::new(client, settings);
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let state = State::new(
@@ -64,7 +85,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             default_node_role: env("NODE_ROLE"),
             batch: BatchWindow::default(),
         },
-    )?;
+    )?
+    .with_coverage(
+        coverage,
+        Some(LeaseSetup {
+            store: leases,
+            container,
+        }),
+    );
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler(event, state).await

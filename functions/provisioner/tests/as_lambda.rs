@@ -42,6 +42,9 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
     env.extend([
         ("POLL_INTERVAL", "0.2".to_string()),
         ("INVOCATION_BUDGET", "2".to_string()),
+        // The SDK's timeouts follow the margin (20 s per operation): moto on a loaded test
+        // machine answers the catalog's DescribeInstanceTypes far more slowly than EC2.
+        ("DEADLINE_MARGIN", "30".to_string()),
     ]);
     let log = dir.join("provisioner.log");
     let mut function = FunctionProcess::spawn(

@@ -4,6 +4,7 @@
 //! easily produce (insufficient capacity, throttling).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -28,6 +29,7 @@ use crate::kube::{
     ConfigOrigin, ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource,
     ObjectKind, PodRef, PodSource, existing_nodes, usable,
 };
+use crate::lease::MayAct;
 use crate::scheduling::{Snapshot, solve};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
@@ -78,6 +80,9 @@ pub struct PollReport {
     pub unschedulable_pods: usize,
     /// CreateFleet was throttled: launching stopped for this poll.
     pub throttled: bool,
+    /// Launching stopped for this poll because [`Provisioner::set_may_act`]'s check said
+    /// no (the Lease is someone else's, or the deadline is too near): why.
+    pub withheld: Option<String>,
     /// Per launched claim: from the first time one of its pods was seen pending to the
     /// moment CreateFleet was sent.
     pub pending_to_fleet: Vec<Duration>,
@@ -105,6 +110,8 @@ pub struct Provisioner<K, A> {
     attempts: LaunchAttempts,
     /// Subnets and security groups per class, reused across polls for a while.
     discovered: Discovered,
+    /// Asked right before each CreateFleet (see [`Provisioner::set_may_act`]).
+    may_act: Option<Arc<dyn MayAct>>,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -132,6 +139,8 @@ pub(super) enum ClaimOutcome {
     /// its ClientToken); the next poll counts it in flight.
     AlreadyLaunched,
     Throttled,
+    /// Not launched: the [`MayAct`] check said no, for this reason.
+    Withheld(String),
     /// Nothing launched for a reason that passes by itself (an instance profile EC2 cannot
     /// see yet, a launch template deleted meanwhile): the next poll tries again, and no
     /// offering is marked unavailable.
@@ -183,7 +192,15 @@ where
             profiles: ProfileCache::default(),
             attempts: LaunchAttempts::default(),
             discovered: Discovered::default(),
+            may_act: None,
         }
+    }
+
+    /// A check asked right before each CreateFleet; `None` (the default) launches without
+    /// asking. The provisioner's handler sets one per invocation: its Lease still held,
+    /// its deadline still far enough.
+    pub fn set_may_act(&mut self, check: Option<Arc<dyn MayAct>>) {
+        self.may_act = check;
     }
 
     pub fn kube(&self) -> &K {
@@ -394,6 +411,12 @@ where
                         report.throttled = true;
                         break;
                     }
+                    // Not this invocation's to launch (any more): the holder of the Lease
+                    // plans these pods itself; no event, they are not unschedulable.
+                    ClaimOutcome::Withheld(why) => {
+                        report.withheld = Some(why);
+                        break;
+                    }
                     ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
                         self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
@@ -401,7 +424,7 @@ where
                     }
                 }
             }
-            if report.throttled || retry.is_empty() {
+            if report.throttled || report.withheld.is_some() || retry.is_empty() {
                 break;
             }
             if round + 1 == MAX_LAUNCH_ROUNDS {

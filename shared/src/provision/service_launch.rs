@@ -198,6 +198,13 @@ where
                 claim.zones.join(", ")
             ));
         }
+        // Right before acting: this invocation may have lost its Lease (or its time) while
+        // the claim was prepared.
+        if let Some(check) = &self.may_act
+            && let Err(why) = check.may_act().await
+        {
+            return ClaimOutcome::Withheld(why);
+        }
         let mut sent = now + started.elapsed();
         let mut answered = self.aws.create_fleet(&request).await;
         // A replayed answer naming only dead instances (a spot instance reclaimed before it

@@ -230,7 +230,11 @@ where
                         .unschedulable
                         .extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                 }
-                ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                // A replacement runs in the interruption function, which sets no check;
+                // were one set, its refusal is a failure the follow-up retries.
+                ClaimOutcome::RetryLater(why)
+                | ClaimOutcome::Failed(why)
+                | ClaimOutcome::Withheld(why) => {
                     report.failed_claims += 1;
                     report
                         .unschedulable

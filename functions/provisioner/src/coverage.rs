@@ -1,0 +1,212 @@
+//! Coverage without a gap: consecutive scheduled invocations overlap, and a Lease decides
+//! which one acts (see `nodewright::lease`). The others keep their pod watch and warm
+//! caches and take over the moment the Lease is released or expires.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use nodewright::lease::{Elector, Hold, KubeLeases, MayAct};
+
+use super::deadline::{DEFAULT_DEADLINE_MARGIN, may_start};
+use super::parse_duration;
+
+/// `LEASE_DURATION`: how long a holder's claim stands after each renewal, so how long the
+/// others wait when a holder dies without releasing. A few seconds: short enough that a
+/// dead holder costs pending pods little, long enough to ride out a slow renewal.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(6);
+/// The shortest `LEASE_DURATION` accepted: Lease durations are whole seconds.
+pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(1);
+/// `LEASE_NAME`: the provisioner's Lease; the sweeper would take its own name.
+pub const DEFAULT_LEASE_NAME: &str = "nodewright-provisioner";
+/// `LEASE_NAMESPACE`: `kube-system` exists in every cluster; nodewright installs nothing
+/// in the cluster, so it cannot count on a namespace of its own.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
+/// How often an invocation that does not hold the Lease looks at it again: a released
+/// Lease is taken within this.
+pub const STANDBY_RECHECK: Duration = Duration::from_secs(1);
+
+/// How an invocation bounds its own time and takes its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoverageConfig {
+    /// See [`DEFAULT_DEADLINE_MARGIN`].
+    pub deadline_margin: Duration,
+    pub lease_name: String,
+    pub lease_namespace: String,
+    pub lease_duration: Duration,
+}
+
+impl Default for CoverageConfig {
+    fn default() -> Self {
+        CoverageConfig {
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+            lease_name: DEFAULT_LEASE_NAME.into(),
+            lease_namespace: DEFAULT_LEASE_NAMESPACE.into(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+        }
+    }
+}
+
+impl CoverageConfig {
+    /// `DEADLINE_MARGIN`, `LEASE_DURATION` (durations as `POLL_INTERVAL`), `LEASE_NAME`,
+    /// `LEASE_NAMESPACE`; unset means the default.
+    pub fn from_lookup(env: impl Fn(&str) -> Option<String>) -> Result<CoverageConfig, String> {
+        let d = CoverageConfig::default();
+        let duration = |name: &str, default: Duration| match env(name) {
+            Some(v) => parse_duration(&v).ok_or_else(|| {
+                format!("{name}={v:?}: expected seconds (5, 0.5, 5s) or milliseconds (500ms)")
+            }),
+            None => Ok(default),
+        };
+        let text = |name: &str, default: String| {
+            env(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .unwrap_or(default)
+        };
+        let config = CoverageConfig {
+            deadline_margin: duration("DEADLINE_MARGIN", d.deadline_margin)?,
+            lease_duration: duration("LEASE_DURATION", d.lease_duration)?,
+            lease_name: text("LEASE_NAME", d.lease_name),
+            lease_namespace: text("LEASE_NAMESPACE", d.lease_namespace),
+        };
+        if config.deadline_margin.is_zero() {
+            return Err(
+                "DEADLINE_MARGIN=0: the invocation would start work it cannot finish \
+                        before Lambda's deadline"
+                    .into(),
+            );
+        }
+        if config.lease_duration < MIN_LEASE_DURATION {
+            return Err(format!(
+                "LEASE_DURATION={:?} is shorter than {MIN_LEASE_DURATION:?} (Lease durations \
+                 are whole seconds)",
+                config.lease_duration
+            ));
+        }
+        Ok(config)
+    }
+
+    /// How often a holder renews: three renewals per lease duration, so one slow or failed
+    /// renewal does not lose the Lease.
+    pub fn renew_every(&self) -> Duration {
+        self.lease_duration / 3
+    }
+}
+
+/// The Lease part of a warm container's state: where the Lease lives and this container's
+/// name, to which each invocation adds its request id.
+pub struct LeaseSetup {
+    pub store: KubeLeases,
+    /// The log stream name in Lambda: one per container.
+    pub container: String,
+}
+
+/// Renews the Lease every `every` for as long as it is polled (the handler drops it when
+/// its poll ends); a renewal that finds the Lease lost or fails is logged, and the check
+/// before each launch refuses then.
+pub async fn renew_while_polling(
+    elector: &Elector<KubeLeases>,
+    every: Duration,
+) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(every).await;
+        match elector.hold(SystemTime::now()).await {
+            Ok(Hold::Held { .. }) => {}
+            Ok(Hold::Waiting { holder, .. }) => {
+                tracing::warn!(holder, "the Lease was taken over during a poll");
+            }
+            Err(e) => tracing::warn!(
+                error = nodewright::error_chain(&e),
+                "renewing the Lease during a poll failed"
+            ),
+        }
+    }
+}
+
+/// The check asked right before each CreateFleet during one invocation: enough time left
+/// before the deadline, and (with a Lease) the Lease still this invocation's, renewed now.
+pub struct InvocationGate {
+    pub elector: Option<Arc<Elector<KubeLeases>>>,
+    pub deadline: Option<SystemTime>,
+    pub margin: Duration,
+}
+
+impl MayAct for InvocationGate {
+    fn may_act(&self) -> BoxFuture<'_, Result<(), String>> {
+        async move {
+            let now = SystemTime::now();
+            if !may_start(now, self.deadline, self.margin) {
+                return Err(format!(
+                    "within {:?} of the invocation's deadline: a launch might not finish",
+                    self.margin
+                ));
+            }
+            let Some(elector) = &self.elector else {
+                return Ok(());
+            };
+            match elector.hold(now).await {
+                Ok(Hold::Held { .. }) => Ok(()),
+                Ok(Hold::Waiting { holder, .. }) => Err(format!(
+                    "the Lease {} is now held by {holder}",
+                    elector.name()
+                )),
+                Err(e) => Err(format!(
+                    "the Lease could not be confirmed: {}",
+                    nodewright::error_chain(&e)
+                )),
+            }
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(vars: &'static [(&'static str, &'static str)]) -> Result<CoverageConfig, String> {
+        CoverageConfig::from_lookup(move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn the_lease_and_margin_come_from_the_environment_or_their_defaults() {
+        assert_eq!(lookup(&[]), Ok(CoverageConfig::default()));
+        let set = lookup(&[
+            ("DEADLINE_MARGIN", "3"),
+            ("LEASE_DURATION", "2s"),
+            ("LEASE_NAME", "nodewright-sweeper"),
+            ("LEASE_NAMESPACE", " nodewright "),
+        ]);
+        assert_eq!(
+            set,
+            Ok(CoverageConfig {
+                deadline_margin: Duration::from_secs(3),
+                lease_duration: Duration::from_secs(2),
+                lease_name: "nodewright-sweeper".into(),
+                lease_namespace: "nodewright".into(),
+            })
+        );
+        assert_eq!(
+            CoverageConfig::default().renew_every(),
+            Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn a_zero_margin_or_a_sub_second_lease_is_refused_with_the_variable_named() {
+        for (vars, name) in [
+            (&[("DEADLINE_MARGIN", "0")][..], "DEADLINE_MARGIN"),
+            (&[("DEADLINE_MARGIN", "soon")][..], "DEADLINE_MARGIN"),
+            (&[("LEASE_DURATION", "500ms")][..], "LEASE_DURATION"),
+        ] {
+            let err = lookup(vars).expect_err(name);
+            assert!(err.starts_with(name), "{err}");
+        }
+    }
+}
