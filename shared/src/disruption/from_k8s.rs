@@ -152,6 +152,15 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
     let tainted = spec
         .and_then(|s| s.taints.as_ref())
         .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
+    let instance_id = spec
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(parse_provider_id)
+        .map(|p| p.instance_id);
+    let owned_instance = match (inputs.instances, &instance_id) {
+        (None, _) => true,
+        (Some(list), Some(id)) => list.iter().any(|i| &i.id == id),
+        (Some(_), None) => false,
+    };
     let instance_type = labels.get(INSTANCE_TYPE).cloned().unwrap_or_default();
     let capacity_type = labels.get(CAPACITY_TYPE).cloned().unwrap_or_default();
     Ok(NodeView {
@@ -159,11 +168,9 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
             .get(NODEPOOL)
             .or_else(|| labels.get(PROVISIONER_NAME))
             .cloned(),
-        instance_id: spec
-            .and_then(|s| s.provider_id.as_deref())
-            .and_then(parse_provider_id)
-            .map(|p| p.instance_id),
+        instance_id,
         launched_by_nodewright: labels.contains_key(NODECLAIM),
+        owned_instance,
         created,
         ready: readiness(node) == Readiness::Ready,
         disrupting: tainted || meta.deletion_timestamp.is_some(),

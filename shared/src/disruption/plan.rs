@@ -148,6 +148,9 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         let Some(pool) = node.pool.as_deref().and_then(|p| pools.get(p)) else {
             continue;
         };
+        if !node.owned_instance {
+            continue;
+        }
         plan.price_before += node.price_per_hour.unwrap_or(0.0);
         let count = counts.entry(pool.name.as_str()).or_default();
         count.0 += 1;

@@ -126,6 +126,17 @@ fn nodes_of_pools_nodewright_does_not_serve_and_nodes_without_a_pool_are_never_c
 }
 
 #[test]
+fn a_node_whose_instance_is_not_this_clusters_is_never_a_candidate_nor_counted() {
+    let mut foreign = empty_node("foreign", "default", "01:00:00");
+    foreign.owned_instance = false;
+    let plan = plan_disruption(
+        &snapshot(vec![unlimited(pool("default"))], vec![foreign]),
+        t("10:00:00"),
+    );
+    assert_eq!(plan, Plan::default());
+}
+
+#[test]
 fn a_node_not_ready_or_already_being_disrupted_is_not_a_candidate() {
     let mut starting = empty_node("starting", "default", "01:00:00");
     starting.ready = false;

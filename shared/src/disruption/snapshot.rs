@@ -45,6 +45,9 @@ pub struct NodeView {
     pub instance_id: Option<String>,
     /// Carries `nodewright.io/nodeclaim`: nodewright launched it (the user data sets it).
     pub launched_by_nodewright: bool,
+    /// Its instance carries this cluster's ownership tag (always true offline, where only
+    /// the labels are known). A node whose instance is not owned is never a candidate.
+    pub owned_instance: bool,
     pub created: Timestamp,
     pub ready: bool,
     /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.

@@ -20,6 +20,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         pool: Some(pool.into()),
         instance_id: Some(format!("i-{:0>8}", name.len())),
         launched_by_nodewright: true,
+        owned_instance: true,
         created: "2026-03-01T00:00:00Z".parse().unwrap(),
         ready: true,
         disrupting: false,
