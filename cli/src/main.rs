@@ -3,6 +3,7 @@
 mod eks_token;
 mod explain;
 mod plan;
+mod sweep_plan;
 mod table;
 mod validate;
 
@@ -32,6 +33,8 @@ enum Command {
     /// Explain what the interruption function would do with an EventBridge event or an
     /// SQS batch, without touching anything.
     ExplainEvent(explain::Args),
+    /// What the sweeper would disrupt now, and why the other candidates stay, offline.
+    SweepPlan(sweep_plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::ExplainEvent(args) => explain::run(&args),
+        Command::SweepPlan(args) => sweep_plan::run(&args),
         Command::EksToken(args) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
