@@ -19,7 +19,7 @@ use nodewright::provision::BatchWindow;
 use nodewright_sweeper::{State, handler};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
-use nodewright_world::world::provisioner::{invoke, quick};
+use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use serde_json::{Value, json};
 
 /// Emulated: the simulated cluster's clock stands in for the system clock.
@@ -95,7 +95,7 @@ fn node_names(world: &World) -> Vec<String> {
 
 /// The getting-started pool and `inflate` at `replicas`, running on nodes the provisioner
 /// launched; `edits` change the example first.
-async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) {
+async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) -> ProvisionerState {
     let mut all = vec![("replicas: 10".to_string(), format!("replicas: {replicas}"))];
     all.extend(edits.iter().map(|(a, b)| (a.to_string(), b.to_string())));
     let pairs: Vec<(&str, &str)> = all.iter().map(|(a, b)| (&a[..], &b[..])).collect();
@@ -117,19 +117,30 @@ async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) {
         )
         .await
         .unwrap();
-    invoke(&provisioner).await.unwrap();
-    for _ in 0..8 {
-        step(world, 10).await;
+    // On a loaded machine one short invocation may end before it launches: invoke again,
+    // as the schedule would a minute later.
+    for _ in 0..3 {
+        invoke(&provisioner).await.unwrap();
+        for _ in 0..8 {
+            step(world, 10).await;
+        }
+        if inflate_running(world) == replicas as usize {
+            break;
+        }
     }
-    let running = world
+    assert_eq!(inflate_running(world), replicas as usize, "inflate running");
+    provisioner
+}
+
+fn inflate_running(world: &World) -> usize {
+    world
         .sim
         .list_json("v1", "Pod")
         .into_iter()
         .filter(|p| {
             p["metadata"]["labels"]["app"] == "inflate" && p["status"]["phase"] == "Running"
         })
-        .count();
-    assert_eq!(running, replicas as usize, "inflate running");
+        .count()
 }
 
 async fn run_foreign_instance(world: &World, tags: &[(&str, &str)]) -> String {
@@ -331,4 +342,50 @@ async fn a_do_not_disrupt_pod_keeps_its_expired_node_and_the_reason_is_an_event_
     // Rate-limited: the next sweep does not repeat it.
     let again = sweep(&sweeper).await;
     assert_eq!(again["kept_events"], 0, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
+    let world = start("sweep-expired").await;
+    // xlarge only (3 one-CPU pods per node), so four pods need two nodes.
+    let provisioner = running(
+        &world,
+        4,
+        &[
+            ("expireAfter: 720h", "expireAfter: 10m"),
+            ("    consolidateAfter: 1m", "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"1\""),
+            (
+                "      nodeClassRef:",
+                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
+            ),
+        ],
+    )
+    .await;
+    let before = node_names(&world);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let sweeper = sweeper(&world).await;
+    world.clock().advance(Duration::from_secs(11 * 60));
+    let first = sweep(&sweeper).await;
+    let started = names(&first["started"]);
+    assert_eq!(started.len(), 1, "one node at a time: {first}");
+    let other = before.iter().find(|n| **n != started[0]).unwrap();
+    assert!(
+        first["kept"].to_string().contains(&format!(
+            "[\"{other}\",\"NodePool default's disruption budget allows no more expired nodes now\"]"
+        )),
+        "{first}"
+    );
+    // The evicted pods leave; the next sweep finds the node drained and removes it, while
+    // the budget still holds the other one.
+    step(&world, 5).await;
+    let second = sweep(&sweeper).await;
+    assert_eq!(names(&second["removed"]), started, "{second}");
+    assert!(names(&second["started"]).is_empty(), "{second}");
+    assert!(!node_names(&world).contains(&started[0]));
+    // The provisioner launches for the pods that moved: they run again.
+    invoke(&provisioner).await.unwrap();
+    for _ in 0..8 {
+        step(&world, 10).await;
+    }
+    assert_eq!(inflate_running(&world), 4);
 }
