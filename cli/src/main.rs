@@ -5,6 +5,7 @@ mod eks_token;
 mod explain;
 mod plan;
 mod rbac;
+mod sweep_plan;
 mod table;
 mod validate;
 
@@ -37,6 +38,8 @@ enum Command {
     /// Print the ClusterRole, Role and bindings the functions need when the stack maps
     /// them to a Kubernetes group (KubernetesAccess=rbac), for `kubectl apply -f -`.
     Rbac(rbac::Args),
+    /// What the sweeper would disrupt now, and why the other candidates stay, offline.
+    SweepPlan(sweep_plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::ExplainEvent(args) => explain::run(&args),
         Command::Rbac(args) => rbac::run(&args),
+        Command::SweepPlan(args) => sweep_plan::run(&args),
         Command::EksToken(args) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod aws;
 pub mod catalog;
+pub mod disruption;
 pub mod drain;
 pub mod eks;
 mod error_chain;

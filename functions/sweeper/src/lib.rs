@@ -1,2 +1,125 @@
 //! The `sweeper` Lambda function: its handler lives here so tests can invoke it exactly as
 //! the Lambda runtime does; `main.rs` only wires configuration and clients.
+//!
+//! One invocation (every minute, reserved concurrency 1): read the NodePools, nodes, pods
+//! and this cluster's instances; decide with [`plan_disruption`]; carry the plan out
+//! ([`act`]), re-checking each node just before acting. A removal that cannot finish in
+//! one invocation (pods still terminating, a PodDisruptionBudget saying not now) is
+//! continued by the next one: the node keeps its `nodewright.io/disruption` annotation and
+//! taint, and each sweep drains what is left until it is empty, then terminates the
+//! instance and deletes the Node.
+
+mod act;
+mod events;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use lambda_runtime::{Error, LambdaEvent};
+use nodewright::aws::{InstanceInventory, InstanceOwnership};
+use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
+use nodewright::disruption::{FirstSight, Inputs, plan_disruption, snapshot};
+use nodewright::kube::{
+    Clock, ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction, PodSource,
+};
+use serde_json::{Value, json};
+
+pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
+pub use events::KEPT_EVENT_INTERVAL;
+
+/// Clients built once per cold start, borrowed by every invocation.
+pub struct State<K, E> {
+    pub kube: K,
+    pub ec2: E,
+    /// `now` for the decisions: the system clock in Lambda, a controlled one in tests.
+    pub clock: Arc<dyn Clock>,
+    /// (instance type, capacity type) -> $/h, from the bundled on-demand prices.
+    pub prices: HashMap<(String, String), f64>,
+    /// When each kept node last got its Event, and for which reason (a warm container's
+    /// memory: a cold start may repeat one Event, which is harmless).
+    pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
+}
+
+impl<K, E> State<K, E> {
+    pub fn new(kube: K, ec2: E, clock: Arc<dyn Clock>) -> Self {
+        let mut prices = HashMap::new();
+        for (t, on_demand) in bundled_instance_types().unwrap_or_default() {
+            let spot = estimated_spot_price(on_demand, DEFAULT_SPOT_DISCOUNT);
+            prices.insert((t.name.clone(), "on-demand".to_string()), on_demand);
+            prices.insert((t.name, "spot".to_string()), spot);
+        }
+        State {
+            kube,
+            ec2,
+            clock,
+            prices,
+            kept_events: Default::default(),
+        }
+    }
+}
+
+/// The handler, generic over the ports so tests hand it the real adapters against the
+/// local world. Answers a summary of what was done (also logged).
+pub async fn handler<K, E>(event: LambdaEvent<Value>, state: &State<K, E>) -> Result<Value, Error>
+where
+    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
+    let report = sweep(state).await.map_err(|e| {
+        tracing::error!(error = %nodewright::error_chain(&e), "sweep failed");
+        Box::new(e) as Error
+    })?;
+    tracing::info!(?report, "swept");
+    Ok(json!(report))
+}
+
+/// One sweep: read, decide, act.
+pub async fn sweep<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+where
+    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    let config = state
+        .kube
+        .load()
+        .await
+        .map_err(act::kube("loading NodePools"))?;
+    let nodes = state
+        .kube
+        .nodes()
+        .await
+        .map_err(act::kube("listing nodes"))?;
+    let pods: Vec<_> = state
+        .kube
+        .bound_pods_by_node()
+        .await
+        .map_err(act::kube("listing pods"))?
+        .into_values()
+        .flatten()
+        .collect();
+    let instances = state
+        .ec2
+        .list_owned()
+        .await
+        .map_err(act::aws("listing this cluster's instances"))?;
+    let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
+    let now = state.clock.now();
+    let (snapshot, problems) = snapshot(&Inputs {
+        pools: &config.inputs.node_pools,
+        nodes: &nodes,
+        pods: &pods,
+        // PodDisruptionBudgets are honoured by the drain (the Eviction API answers 429);
+        // the plan does not read them here, so a blocked node is kept by the drain instead.
+        pdbs: &[],
+        instances: Some(&instances),
+        price: &price,
+        first_sight: FirstSight::Mark,
+    });
+    for p in &problems {
+        tracing::warn!(problem = p, "object not considered for disruption");
+    }
+    let plan = plan_disruption(&snapshot, now);
+    act::carry_out(state, &snapshot, &nodes, &plan, now).await
+}

@@ -1,1 +1,57 @@
-fn main() {}
+//! Wiring only: configuration from the environment, JSON logs, clients built once per cold
+//! start, then the Lambda runtime. Environment:
+//! - `CLUSTER_NAME` (required): the EKS cluster.
+//! - `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`, `DEFAULT_AMI_ALIAS`: as
+//!   the provisioner's, so the default NodePool (when neither CRDs nor the ConfigMap hold
+//!   one) is the same one it provisions for.
+//! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
+//!   an EKS token.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use lambda_runtime::{LambdaEvent, service_fn};
+use nodewright::aws::Ec2Adapter;
+use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, SystemClock};
+use nodewright_provisioner::default_pool_params;
+use nodewright_sweeper::{State, handler};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .without_time()
+        .init();
+    install_crypto_provider();
+    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let region = aws
+        .region()
+        .map(|r| r.to_string())
+        .context("no AWS region")?;
+    let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
+    let client = if std::env::var_os("KUBECONFIG").is_some() {
+        kube::Client::try_default().await?
+    } else {
+        let credentials = aws.credentials_provider().context("no AWS credentials")?;
+        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region));
+        eks_client(&cluster, tokens)?
+    };
+    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
+    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
+    let mut settings = ClusterSettings::new(default_pool, reporting);
+    settings.config_ttl = DEFAULT_CONFIG_TTL;
+    let state = State::new(
+        KubeCluster::new(client, settings),
+        Ec2Adapter::new(aws_sdk_ec2::Client::new(&aws), &cluster_name),
+        Arc::new(SystemClock),
+    );
+    let state = &state;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        handler(event, state).await
+    }))
+    .await
+}

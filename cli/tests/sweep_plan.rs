@@ -1,0 +1,156 @@
+//! `nodewright sweep-plan` on a small cluster export: the JSON shape, the decisions, and
+//! invalid input named by file and field with exit code 1.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const CLUSTER: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      expireAfter: 24h
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 30s
+    budgets: [{nodes: "100%"}]
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-1-5.ec2.internal
+    creationTimestamp: "2026-03-02T08:00:00Z"
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, karpenter.sh/capacity-type: on-demand}
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-2-9.ec2.internal
+    creationTimestamp: "2026-03-01T00:00:00Z"
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.xlarge, karpenter.sh/capacity-type: on-demand}
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: someone-elses
+    creationTimestamp: "2026-01-01T00:00:00Z"
+    labels: {node.kubernetes.io/instance-type: m5.large}
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: aws-node-x
+    namespace: kube-system
+    ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: aws-node, uid: "1"}]
+  spec: {nodeName: ip-10-0-1-5.ec2.internal, containers: [{name: c, image: i}]}
+  status: {phase: Running}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: batch
+    namespace: default
+    annotations: {karpenter.sh/do-not-disrupt: "true"}
+  spec: {nodeName: ip-10-0-2-9.ec2.internal, containers: [{name: c, image: i}]}
+  status: {phase: Running}
+"#;
+
+fn write(name: &str, text: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sweep-plan");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn nodewright(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn an_empty_node_is_deleted_and_an_expired_node_with_a_do_not_disrupt_pod_is_kept_with_the_reason()
+{
+    let file = write("cluster.yaml", CLUSTER);
+    let out = nodewright(&[
+        "sweep-plan",
+        "-f",
+        &file,
+        "--now",
+        "2026-03-02T10:00:00Z",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let commands = plan["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{plan}");
+    assert_eq!(commands[0]["action"], "delete");
+    assert_eq!(commands[0]["reason"], "empty");
+    assert_eq!(
+        commands[0]["nodes"],
+        serde_json::json!(["ip-10-0-1-5.ec2.internal"])
+    );
+    assert_eq!(commands[0]["replacement"], serde_json::json!([]));
+    let saving = commands[0]["savings_per_hour"].as_f64().unwrap();
+    assert!(saving > 0.0);
+    let kept = plan["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{plan}");
+    assert_eq!(kept[0]["node"], "ip-10-0-2-9.ec2.internal");
+    assert!(
+        kept[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a pod has karpenter.sh/do-not-disrupt")
+    );
+    // The foreign node is neither a candidate nor in the fleet's price.
+    assert!(!plan.to_string().contains("someone-elses"));
+    let before = plan["price_per_hour"]["before"].as_f64().unwrap();
+    let after = plan["price_per_hour"]["after"].as_f64().unwrap();
+    assert!((before - after - saving).abs() < 1e-3, "{plan}");
+
+    let table = nodewright(&["sweep-plan", "-f", &file, "--now", "2026-03-02T10:00:00Z"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("delete") && text.contains("ip-10-0-1-5.ec2.internal"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kept") && text.contains("do-not-disrupt"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_node_that_cannot_be_read_exits_one_naming_the_file_and_field() {
+    let bad = CLUSTER.replace(
+        "creationTimestamp: \"2026-03-01T00:00:00Z\"",
+        "creationTimestamp: yesterday",
+    );
+    let file = write("bad.yaml", &bad);
+    let out = nodewright(&["sweep-plan", "-f", &file, "--now", "2026-03-02T10:00:00Z"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.yaml") && err.contains("metadata.creationTimestamp"),
+        "{err}"
+    );
+    assert!(err.contains("ip-10-0-2-9.ec2.internal"), "{err}");
+
+    let out = nodewright(&["sweep-plan", "-f", &file, "--now", "noon"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--now"));
+}

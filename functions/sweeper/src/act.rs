@@ -1,0 +1,409 @@
+//! Carrying a plan out. Nothing is decided here beyond the re-check just before acting:
+//! a node is removed by annotating it (`nodewright.io/disruption`, so a later sweep
+//! continues the work), tainting it `nodewright.io/disrupted=:NoSchedule`, draining it
+//! with the core's drain (voluntary: PodDisruptionBudgets and do-not-disrupt honoured, the
+//! NodePool's `terminationGracePeriod` as the hard limit), terminating its instance (only
+//! with this cluster's ownership tag; the EC2 adapter refuses any other) and deleting the
+//! Node. Every step is safe to repeat.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
+use nodewright::api::{Taint, TaintEffect};
+use nodewright::aws::{AwsError, InstanceInventory, InstanceOwnership, InstanceState};
+use nodewright::disruption::{
+    Command, EMPTY_SINCE_ANNOTATION, PROVISIONER_NAME, Plan, Reason, Snapshot,
+};
+use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
+use nodewright::kube::{
+    EventSink, EventType, KubeError, NodeOps, NodeRemoval, NodeSource, ObjectKind, PodEviction,
+    parse_provider_id,
+};
+use serde::Serialize;
+
+use super::State;
+use super::events::kept_events;
+
+/// On a node being removed by the sweeper: `<reason> <RFC 3339 start>`. The next sweep
+/// finds it and continues; the start fixes the drain's deadline across invocations.
+pub const DISRUPTION_ANNOTATION: &str = "nodewright.io/disruption";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("{what}")]
+    Kube {
+        what: String,
+        #[source]
+        source: KubeError,
+    },
+    #[error("{what}")]
+    Aws {
+        what: String,
+        #[source]
+        source: AwsError,
+    },
+}
+
+pub(crate) fn kube(what: &str) -> impl FnOnce(KubeError) -> SweepError + '_ {
+    move |source| SweepError::Kube {
+        what: what.into(),
+        source,
+    }
+}
+
+pub(crate) fn aws(what: &str) -> impl FnOnce(AwsError) -> SweepError + '_ {
+    move |source| SweepError::Aws {
+        what: what.into(),
+        source,
+    }
+}
+
+/// What one sweep did, for the logs and the tests.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub commands: Vec<Command>,
+    pub marked_empty: Vec<String>,
+    pub unmarked: Vec<String>,
+    /// Removals begun this sweep (tainted and annotated).
+    pub started: Vec<String>,
+    /// Nodes whose drain is not finished: the next sweep continues.
+    pub draining: Vec<String>,
+    /// Instance terminated (or already gone) and Node deleted.
+    pub removed: Vec<String>,
+    /// A command dropped at the re-check, with why.
+    pub rechecked_out: Vec<(String, String)>,
+    pub kept: Vec<(String, String)>,
+    pub kept_events: usize,
+    pub never_joined_terminated: Vec<String>,
+    pub orphans_deleted: Vec<String>,
+    pub price_before: f64,
+    pub price_after: f64,
+}
+
+pub(crate) async fn carry_out<K, E>(
+    state: &State<K, E>,
+    snapshot: &Snapshot,
+    nodes: &[Node],
+    plan: &Plan,
+    now: Timestamp,
+) -> Result<Report, SweepError>
+where
+    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    let mut report = Report {
+        commands: plan.commands.clone(),
+        kept: plan
+            .kept
+            .iter()
+            .map(|k| (k.node.clone(), k.why.to_string()))
+            .collect(),
+        price_before: plan.price_before,
+        price_after: plan.price_after,
+        ..Report::default()
+    };
+    for mark in &plan.empty_marks {
+        let value = mark.since.map(|t| t.to_string()).unwrap_or_default();
+        state
+            .kube
+            .annotate_node(&mark.node, EMPTY_SINCE_ANNOTATION, &value)
+            .await
+            .map_err(kube("marking a node empty"))?;
+        match mark.since {
+            Some(_) => report.marked_empty.push(mark.node.clone()),
+            None => report.unmarked.push(mark.node.clone()),
+        }
+    }
+    // Removals begun by an earlier sweep come first: they already hold budget.
+    for node in nodes {
+        if let Some((reason, started)) = in_progress(node) {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            continue_removal(
+                state,
+                snapshot,
+                node,
+                &name,
+                reason,
+                started,
+                now,
+                &mut report,
+            )
+            .await?;
+        }
+    }
+    for command in &plan.commands {
+        for name in &command.nodes {
+            start_removal(state, snapshot, name, command.reason, now, &mut report).await?;
+        }
+    }
+    report.kept_events = kept_events(state, &plan.kept, now).await;
+    if !plan.never_joined.is_empty() {
+        let ids: Vec<String> = plan
+            .never_joined
+            .iter()
+            .map(|n| n.instance_id.clone())
+            .collect();
+        for n in &plan.never_joined {
+            tracing::warn!(
+                instance_id = n.instance_id,
+                reason = n.reason(),
+                "terminating"
+            );
+        }
+        let outcome = state
+            .ec2
+            .terminate(&ids)
+            .await
+            .map_err(aws("terminating instances that never joined"))?;
+        for id in &outcome.refused {
+            tracing::error!(instance_id = id, "not terminated: no ownership tag");
+        }
+        report.never_joined_terminated = outcome.terminated;
+    }
+    if !plan.orphans.is_empty() {
+        let ids: Vec<String> = plan.orphans.iter().map(|o| o.instance_id.clone()).collect();
+        // Asked again just before acting, terminated instances included: only a Node whose
+        // instance EC2 no longer describes as live is deleted, whoever owns the instance.
+        let described = state
+            .ec2
+            .describe_ids(&ids)
+            .await
+            .map_err(aws("re-checking the instances of orphan nodes"))?;
+        for orphan in &plan.orphans {
+            let live = described.iter().any(|i| {
+                i.id == orphan.instance_id
+                    && !matches!(
+                        i.state,
+                        InstanceState::Terminated | InstanceState::ShuttingDown
+                    )
+            });
+            if live {
+                continue;
+            }
+            state
+                .kube
+                .delete_node(&orphan.node)
+                .await
+                .map_err(kube("deleting an orphan node"))?;
+            tracing::warn!(
+                node = orphan.node,
+                instance_id = orphan.instance_id,
+                "orphan node deleted: its instance is gone"
+            );
+            report.orphans_deleted.push(orphan.node.clone());
+        }
+    }
+    Ok(report)
+}
+
+/// The reason and start of a removal this function began, if the node carries them.
+fn in_progress(node: &Node) -> Option<(Reason, Timestamp)> {
+    let value = node
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(DISRUPTION_ANNOTATION)?;
+    let (reason, started) = value.split_once(' ')?;
+    let reason = match reason {
+        "empty" => Reason::Empty,
+        "expired" => Reason::Expired,
+        "underutilized" => Reason::Underutilized,
+        "drifted" => Reason::Drifted,
+        _ => return None,
+    };
+    Some((reason, started.parse().ok()?))
+}
+
+fn disrupted_taint() -> Taint {
+    Taint {
+        key: DISRUPTED_TAINT.into(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
+    }
+}
+
+/// Why a planned removal no longer holds, read from the node and its pods as they are now.
+fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> {
+    let Some(node) = node else {
+        return Some("the node is gone".into());
+    };
+    let empty = BTreeMap::new();
+    let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
+    if annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true") {
+        return Some("the node now has karpenter.sh/do-not-disrupt".into());
+    }
+    let tainted = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
+    if tainted {
+        return Some("another removal is under way".into());
+    }
+    let moving: Vec<&Pod> = reschedulable(pods)
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect();
+    if reason == Reason::Empty && !moving.is_empty() {
+        return Some("a pod was scheduled on it".into());
+    }
+    let held = moving.iter().find(|p| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DO_NOT_DISRUPT))
+            .is_some_and(|v| v == "true")
+    });
+    held.map(|p| {
+        format!(
+            "pod {} now has karpenter.sh/do-not-disrupt",
+            p.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+async fn start_removal<K, E>(
+    state: &State<K, E>,
+    snapshot: &Snapshot,
+    name: &str,
+    reason: Reason,
+    now: Timestamp,
+    report: &mut Report,
+) -> Result<(), SweepError>
+where
+    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    let nodes = state
+        .kube
+        .nodes()
+        .await
+        .map_err(kube("re-reading the node"))?;
+    let node = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name));
+    let pods = state
+        .kube
+        .pods_on_node(name)
+        .await
+        .map_err(kube("re-reading the node's pods"))?;
+    if let Some(why) = recheck(node, &pods, reason) {
+        tracing::info!(node = name, why, "removal dropped at the re-check");
+        report.rechecked_out.push((name.into(), why));
+        return Ok(());
+    }
+    let Some(node) = node else { return Ok(()) };
+    state
+        .kube
+        .annotate_node(
+            name,
+            DISRUPTION_ANNOTATION,
+            &format!("{} {now}", reason.as_str()),
+        )
+        .await
+        .map_err(kube("annotating the node"))?;
+    state
+        .kube
+        .taint(name, &disrupted_taint())
+        .await
+        .map_err(kube("tainting the node"))?;
+    state
+        .kube
+        .object_event(
+            ObjectKind::Node,
+            name,
+            reason.event_reason(),
+            &format!(
+                "tainted {DISRUPTED_TAINT}; draining, then terminating the instance ({})",
+                reason.as_str()
+            ),
+            EventType::Normal,
+        )
+        .await;
+    report.started.push(name.into());
+    continue_removal(state, snapshot, node, name, reason, now, now, report).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn continue_removal<K, E>(
+    state: &State<K, E>,
+    snapshot: &Snapshot,
+    node: &Node,
+    name: &str,
+    reason: Reason,
+    started: Timestamp,
+    now: Timestamp,
+    report: &mut Report,
+) -> Result<(), SweepError>
+where
+    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let pool = labels
+        .get(NODEPOOL)
+        .or_else(|| labels.get(PROVISIONER_NAME));
+    let grace = pool
+        .and_then(|p| snapshot.pools.iter().find(|x| &x.name == p))
+        .and_then(|p| p.termination_grace);
+    let policy = DrainPolicy {
+        disruption: Disruption::Voluntary,
+        deadline: grace.and_then(|g| started.checked_add(g).ok()),
+    };
+    let pods = state
+        .kube
+        .pods_on_node(name)
+        .await
+        .map_err(kube("listing the node's pods"))?;
+    let drain = plan_drain(&pods, &policy, now);
+    if !drain.finished() {
+        let note = format!("node {name} is being removed ({})", reason.as_str());
+        let progress = execute(&state.kube, &drain, reason.event_reason(), &note).await;
+        tracing::info!(node = name, ?progress, "draining");
+        report.draining.push(name.into());
+        return Ok(());
+    }
+    let instance = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(parse_provider_id)
+        .map(|p| p.instance_id);
+    if let Some(id) = instance {
+        let outcome = state
+            .ec2
+            .terminate(std::slice::from_ref(&id))
+            .await
+            .map_err(aws("terminating the instance"))?;
+        if !outcome.refused.is_empty() {
+            // Not ours after all: the Node stays, and says why.
+            state
+                .kube
+                .object_event(
+                    ObjectKind::Node,
+                    name,
+                    "DisruptionRefused",
+                    &format!(
+                        "instance {id} does not carry this cluster's ownership tag; not terminated"
+                    ),
+                    EventType::Warning,
+                )
+                .await;
+            tracing::error!(
+                node = name,
+                instance_id = id,
+                "not terminated: no ownership tag"
+            );
+            return Ok(());
+        }
+    }
+    state
+        .kube
+        .delete_node(name)
+        .await
+        .map_err(kube("deleting the node"))?;
+    tracing::info!(node = name, reason = reason.as_str(), "node removed");
+    report.removed.push(name.into());
+    Ok(())
+}

@@ -1,0 +1,266 @@
+//! From what the API server and EC2 return to the sweeper's [`Snapshot`]. Pure: the caller
+//! lists the objects (the function through its ports, `sweep-plan` from files). A node,
+//! pod or NodePool that cannot be read is reported by name and field and never becomes a
+//! candidate.
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+use super::budget::pool_budgets;
+use super::snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
+use crate::api::labels::{
+    CAPACITY_TYPE, DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL,
+};
+use crate::api::{NillableDuration, NodePool};
+use crate::aws::{InstanceState, OwnedInstance};
+use crate::kube::{Readiness, parse_provider_id, readiness};
+use crate::scheduling::Selector;
+
+/// On a node: when the sweeper first saw it empty (RFC 3339). Emptiness is counted from it,
+/// so `consolidateAfter` holds across invocations without any store of our own.
+pub const EMPTY_SINCE_ANNOTATION: &str = "nodewright.io/empty-since";
+/// The legacy (v1alpha5) label naming a node's Provisioner, read as its NodePool.
+pub const PROVISIONER_NAME: &str = "karpenter.sh/provisioner-name";
+/// The kubelet's marker of a static pod's mirror.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// `controller.kubernetes.io/pod-deletion-cost`, part of Karpenter's eviction cost.
+const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// When a node without the empty-since annotation counts as empty from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstSight {
+    /// From now on (the function: it writes the annotation and counts from the next sweep).
+    Mark,
+    /// From its creation (offline, where nothing is written; `sweep-plan` says so).
+    SinceCreation,
+}
+
+pub struct Inputs<'a> {
+    pub pools: &'a [NodePool],
+    pub nodes: &'a [Node],
+    /// Every pod; those bound to a node are grouped by it.
+    pub pods: &'a [Pod],
+    pub pdbs: &'a [PodDisruptionBudget],
+    /// This cluster's live instances (`InstanceInventory::list_owned`); `None` offline.
+    pub instances: Option<&'a [OwnedInstance]>,
+    /// Price per hour of (instance type, capacity type), when known.
+    pub price: &'a dyn Fn(&str, &str) -> Option<f64>,
+    pub first_sight: FirstSight,
+}
+
+/// The snapshot, and one message per object that could not be read (naming it and the
+/// field).
+pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
+    let mut problems = Vec::new();
+    let pools = inputs.pools.iter().map(pool_policy).collect();
+    let blocked = blocked_pods(inputs.pdbs, inputs.pods, &mut problems);
+    let mut pods_by_node: HashMap<&str, Vec<PodView>> = HashMap::new();
+    for pod in inputs.pods {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        pods_by_node
+            .entry(node)
+            .or_default()
+            .push(pod_view(pod, &blocked));
+    }
+    let mut nodes = Vec::new();
+    for node in inputs.nodes {
+        match node_view(node, inputs) {
+            Ok(mut view) => {
+                view.pods = pods_by_node.remove(view.name.as_str()).unwrap_or_default();
+                nodes.push(view);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    let instances = inputs.instances.map(|list| {
+        list.iter()
+            .filter(|i| {
+                !matches!(
+                    i.state,
+                    InstanceState::Terminated | InstanceState::ShuttingDown
+                )
+            })
+            .map(|i| InstanceView {
+                id: i.id.clone(),
+                launched: i.launch_time,
+            })
+            .collect()
+    });
+    (
+        Snapshot {
+            pools,
+            nodes,
+            instances,
+        },
+        problems,
+    )
+}
+
+fn pool_policy(np: &NodePool) -> PoolPolicy {
+    let after = |d: Option<NillableDuration>| match d {
+        Some(NillableDuration::After(d)) => Some(d.0),
+        _ => None,
+    };
+    PoolPolicy {
+        name: np.metadata.name.clone(),
+        consolidation: np.spec.disruption.consolidation_policy,
+        consolidate_after: after(Some(np.spec.disruption.consolidate_after)),
+        expire_after: after(np.spec.template.spec.expire_after),
+        budgets: pool_budgets(np).map_err(|e| format!("NodePool {}: {e}", np.metadata.name)),
+        termination_grace: np.spec.template.spec.termination_grace_period.map(|d| d.0),
+    }
+}
+
+fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
+    let meta = &node.metadata;
+    let name = meta.name.clone().unwrap_or_default();
+    let field = |f: &str, m: &str| format!("Node {name}: {f}: {m}");
+    let empty = BTreeMap::new();
+    let labels = meta.labels.as_ref().unwrap_or(&empty);
+    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0)
+        .ok_or_else(|| {
+            field(
+                "metadata.creationTimestamp",
+                "missing; the node's age is unknown",
+            )
+        })?;
+    // The executor clears the marker by writing it empty (a merge patch cannot tell
+    // "remove" from "unchanged" through the annotation port).
+    let empty_since = match annotations
+        .get(EMPTY_SINCE_ANNOTATION)
+        .filter(|v| !v.is_empty())
+    {
+        Some(v) => Some(v.parse::<Timestamp>().map_err(|e| {
+            field(
+                &format!("metadata.annotations[{EMPTY_SINCE_ANNOTATION}]"),
+                &format!("{v:?} is not an RFC 3339 time ({e})"),
+            )
+        })?),
+        None if inputs.first_sight == FirstSight::SinceCreation => Some(created),
+        None => None,
+    };
+    let spec = node.spec.as_ref();
+    let tainted = spec
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
+    let instance_id = spec
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(parse_provider_id)
+        .map(|p| p.instance_id);
+    let owned_instance = match (inputs.instances, &instance_id) {
+        (None, _) => true,
+        (Some(list), Some(id)) => list.iter().any(|i| &i.id == id),
+        (Some(_), None) => false,
+    };
+    let instance_type = labels.get(INSTANCE_TYPE).cloned().unwrap_or_default();
+    let capacity_type = labels.get(CAPACITY_TYPE).cloned().unwrap_or_default();
+    Ok(NodeView {
+        pool: labels
+            .get(NODEPOOL)
+            .or_else(|| labels.get(PROVISIONER_NAME))
+            .cloned(),
+        instance_id,
+        launched_by_nodewright: labels.contains_key(NODECLAIM),
+        owned_instance,
+        created,
+        ready: readiness(node) == Readiness::Ready,
+        disrupting: tainted || meta.deletion_timestamp.is_some(),
+        do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
+        empty_since,
+        price_per_hour: (inputs.price)(&instance_type, &capacity_type),
+        instance_type,
+        capacity_type,
+        pods: Vec::new(),
+        name,
+    })
+}
+
+fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {
+    let meta = &pod.metadata;
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = meta.name.clone().unwrap_or_default();
+    let annotations = meta.annotations.clone().unwrap_or_default();
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let kind = if matches!(phase, Some("Succeeded" | "Failed")) {
+        PodKind::Finished
+    } else if meta
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet"))
+    {
+        PodKind::DaemonSet
+    } else if annotations.contains_key(MIRROR_ANNOTATION) {
+        PodKind::Mirror
+    } else {
+        PodKind::Workload
+    };
+    // Karpenter's `EvictionCost` (pkg/utils/disruption): 1, plus deletion cost / 2^27,
+    // plus priority / 2^25, clamped to [-10, 10].
+    let deletion_cost = annotations
+        .get(DELETION_COST)
+        .and_then(|c| c.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    let eviction_cost = (1.0 + deletion_cost / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25))
+        .clamp(-10.0, 10.0);
+    PodView {
+        blocked_by_pdb: blocked.get(&(namespace.clone(), name.clone())).cloned(),
+        do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
+        namespace,
+        name,
+        kind,
+        eviction_cost,
+    }
+}
+
+/// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now.
+fn blocked_pods(
+    pdbs: &[PodDisruptionBudget],
+    pods: &[Pod],
+    problems: &mut Vec<String>,
+) -> HashMap<(String, String), String> {
+    let mut out = HashMap::new();
+    for pdb in pdbs {
+        let allowed = pdb.status.as_ref().map(|s| s.disruptions_allowed);
+        if allowed != Some(0) {
+            continue;
+        }
+        let ns = pdb
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = pdb.metadata.name.clone().unwrap_or_default();
+        // policy/v1: a null selector selects no pod.
+        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else {
+            continue;
+        };
+        let selector = match Selector::from_k8s(selector) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(format!(
+                    "PodDisruptionBudget {ns}/{name}: spec.selector: {e}"
+                ));
+                continue;
+            }
+        };
+        for pod in pods {
+            let pod_ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            if pod_ns == ns && selector.matches(&labels) {
+                let key = (ns.clone(), pod.metadata.name.clone().unwrap_or_default());
+                out.entry(key).or_insert_with(|| name.clone());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,70 @@
+//! Voluntary disruption and hygiene, decided as values: [`plan_disruption`] takes the
+//! sweeper's [`Snapshot`] and `now` and returns a [`Plan`] of commands (which nodes go, and
+//! why), the candidates kept with the reason, and the hygiene work (instances that never
+//! joined, Nodes whose instance is gone). The sweeper function carries the plan out and
+//! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
+
+mod budget;
+mod cron;
+mod from_k8s;
+mod hygiene;
+mod plan;
+mod snapshot;
+
+pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
+pub use cron::Cron;
+pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
+pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
+pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
+
+use serde::Serialize;
+
+/// Why a node is disrupted: the `reason` of `sweep-plan`'s JSON and of the node's Events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reason {
+    Empty,
+    Expired,
+    Underutilized,
+    Drifted,
+}
+
+impl Reason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Reason::Empty => "empty",
+            Reason::Expired => "expired",
+            Reason::Underutilized => "underutilized",
+            Reason::Drifted => "drifted",
+        }
+    }
+
+    /// A budget's `reasons` entry (`Empty`, `Underutilized`, `Drifted`, as Karpenter v1
+    /// spells them). Expiration has no entry: only budgets without `reasons` limit it.
+    pub fn from_budget(s: &str) -> Option<Reason> {
+        Some(match s {
+            "Empty" => Reason::Empty,
+            "Underutilized" => Reason::Underutilized,
+            "Drifted" => Reason::Drifted,
+            _ => return None,
+        })
+    }
+
+    /// The Kubernetes Event reason on the node.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            Reason::Empty => "DisruptingEmpty",
+            Reason::Expired => "DisruptingExpired",
+            Reason::Underutilized => "DisruptingUnderutilized",
+            Reason::Drifted => "DisruptingDrifted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests;
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod testkit;

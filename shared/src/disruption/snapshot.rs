@@ -1,0 +1,100 @@
+//! The sweeper's view of the cluster, reduced to what its decisions read: the NodePools it
+//! serves with their disruption settings, the nodes with their pods, and (in the function,
+//! not offline) the instances EC2 lists as this cluster's.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::budget::BudgetRule;
+use crate::api::ConsolidationPolicy;
+
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The NodePools nodewright serves; a node of any other pool is never a candidate.
+    pub pools: Vec<PoolPolicy>,
+    pub nodes: Vec<NodeView>,
+    /// Instances carrying this cluster's ownership tag and not terminated. `None` offline:
+    /// then no hygiene decision is made, since absence would prove nothing.
+    pub instances: Option<Vec<InstanceView>>,
+}
+
+/// A NodePool's disruption settings, read once.
+#[derive(Debug, Clone)]
+pub struct PoolPolicy {
+    pub name: String,
+    pub consolidation: ConsolidationPolicy,
+    /// `None` is `Never`: the pool's nodes are never removed for being empty.
+    pub consolidate_after: Option<Duration>,
+    /// `None` is `Never`.
+    pub expire_after: Option<Duration>,
+    /// An error (naming the budget and field) means the pool's nodes are not disrupted
+    /// voluntarily at all: a budget we cannot read must not become no budget.
+    pub budgets: Result<Vec<BudgetRule>, String>,
+    /// The NodePool's `terminationGracePeriod`: the drain's hard limit.
+    pub termination_grace: Option<Duration>,
+}
+
+/// One Node as the decisions see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    /// `karpenter.sh/nodepool` (or the legacy `karpenter.sh/provisioner-name`).
+    pub pool: Option<String>,
+    /// From `spec.providerID`.
+    pub instance_id: Option<String>,
+    /// Carries `nodewright.io/nodeclaim`: nodewright launched it (the user data sets it).
+    pub launched_by_nodewright: bool,
+    /// Its instance carries this cluster's ownership tag (always true offline, where only
+    /// the labels are known). A node whose instance is not owned is never a candidate.
+    pub owned_instance: bool,
+    pub created: Timestamp,
+    pub ready: bool,
+    /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.
+    pub disrupting: bool,
+    /// `karpenter.sh/do-not-disrupt: "true"` on the node.
+    pub do_not_disrupt: bool,
+    /// When the sweeper first saw it empty (its `nodewright.io/empty-since` annotation).
+    pub empty_since: Option<Timestamp>,
+    pub instance_type: String,
+    pub capacity_type: String,
+    /// On-demand or spot price, when the catalog knows the type.
+    pub price_per_hour: Option<f64>,
+    pub pods: Vec<PodView>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodKind {
+    /// Would have to move elsewhere if the node went.
+    Workload,
+    /// Owned by a DaemonSet: goes with the node, never counts against emptiness.
+    DaemonSet,
+    /// A static pod mirrored by the kubelet.
+    Mirror,
+    /// Succeeded or Failed.
+    Finished,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodView {
+    pub namespace: String,
+    pub name: String,
+    pub kind: PodKind,
+    pub do_not_disrupt: bool,
+    /// Karpenter's eviction cost of this pod (priority, `pod-deletion-cost`).
+    pub eviction_cost: f64,
+    /// The PodDisruptionBudget that allows no disruption of it now, if any.
+    pub blocked_by_pdb: Option<String>,
+}
+
+impl PodView {
+    pub fn moves(&self) -> bool {
+        self.kind == PodKind::Workload
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceView {
+    pub id: String,
+    pub launched: Option<Timestamp>,
+}

@@ -1,0 +1,391 @@
+//! The sweeper function end to end: the real handler, invoked as Lambda invokes it on its
+//! schedule, against moto and the simulated cluster, signed as the template's role of
+//! `SweeperFunction` (IAM is enforced).
+//!
+//! Emulated here: AWS is moto's server, Kubernetes the simulated cluster. The handler's
+//! clock is the simulated cluster's (`SimNow`), so "fifteen minutes later" is a clock
+//! advance, not a sleep; moto's launch times are wall-clock, which the manual clock starts
+//! from. The handler, its adapters, the AWS SDK and `kube::Client` are real.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
+use jiff::Timestamp;
+use lambda_runtime::{Context, LambdaEvent};
+use nodewright::aws::Ec2Adapter;
+use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::provision::BatchWindow;
+use nodewright_sweeper::{State, handler};
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
+use serde_json::{Value, json};
+
+/// Emulated: the simulated cluster's clock stands in for the system clock.
+struct SimNow(SimClock);
+
+impl Clock for SimNow {
+    fn now(&self) -> Timestamp {
+        self.0.now()
+    }
+}
+
+async fn start(cluster: &str) -> World {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("nodewright=info,nodewright_sweeper=info")
+        .try_init();
+    let config = SimConfig {
+        clock: SimClock::manual(),
+        crds_installed: true,
+        ..SimConfig::default()
+    };
+    World::start(cluster, config)
+        .await
+        .expect("the local world starts")
+}
+
+async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
+    let mut kube_config = world.sim.config().await.unwrap();
+    kube_config.default_retry = false;
+    let client = kube::Client::try_from(kube_config).unwrap();
+    let defaults = DefaultPoolParams {
+        cluster_name: world.seeded.cluster.clone(),
+        node_role: world.seeded.node_role_name.clone(),
+        capacity_types: vec!["on-demand".into()],
+        architectures: vec!["amd64".into()],
+        instance_categories: vec!["c".into(), "m".into(), "r".into()],
+        cpu_limit: Some("1000".into()),
+        ami_alias: "al2023@latest".into(),
+    };
+    let kube = KubeCluster::new(client, ClusterSettings::new(defaults, "sweeper-local"));
+    let sdk = world.function_sdk("SweeperFunction").unwrap();
+    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), world.seeded.cluster.clone());
+    State::new(kube, ec2, Arc::new(SimNow(world.clock())))
+}
+
+async fn sweep(state: &State<KubeCluster, Ec2Adapter>) -> Value {
+    handler(LambdaEvent::new(json!({}), Context::default()), state)
+        .await
+        .expect("a sweep")
+}
+
+async fn step(world: &World, seconds: u64) {
+    world.clock().advance(Duration::from_secs(seconds));
+    world.sim.step().await;
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+fn node_names(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The getting-started pool and `inflate` at `replicas`, running on nodes the provisioner
+/// launched; `edits` change the example first.
+async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) -> ProvisionerState {
+    let mut all = vec![("replicas: 10".to_string(), format!("replicas: {replicas}"))];
+    all.extend(edits.iter().map(|(a, b)| (a.to_string(), b.to_string())));
+    let pairs: Vec<(&str, &str)> = all.iter().map(|(a, b)| (&a[..], &b[..])).collect();
+    world
+        .apply_yaml(
+            &world
+                .example_edited("getting-started.yaml", &pairs)
+                .unwrap(),
+        )
+        .unwrap();
+    world.sim.step().await;
+    let provisioner = world
+        .provisioner(
+            quick(Duration::from_secs(2)),
+            BatchWindow {
+                idle: Duration::from_millis(200),
+                max: Duration::from_secs(2),
+            },
+        )
+        .await
+        .unwrap();
+    // On a loaded machine one short invocation may end before it launches: invoke again,
+    // as the schedule would a minute later.
+    for _ in 0..3 {
+        invoke(&provisioner).await.unwrap();
+        for _ in 0..8 {
+            step(world, 10).await;
+        }
+        if inflate_running(world) == replicas as usize {
+            break;
+        }
+    }
+    assert_eq!(inflate_running(world), replicas as usize, "inflate running");
+    provisioner
+}
+
+fn inflate_running(world: &World) -> usize {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["labels"]["app"] == "inflate" && p["status"]["phase"] == "Running"
+        })
+        .count()
+}
+
+async fn run_foreign_instance(world: &World, tags: &[(&str, &str)]) -> String {
+    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
+    let image = world
+        .seeded
+        .images
+        .iter()
+        .find(|i| i.arch == "x86_64")
+        .unwrap();
+    let mut spec = TagSpecification::builder().resource_type(ResourceType::Instance);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+    }
+    let out = ec2
+        .run_instances()
+        .image_id(&image.image_id)
+        .instance_type(InstanceType::M5Large)
+        .subnet_id(&world.seeded.subnets[0].id)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(spec.build())
+        .send()
+        .await
+        .expect("RunInstances");
+    out.instances()[0].instance_id().unwrap().to_string()
+}
+
+async fn state_of(world: &World, id: &str) -> String {
+    let out = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("DescribeInstances");
+    out.reservations()[0].instances()[0]
+        .state()
+        .and_then(|s| s.name())
+        .map(|n| n.as_str().to_string())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_node_goes_after_consolidate_after_and_a_foreign_look_alike_stays() {
+    let world = start("sweep-empty").await;
+    running(&world, 2, &[]).await;
+    let ours: Vec<String> = node_names(&world);
+    assert!(!ours.is_empty());
+    // A Node that looks like nodewright's (pool and nodeclaim labels) in front of an
+    // instance without this cluster's ownership tag: never nodewright's to remove.
+    let foreign_id = run_foreign_instance(&world, &[("Name", "not-ours")]).await;
+    let zone = &world.seeded.subnets[0].zone;
+    let foreign_name = "ip-10-9-9-9.ec2.internal".to_string();
+    let now = world.clock().now().to_string();
+    world
+        .sim
+        .apply_json(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": foreign_name, "labels": {
+                "karpenter.sh/nodepool": "default",
+                "nodewright.io/nodeclaim": "look-alike",
+                "node.kubernetes.io/instance-type": "m5.large",
+                "karpenter.sh/capacity-type": "on-demand"}},
+            "spec": {"providerID": format!("aws:///{zone}/{foreign_id}")},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}]}
+        }))
+        .unwrap();
+
+    let sweeper = sweeper(&world).await;
+    let first = sweep(&sweeper).await;
+    assert!(
+        names(&first["removed"]).is_empty(),
+        "busy nodes stay: {first}"
+    );
+
+    // Scale inflate to zero: the nodes empty out.
+    let mut deployment = world
+        .sim
+        .get_json("apps/v1", "Deployment", "default", "inflate")
+        .unwrap();
+    deployment["spec"]["replicas"] = json!(0);
+    world.sim.apply_json(deployment).unwrap();
+    step(&world, 5).await;
+    step(&world, 5).await;
+    let marked = sweep(&sweeper).await;
+    assert_eq!(names(&marked["marked_empty"]).len(), ours.len(), "{marked}");
+    assert!(
+        names(&marked["removed"]).is_empty(),
+        "the first sight never removes: {marked}"
+    );
+
+    // consolidateAfter is 1m in the example: not yet at 30 s, done after 60 s.
+    step(&world, 30).await;
+    let early = sweep(&sweeper).await;
+    assert!(names(&early["removed"]).is_empty(), "{early}");
+    assert!(
+        early["kept"]
+            .to_string()
+            .contains("not yet for consolidateAfter"),
+        "{early}"
+    );
+    let mut removed = Vec::new();
+    for _ in 0..ours.len() {
+        step(&world, 31).await;
+        let r = sweep(&sweeper).await;
+        removed.extend(names(&r["removed"]));
+    }
+    removed.sort();
+    let mut want = ours.clone();
+    want.sort();
+    assert_eq!(
+        removed, want,
+        "every emptied node of ours went, one per sweep (10% budget)"
+    );
+    assert!(
+        world.instances().await.unwrap().is_empty(),
+        "their instances are terminated"
+    );
+    assert!(
+        node_names(&world).contains(&foreign_name),
+        "the foreign look-alike Node stays"
+    );
+    assert_eq!(
+        state_of(&world, &foreign_id).await,
+        "running",
+        "the foreign instance runs on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_never_joins_is_terminated_after_fifteen_minutes_and_a_foreign_one_is_not()
+{
+    let world = start("sweep-never-joined").await;
+    world
+        .apply_yaml(&world.example("getting-started.yaml").unwrap())
+        .unwrap();
+    let cluster = world.seeded.cluster.clone();
+    // Launched as nodewright launches (its ownership tag), but the simulated cluster is
+    // never stepped, so no Node ever registers for it.
+    let ghost = run_foreign_instance(&world, &[("nodewright.io/cluster", cluster.as_str())]).await;
+    let foreign = run_foreign_instance(&world, &[("Name", "not-ours")]).await;
+    let sweeper = sweeper(&world).await;
+    world.clock().advance(Duration::from_secs(10 * 60));
+    let early = sweep(&sweeper).await;
+    assert!(
+        names(&early["never_joined_terminated"]).is_empty(),
+        "{early}"
+    );
+    world.clock().advance(Duration::from_secs(6 * 60));
+    let late = sweep(&sweeper).await;
+    assert_eq!(
+        names(&late["never_joined_terminated"]),
+        vec![ghost.clone()],
+        "{late}"
+    );
+    assert!(matches!(
+        state_of(&world, &ghost).await.as_str(),
+        "shutting-down" | "terminated"
+    ));
+    assert_eq!(state_of(&world, &foreign).await, "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_do_not_disrupt_pod_keeps_its_expired_node_and_the_reason_is_an_event_on_the_node() {
+    let world = start("sweep-do-not-disrupt").await;
+    running(
+        &world,
+        1,
+        &[
+            ("expireAfter: 720h", "expireAfter: 10m"),
+            ("      labels:\n        app: inflate\n    spec:", "      labels:\n        app: inflate\n      annotations:\n        karpenter.sh/do-not-disrupt: \"true\"\n    spec:"),
+        ],
+    )
+    .await;
+    let nodes = node_names(&world);
+    let sweeper = sweeper(&world).await;
+    world.clock().advance(Duration::from_secs(11 * 60));
+    let r = sweep(&sweeper).await;
+    assert!(
+        names(&r["removed"]).is_empty() && names(&r["started"]).is_empty(),
+        "{r}"
+    );
+    assert!(
+        r["kept"]
+            .to_string()
+            .contains("a pod has karpenter.sh/do-not-disrupt"),
+        "{r}"
+    );
+    assert_eq!(node_names(&world), nodes);
+    let mut events = world.sim.list_json("v1", "Event");
+    events.extend(world.sim.list_json("events.k8s.io/v1", "Event"));
+    let told = events.iter().any(|e| {
+        e.to_string().contains("DisruptionBlocked")
+            && e.to_string().contains("karpenter.sh/do-not-disrupt")
+            && nodes.iter().any(|n| e.to_string().contains(n.as_str()))
+    });
+    assert!(told, "an Event on the node says why: {events:?}");
+    // Rate-limited: the next sweep does not repeat it.
+    let again = sweep(&sweeper).await;
+    assert_eq!(again["kept_events"], 0, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
+    let world = start("sweep-expired").await;
+    // xlarge only (3 one-CPU pods per node), so four pods need two nodes.
+    let provisioner = running(
+        &world,
+        4,
+        &[
+            ("expireAfter: 720h", "expireAfter: 10m"),
+            ("    consolidateAfter: 1m", "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"1\""),
+            (
+                "      nodeClassRef:",
+                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
+            ),
+        ],
+    )
+    .await;
+    let before = node_names(&world);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let sweeper = sweeper(&world).await;
+    world.clock().advance(Duration::from_secs(11 * 60));
+    let first = sweep(&sweeper).await;
+    let started = names(&first["started"]);
+    assert_eq!(started.len(), 1, "one node at a time: {first}");
+    let other = before.iter().find(|n| **n != started[0]).unwrap();
+    assert!(
+        first["kept"].to_string().contains(&format!(
+            "[\"{other}\",\"NodePool default's disruption budget allows no more expired nodes now\"]"
+        )),
+        "{first}"
+    );
+    // The evicted pods leave; the next sweep finds the node drained and removes it, while
+    // the budget still holds the other one.
+    step(&world, 5).await;
+    let second = sweep(&sweeper).await;
+    assert_eq!(names(&second["removed"]), started, "{second}");
+    assert!(names(&second["started"]).is_empty(), "{second}");
+    assert!(!node_names(&world).contains(&started[0]));
+    // The provisioner launches for the pods that moved: they run again.
+    invoke(&provisioner).await.unwrap();
+    for _ in 0..8 {
+        step(&world, 10).await;
+    }
+    assert_eq!(inflate_running(&world), 4);
+}
