@@ -2,7 +2,7 @@
 //! envelope with any JSON put in place of any one of its fields. The parser must answer
 //! each with a value, never a panic (`panic = "abort"` would kill the whole batch), and an
 //! error must say where: an envelope error its path, a field error a field under
-//! `detail` (or the envelope's `time`).
+//! `detail` (or the envelope's `time` or `id`).
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -92,7 +92,11 @@ fn replace(v: &mut Value, path: &[String], with: Value) {
 fn error_says_where(e: &ParseError) -> bool {
     match e {
         ParseError::Envelope { .. } => !e.to_string().is_empty(),
-        ParseError::Field { field, .. } => field.starts_with("detail") || field == "time",
+        // The envelope fields a kind needs beyond serde's (its id, its time) or one
+        // under `detail`.
+        ParseError::Field { field, .. } => {
+            field.starts_with("detail") || field == "time" || field == "id"
+        }
     }
 }
 
