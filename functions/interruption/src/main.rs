@@ -9,13 +9,11 @@
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
-use std::sync::Arc;
-
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter, SqsQueue};
-use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::interruption::Origin;
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
 use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
@@ -43,13 +41,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .map(|r| r.to_string())
         .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = if std::env::var_os("KUBECONFIG").is_some() {
-        kube::Client::try_default().await?
-    } else {
-        let credentials = aws.credentials_provider().context("no AWS credentials")?;
-        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region.clone()));
-        eks_client(&cluster, tokens)?
-    };
+    let client = function_client(&aws, &cluster).await?;
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
     let mut settings = ClusterSettings::new(default_pool, reporting);

@@ -13,12 +13,10 @@
 //! - `DEADLINE_MARGIN`, `LEASE_DURATION`, `LEASE_NAME`, `LEASE_NAMESPACE`: see the
 //!   library's `coverage` and `deadline`; the AWS SDK's operation timeouts follow the margin.
 
-use std::sync::Arc;
-
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
-use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
 use nodewright::lease::KubeLeases;
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
@@ -56,13 +54,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .map(|r| r.to_string())
         .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = if std::env::var_os("KUBECONFIG").is_some() {
-        kube::Client::try_default().await?
-    } else {
-        let credentials = aws.credentials_provider().context("no AWS credentials")?;
-        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region.clone()));
-        eks_client(&cluster, tokens)?
-    };
+    let client = function_client(&aws, &cluster).await?;
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
     // One log stream per container in Lambda: it names this container in Events and in
     // the Lease's holder identity.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::Ec2Adapter;
-use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
+use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, SystemClock};
 use nodewright_provisioner::default_pool_params;
 use nodewright_sweeper::{State, handler};
@@ -28,18 +28,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     install_crypto_provider();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let region = aws
-        .region()
-        .map(|r| r.to_string())
-        .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = if std::env::var_os("KUBECONFIG").is_some() {
-        kube::Client::try_default().await?
-    } else {
-        let credentials = aws.credentials_provider().context("no AWS credentials")?;
-        let tokens = Arc::new(TokenSource::new(credentials, &cluster_name, region));
-        eks_client(&cluster, tokens)?
-    };
+    let client = function_client(&aws, &cluster).await?;
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
     let mut settings = ClusterSettings::new(default_pool, reporting);

@@ -41,6 +41,32 @@ pub enum KubeClientError {
     },
     #[error("building the Kubernetes client failed")]
     Kube(#[source] kube::Error),
+    #[error("the AWS configuration has no {0}, needed to sign EKS tokens")]
+    MissingAws(&'static str),
+}
+
+/// The Kubernetes client a function uses: from `KUBECONFIG` when it is set (local runs
+/// against the simulated cluster), else tokens for `cluster` minted from the function's
+/// own AWS credentials in its own region, as `aws eks get-token` would.
+pub async fn function_client(
+    aws: &aws_config::SdkConfig,
+    cluster: &EksCluster,
+) -> Result<kube::Client, KubeClientError> {
+    if std::env::var_os("KUBECONFIG").is_some() {
+        return kube::Client::try_default()
+            .await
+            .map_err(KubeClientError::Kube);
+    }
+    let credentials = aws
+        .credentials_provider()
+        .ok_or(KubeClientError::MissingAws("credentials"))?;
+    let region = aws.region().ok_or(KubeClientError::MissingAws("region"))?;
+    let tokens = Arc::new(TokenSource::new(
+        credentials,
+        cluster.name.clone(),
+        region.to_string(),
+    ));
+    eks_client(cluster, tokens)
 }
 
 /// A client for `cluster`, trusting only the cluster's CA, with tokens from `tokens`.

@@ -12,6 +12,8 @@ mod tests;
 pub use cluster::{
     CaError, ClusterError, EksCluster, decode_certificate_authority, describe_cluster,
 };
-pub use kube_client::{KubeClientError, client_with_tokens, eks_client, install_crypto_provider};
+pub use kube_client::{
+    KubeClientError, client_with_tokens, eks_client, function_client, install_crypto_provider,
+};
 pub use token::{Token, TokenError, presign};
 pub use token_source::{Clock, SystemClock, TokenSource};
