@@ -138,6 +138,16 @@ impl RolePolicies {
     }
 }
 
+/// How Lambda runs one function of the stack, as the template says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionSettings {
+    pub timeout: std::time::Duration,
+    pub memory_mb: u32,
+    pub reserved_concurrency: Option<u32>,
+    /// Environment variables with a literal value, the function's over the globals'.
+    pub literal_env: Vec<(String, String)>,
+}
+
 /// `template.yaml`, parsed.
 #[derive(Debug, Clone)]
 pub struct Template {
@@ -186,6 +196,54 @@ impl Template {
             })
             .filter_map(|(k, _)| k.as_str().map(str::to_string))
             .collect()
+    }
+
+    /// What Lambda gives `function` (a logical id): its `Timeout`, `MemorySize`,
+    /// `ReservedConcurrentExecutions`, each from the function or else `Globals.Function`,
+    /// and the environment variables set to plain strings (the ones set by an intrinsic,
+    /// such as `CLUSTER_NAME`, are the world's to fill).
+    pub fn function_settings(&self, function: &str) -> Result<FunctionSettings, TemplateError> {
+        let props = self.resource(function)?.get("Properties");
+        let globals = self.doc.get("Globals").and_then(|g| g.get("Function"));
+        let get = |key: &str| {
+            props
+                .and_then(|p| p.get(key))
+                .or_else(|| globals.and_then(|g| g.get(key)))
+        };
+        let number = |key: &str| -> Result<Option<u64>, TemplateError> {
+            get(key)
+                .map(|v| {
+                    v.as_u64().ok_or_else(|| {
+                        shape(
+                            format!("Resources.{function}.Properties.{key}"),
+                            "not a number",
+                        )
+                    })
+                })
+                .transpose()
+        };
+        let mut env = Vec::new();
+        for vars in [globals, props]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.get("Environment")?.get("Variables")?.as_mapping())
+        {
+            for (k, v) in vars {
+                // `as_str` would see through a tag: `!Ref X` is not the string "X".
+                if let (Some(k), Yaml::String(v)) = (k.as_str(), v) {
+                    env.retain(|(name, _): &(String, String)| name != k);
+                    env.push((k.to_string(), v.to_string()));
+                }
+            }
+        }
+        Ok(FunctionSettings {
+            timeout: std::time::Duration::from_secs(
+                number("Timeout")?.ok_or_else(|| shape(function, "no Timeout"))?,
+            ),
+            memory_mb: number("MemorySize")?.unwrap_or(128) as u32,
+            reserved_concurrency: number("ReservedConcurrentExecutions")?.map(|n| n as u32),
+            literal_env: env,
+        })
     }
 
     /// The role `function` (a logical id, `ProvisionerFunction`) runs as, resolved for
@@ -473,6 +531,42 @@ Resources:
         let s = role.statements()[0];
         assert_eq!(s["Action"], "ec2:DescribeImages");
         assert_eq!(s["Resource"], format!("arn:{}", crate::moto::REGION));
+    }
+
+    #[test]
+    fn a_functions_settings_come_from_the_function_over_the_globals_and_skip_intrinsics() {
+        let t = Template::parse(
+            r#"
+Globals:
+  Function:
+    MemorySize: 256
+    Timeout: 30
+    Environment: {Variables: {A: "g", B: "g", C: !Ref X}}
+Resources:
+  F:
+    Type: AWS::Serverless::Function
+    Properties:
+      Timeout: 85
+      ReservedConcurrentExecutions: 2
+      Environment: {Variables: {B: "f", D: "80"}}
+  H:
+    Type: AWS::Serverless::Function
+    Properties: {Timeout: soon}
+"#,
+        )
+        .unwrap();
+        let f = t.function_settings("F").unwrap();
+        assert_eq!(f.timeout, std::time::Duration::from_secs(85));
+        assert_eq!(f.memory_mb, 256);
+        assert_eq!(f.reserved_concurrency, Some(2));
+        let env: Vec<_> = f
+            .literal_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(env, [("A", "g"), ("B", "f"), ("D", "80")]);
+        let err = t.function_settings("H").unwrap_err().to_string();
+        assert!(err.contains("H") && err.contains("Timeout"), "{err}");
     }
 
     #[test]
