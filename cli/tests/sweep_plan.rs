@@ -154,3 +154,47 @@ fn a_node_that_cannot_be_read_exits_one_naming_the_file_and_field() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--now"));
 }
+
+/// Lambda's `provided.al2023` runtime has shipped without `/usr/share/zoneinfo`: the binary
+/// carries its own time zone database, so a budget in `Asia/Seoul` still means Seoul.
+/// `TZDIR` points at an empty directory here, as if the system had none.
+#[test]
+fn a_budget_time_zone_is_known_without_a_system_time_zone_database() {
+    let seoul = CLUSTER
+        .replace(
+            "metadata: {name: default}",
+            "metadata: {name: default, annotations: {nodewright.io/budget-time-zone: Asia/Seoul}}",
+        )
+        .replace(
+            r#"budgets: [{nodes: "100%"}]"#,
+            // No disruption from 09:00 to 19:00 in Seoul (00:00 to 10:00 UTC).
+            r#"budgets: [{nodes: "0", schedule: "0 9 * * *", duration: 10h}, {nodes: "100%"}]"#,
+        );
+    let file = write("seoul.yaml", &seoul);
+    let no_zoneinfo = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-zoneinfo");
+    std::fs::create_dir_all(&no_zoneinfo).unwrap();
+    let plan_at = |now: &str| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+            .args(["sweep-plan", "-f", &file, "--now", now, "--output", "json"])
+            .env("TZDIR", &no_zoneinfo)
+            .output()
+            .expect("the binary runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // 14:00 in Seoul, 05:00 UTC: inside the window, so the empty node stays, for the budget.
+    let inside = plan_at("2026-03-02T05:00:00Z");
+    assert_eq!(inside["commands"], serde_json::json!([]), "{inside}");
+    let kept = inside["kept"].to_string();
+    assert!(
+        kept.contains("ip-10-0-1-5.ec2.internal") && kept.contains("budget"),
+        "{inside}"
+    );
+    // 21:00 in Seoul, 12:00 UTC: outside it, so the empty node goes.
+    let outside = plan_at("2026-03-02T12:00:00Z");
+    assert_eq!(outside["commands"][0]["reason"], "empty", "{outside}");
+}
