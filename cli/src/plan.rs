@@ -99,7 +99,7 @@ fn zones(args: &Args, inputs: &Inputs) -> Vec<String> {
     }
 }
 
-fn claim_json(c: &PlannedClaim) -> serde_json::Value {
+pub(crate) fn claim_json(c: &PlannedClaim) -> serde_json::Value {
     json!({
         "nodepool": c.nodepool,
         "nodeclass": c.node_class,

@@ -7,15 +7,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use nodewright::api::Inputs;
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
-use nodewright::disruption::{FirstSight, Plan, plan_disruption, snapshot};
+use nodewright::disruption::{
+    FirstSight, Plan, SimulationInputs, plan_disruption, simulation, snapshot,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::plan::Output;
+use crate::plan::{Output, claim_json};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,6 +39,7 @@ struct Objects {
     nodes: Vec<Node>,
     pods: Vec<Pod>,
     pdbs: Vec<PodDisruptionBudget>,
+    daemon_sets: Vec<DaemonSet>,
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -79,7 +83,7 @@ pub fn run(args: &Args) -> ExitCode {
         })
         .collect();
     let price = |t: &str, c: &str| prices.get(&(t.to_string(), c.to_string())).copied();
-    let (snapshot, problems) = snapshot(&nodewright::disruption::Inputs {
+    let (mut snapshot, mut problems) = snapshot(&nodewright::disruption::Inputs {
         pools: &inputs.node_pools,
         nodes: &objects.nodes,
         pods: &objects.pods,
@@ -88,6 +92,20 @@ pub fn run(args: &Args) -> ExitCode {
         price: &price,
         first_sight: FirstSight::SinceCreation,
     });
+    let (sim, sim_problems) = simulation(&SimulationInputs {
+        pools: &inputs.node_pools,
+        classes: &inputs.node_classes,
+        nodes: &objects.nodes,
+        pods: &objects.pods,
+        daemon_sets: &objects.daemon_sets,
+        spot_discount: DEFAULT_SPOT_DISCOUNT,
+    });
+    problems.extend(sim_problems);
+    match sim {
+        Ok(sim) => snapshot.simulation = Some(sim),
+        // Emptiness and expiration do not need it: decide those, and say what is missing.
+        Err(e) => eprintln!("note: underutilized nodes are not considered: {e}"),
+    }
     if !problems.is_empty() {
         for p in &problems {
             eprintln!("error: {p}");
@@ -153,7 +171,9 @@ fn load(
                         }
                     }
                 }
-                // DaemonSets, Deployments, Events...: their pods are listed as Pods.
+                // A new node's DaemonSet overhead, when consolidation plans a replacement.
+                "DaemonSet" => push(&at, "DaemonSet", item, &mut objects.daemon_sets, errors),
+                // Deployments, Events...: their pods are listed as Pods.
                 _ => {}
             }
         }
@@ -188,9 +208,9 @@ fn to_json(plan: &Plan) -> Value {
             "action": c.action,
             "reason": c.reason,
             "nodes": c.nodes,
-            // Replacement capacity is not planned ahead: the provisioner launches it for
-            // the drained pods once they are pending.
-            "replacement": [],
+            // Consolidation plans its replacement; an expired node's pods are planned by
+            // the provisioner once they are pending, so its list is empty.
+            "replacement": c.replacement.iter().map(claim_json).collect::<Vec<_>>(),
             "savings_per_hour": round4(c.savings_per_hour),
         })).collect::<Vec<_>>(),
         "kept": plan.kept.iter().map(|k| json!({

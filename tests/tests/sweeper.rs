@@ -15,8 +15,9 @@ use jiff::Timestamp;
 use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
 use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::lease::{Elector, KubeLeases};
 use nodewright::provision::BatchWindow;
-use nodewright_sweeper::{State, handler};
+use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -388,4 +389,200 @@ async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
         step(&world, 10).await;
     }
     assert_eq!(inflate_running(&world), 4);
+}
+
+fn set_unschedulable(world: &World, node: &str, cordoned: bool) {
+    let mut n = world.sim.get_json("v1", "Node", "", node).unwrap();
+    n["spec"]["unschedulable"] = json!(cordoned);
+    world.sim.apply_json(n).unwrap();
+}
+
+/// The nodes the `inflate` and `second` pods run on (DaemonSet pods left out).
+fn running_on(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| p["status"]["phase"] == "Running")
+        .filter(|p| {
+            matches!(
+                p["metadata"]["labels"]["app"].as_str(),
+                Some("inflate" | "second")
+            )
+        })
+        .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Two 2xlarge nodes with one 1-CPU pod each (the first node cordoned while the second
+/// pod's node is launched), both older than `consolidateAfter`. Returns the provisioner
+/// and the nodes.
+async fn two_half_empty_nodes(world: &World) -> (ProvisionerState, Vec<String>) {
+    let size = (
+        "      nodeClassRef:",
+        "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"2xlarge\"]\n      nodeClassRef:",
+    );
+    let provisioner = running(world, 1, &[size]).await;
+    let first = node_names(world);
+    assert_eq!(first.len(), 1, "{first:?}");
+    set_unschedulable(world, &first[0], true);
+    let second = world
+        .example_edited(
+            "getting-started.yaml",
+            &[("replicas: 10", "replicas: 1"), ("inflate", "second")],
+        )
+        .unwrap();
+    // Only the Deployment: the NodePool keeps its 2xlarge requirement.
+    let deployment = second.split("---").last().unwrap().to_string();
+    world.apply_yaml(&deployment).unwrap();
+    world.sim.step().await;
+    for _ in 0..3 {
+        invoke(&provisioner).await.unwrap();
+        for _ in 0..8 {
+            step(world, 10).await;
+        }
+        if running_on(world).len() == 2 {
+            break;
+        }
+    }
+    set_unschedulable(world, &first[0], false);
+    let nodes = node_names(world);
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let mut on = running_on(world);
+    on.sort();
+    on.dedup();
+    assert_eq!(on.len(), 2, "one pod on each node: {on:?}");
+    // Older than consolidateAfter (1m), pods included.
+    step(world, 70).await;
+    (provisioner, nodes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_pod_fits_on_the_other_goes_and_the_pod_moves_there() {
+    let world = start("sweep-fits").await;
+    let (_provisioner, nodes) = two_half_empty_nodes(&world).await;
+    let sweeper = sweeper(&world).await;
+    let first = sweep(&sweeper).await;
+    let commands = first["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{first}");
+    assert_eq!(commands[0]["action"], "delete", "{first}");
+    assert_eq!(commands[0]["reason"], "underutilized", "{first}");
+    let gone = names(&commands[0]["nodes"]);
+    assert_eq!(gone.len(), 1, "{first}");
+    let stays = nodes.iter().find(|n| **n != gone[0]).unwrap().clone();
+    assert!(commands[0]["savings_per_hour"].as_f64().unwrap() > 0.0);
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    let second = sweep(&sweeper).await;
+    assert_eq!(names(&second["removed"]), gone, "{second}");
+    assert_eq!(node_names(&world), vec![stays.clone()]);
+    assert_eq!(world.instances().await.unwrap().len(), 1);
+    // The evicted pod runs again, on the node that stayed, with no launch.
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    assert_eq!(running_on(&world), vec![stays.clone(), stays]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_half_empty_nodes_become_one_cheaper_node() {
+    let world = start("sweep-replace").await;
+    let (provisioner, nodes) = two_half_empty_nodes(&world).await;
+    // The NodePool now allows every size: one node smaller than either holds both pods.
+    world
+        .apply_yaml(
+            &world
+                .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 1")])
+                .unwrap(),
+        )
+        .unwrap();
+    world.sim.step().await;
+    let sweeper = sweeper(&world).await;
+    let first = sweep(&sweeper).await;
+    let commands = first["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{first}");
+    assert_eq!(commands[0]["action"], "replace", "{first}");
+    assert_eq!(commands[0]["reason"], "underutilized", "{first}");
+    let mut gone = names(&commands[0]["nodes"]);
+    gone.sort();
+    let mut want = nodes.clone();
+    want.sort();
+    assert_eq!(gone, want, "{first}");
+    let before = first["price_before"].as_f64().unwrap();
+    let after = first["price_after"].as_f64().unwrap();
+    assert!(after <= before * 0.9, "{first}");
+
+    // The old nodes drain and go; the provisioner launches for their pods.
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    let second = sweep(&sweeper).await;
+    let mut removed = names(&second["removed"]);
+    removed.sort();
+    assert_eq!(removed, want, "{second}");
+    for _ in 0..3 {
+        invoke(&provisioner).await.unwrap();
+        for _ in 0..8 {
+            step(&world, 10).await;
+        }
+        if running_on(&world).len() == 2 {
+            break;
+        }
+    }
+    let now = node_names(&world);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert!(!want.contains(&now[0]));
+    assert_eq!(running_on(&world), vec![now[0].clone(), now[0].clone()]);
+    let third = sweep(&sweeper).await;
+    let fleet = third["price_before"].as_f64().unwrap();
+    assert!(
+        fleet <= before * 0.9,
+        "the fleet costs less: {before} -> {fleet}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweeper_acts_only_while_it_holds_the_lease_and_releases_it_when_done() {
+    let world = start("sweep-lease").await;
+    running(&world, 1, &[]).await;
+    let mut deployment = world
+        .sim
+        .get_json("apps/v1", "Deployment", "default", "inflate")
+        .unwrap();
+    deployment["spec"]["replicas"] = json!(0);
+    world.sim.apply_json(deployment).unwrap();
+    step(&world, 5).await;
+    step(&world, 5).await;
+
+    let client = kube::Client::try_from(world.sim.config().await.unwrap()).unwrap();
+    let contender = |who: &str| {
+        Elector::new(
+            KubeLeases::new(client.clone(), LEASE_NAMESPACE),
+            LEASE_NAME,
+            who,
+            LEASE_DURATION,
+        )
+    };
+    let other = contender("other-sweeper");
+    let now = || std::time::SystemTime::from(world.clock().now());
+    assert!(other.hold(now()).await.unwrap().is_held());
+    let ours = sweeper(&world).await.with_lease(contender("this-sweeper"));
+
+    let skipped = sweep(&ours).await;
+    assert!(
+        skipped["skipped"]
+            .as_str()
+            .is_some_and(|s| s.contains("other-sweeper")),
+        "{skipped}"
+    );
+    assert!(names(&skipped["marked_empty"]).is_empty(), "{skipped}");
+
+    assert!(other.release(now()).await.unwrap());
+    let acted = sweep(&ours).await;
+    assert!(acted["skipped"].is_null(), "{acted}");
+    assert_eq!(names(&acted["marked_empty"]).len(), 1, "{acted}");
+    // Released at the end of the sweep: the other sweeper takes it at once, not after
+    // the five-minute duration.
+    assert!(other.hold(now()).await.unwrap().is_held());
 }

@@ -21,6 +21,7 @@ use nodewright::kube::{
     EventSink, EventType, KubeError, NodeOps, NodeRemoval, NodeSource, ObjectKind, PodEviction,
     parse_provider_id,
 };
+use nodewright::lease::LeaseError;
 use serde::Serialize;
 
 use super::State;
@@ -44,10 +45,23 @@ pub enum SweepError {
         #[source]
         source: AwsError,
     },
+    #[error("{what}")]
+    Lease {
+        what: String,
+        #[source]
+        source: LeaseError,
+    },
 }
 
 pub(crate) fn kube(what: &str) -> impl FnOnce(KubeError) -> SweepError + '_ {
     move |source| SweepError::Kube {
+        what: what.into(),
+        source,
+    }
+}
+
+pub(crate) fn lease(what: &str) -> impl FnOnce(LeaseError) -> SweepError + '_ {
+    move |source| SweepError::Lease {
         what: what.into(),
         source,
     }
@@ -63,6 +77,8 @@ pub(crate) fn aws(what: &str) -> impl FnOnce(AwsError) -> SweepError + '_ {
 /// What one sweep did, for the logs and the tests.
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
+    /// Set when another sweeper held the Lease: nothing was done.
+    pub skipped: Option<String>,
     pub commands: Vec<Command>,
     pub marked_empty: Vec<String>,
     pub unmarked: Vec<String>,
@@ -134,6 +150,17 @@ where
         }
     }
     for command in &plan.commands {
+        if command.reason == Reason::Underutilized
+            && let Some(why) = gained_pods(state, snapshot, command).await?
+        {
+            // The simulation placed exactly the pods it saw: any other and the whole
+            // command (a replacement sized for all its nodes) is decided again next sweep.
+            tracing::info!(nodes = ?command.nodes, why, "consolidation dropped at the re-check");
+            for name in &command.nodes {
+                report.rechecked_out.push((name.clone(), why.clone()));
+            }
+            continue;
+        }
         for name in &command.nodes {
             start_removal(state, snapshot, name, command.reason, now, &mut report).await?;
         }
@@ -196,6 +223,43 @@ where
         }
     }
     Ok(report)
+}
+
+/// Whether a node of a consolidation command now holds a pod the decision did not see.
+async fn gained_pods<K, E>(
+    state: &State<K, E>,
+    snapshot: &Snapshot,
+    command: &Command,
+) -> Result<Option<String>, SweepError>
+where
+    K: PodEviction,
+{
+    for name in &command.nodes {
+        let seen: Vec<(&str, &str)> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| &n.name == name)
+            .flat_map(|n| n.pods.iter().filter(|p| p.moves()))
+            .map(|p| (p.namespace.as_str(), p.name.as_str()))
+            .collect();
+        let pods = state
+            .kube
+            .pods_on_node(name)
+            .await
+            .map_err(kube("re-reading the node's pods"))?;
+        let new = reschedulable(&pods).find(|p| {
+            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+            let pod = p.metadata.name.as_deref().unwrap_or_default();
+            !seen.contains(&(ns, pod))
+        });
+        if let Some(p) = new {
+            return Ok(Some(format!(
+                "pod {} was scheduled on {name} after the decision",
+                p.metadata.name.as_deref().unwrap_or_default()
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// The reason and start of a removal this function began, if the node carries them.

@@ -19,14 +19,25 @@ use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::{InstanceInventory, InstanceOwnership};
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
-use nodewright::disruption::{FirstSight, Inputs, plan_disruption, snapshot};
+use nodewright::disruption::{
+    FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
+};
 use nodewright::kube::{
     Clock, ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction, PodSource,
 };
+use nodewright::lease::{Elector, Hold, KubeLeases};
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
 pub use events::KEPT_EVENT_INTERVAL;
+
+/// The Lease a sweep holds while it acts (in kube-system, bound by the RBAC manifests), so
+/// two sweepers of one cluster (a second stack, a local run) never act at once.
+pub const LEASE_NAME: &str = "nodewright-sweeper";
+pub const LEASE_NAMESPACE: &str = "kube-system";
+/// The function's timeout: a sweeper that dies mid-sweep frees the Lease by expiry after
+/// at most this; one that ends releases it at once.
+pub const LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Clients built once per cold start, borrowed by every invocation.
 pub struct State<K, E> {
@@ -39,6 +50,8 @@ pub struct State<K, E> {
     /// When each kept node last got its Event, and for which reason (a warm container's
     /// memory: a cold start may repeat one Event, which is harmless).
     pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
+    /// `None`: act without a Lease (tests of one sweeper, `sweep-plan`).
+    pub lease: Option<Elector<KubeLeases>>,
 }
 
 impl<K, E> State<K, E> {
@@ -55,7 +68,14 @@ impl<K, E> State<K, E> {
             clock,
             prices,
             kept_events: Default::default(),
+            lease: None,
         }
+    }
+
+    /// Sweeps only while holding `elector`'s Lease.
+    pub fn with_lease(mut self, elector: Elector<KubeLeases>) -> Self {
+        self.lease = Some(elector);
+        self
     }
 }
 
@@ -75,8 +95,37 @@ where
     Ok(json!(report))
 }
 
-/// One sweep: read, decide, act.
+/// One sweep under the Lease (when there is one): a sweep that finds it held by another
+/// does nothing and says who holds it; one that holds it releases it when done.
 pub async fn sweep<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+where
+    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
+    E: InstanceInventory + InstanceOwnership + Sync,
+{
+    let Some(elector) = &state.lease else {
+        return sweep_held(state).await;
+    };
+    let hold = elector
+        .hold(state.clock.now().into())
+        .await
+        .map_err(act::lease("taking the sweeper's Lease"))?;
+    if let Hold::Waiting { holder, .. } = hold {
+        tracing::info!(holder, "another sweeper holds the Lease; nothing done");
+        return Ok(Report {
+            skipped: Some(format!("the Lease {} is held by {holder}", elector.name())),
+            ..Report::default()
+        });
+    }
+    let result = sweep_held(state).await;
+    if let Err(e) = elector.release(state.clock.now().into()).await {
+        // It expires on its own; the next sweep only waits longer.
+        tracing::warn!(error = %nodewright::error_chain(&e), "releasing the Lease failed");
+    }
+    result
+}
+
+/// One sweep: read, decide, act.
+async fn sweep_held<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
@@ -104,9 +153,14 @@ where
         .list_owned()
         .await
         .map_err(act::aws("listing this cluster's instances"))?;
+    let daemon_sets = state
+        .kube
+        .daemon_sets()
+        .await
+        .map_err(act::kube("listing DaemonSets"))?;
     let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
     let now = state.clock.now();
-    let (snapshot, problems) = snapshot(&Inputs {
+    let (mut snapshot, mut problems) = snapshot(&Inputs {
         pools: &config.inputs.node_pools,
         nodes: &nodes,
         pods: &pods,
@@ -117,6 +171,19 @@ where
         price: &price,
         first_sight: FirstSight::Mark,
     });
+    let (sim, sim_problems) = simulation(&SimulationInputs {
+        pools: &config.inputs.node_pools,
+        classes: &config.inputs.node_classes,
+        nodes: &nodes,
+        pods: &pods,
+        daemon_sets: &daemon_sets,
+        spot_discount: DEFAULT_SPOT_DISCOUNT,
+    });
+    problems.extend(sim_problems);
+    match sim {
+        Ok(sim) => snapshot.simulation = Some(sim),
+        Err(e) => problems.push(format!("underutilized nodes are not considered: {e}")),
+    }
     for p in &problems {
         tracing::warn!(problem = p, "object not considered for disruption");
     }

@@ -14,8 +14,9 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::Ec2Adapter;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, SystemClock};
+use nodewright::lease::{Elector, KubeLeases};
 use nodewright_provisioner::default_pool_params;
-use nodewright_sweeper::{State, handler};
+use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
 use serde_json::Value;
 
 #[tokio::main]
@@ -32,13 +33,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let client = function_client(&aws, &cluster).await?;
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
-    let mut settings = ClusterSettings::new(default_pool, reporting);
+    let mut settings = ClusterSettings::new(default_pool, reporting.clone());
     settings.config_ttl = DEFAULT_CONFIG_TTL;
+    let leases = KubeLeases::new(client.clone(), LEASE_NAMESPACE);
+    let elector = Elector::new(leases, LEASE_NAME, &reporting, LEASE_DURATION);
     let state = State::new(
         KubeCluster::new(client, settings),
         Ec2Adapter::new(aws_sdk_ec2::Client::new(&aws), &cluster_name),
         Arc::new(SystemClock),
-    );
+    )
+    .with_lease(elector);
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler(event, state).await

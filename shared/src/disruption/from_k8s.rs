@@ -58,20 +58,26 @@ pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
     let pools = inputs.pools.iter().map(pool_policy).collect();
     let blocked = blocked_pods(inputs.pdbs, inputs.pods, &mut problems);
     let mut pods_by_node: HashMap<&str, Vec<PodView>> = HashMap::new();
+    // Per node: when the newest pod that would move was created (consolidation's churn
+    // guard: a node that just gained work waits `consolidateAfter`).
+    let mut arrivals: HashMap<&str, Timestamp> = HashMap::new();
     for pod in inputs.pods {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
             continue;
         };
-        pods_by_node
-            .entry(node)
-            .or_default()
-            .push(pod_view(pod, &blocked));
+        let view = pod_view(pod, &blocked);
+        if let (true, Some(created)) = (view.moves(), &pod.metadata.creation_timestamp) {
+            let newest = arrivals.entry(node).or_insert(created.0);
+            *newest = (*newest).max(created.0);
+        }
+        pods_by_node.entry(node).or_default().push(view);
     }
     let mut nodes = Vec::new();
     for node in inputs.nodes {
         match node_view(node, inputs) {
             Ok(mut view) => {
                 view.pods = pods_by_node.remove(view.name.as_str()).unwrap_or_default();
+                view.last_pod_arrival = arrivals.get(view.name.as_str()).copied();
                 nodes.push(view);
             }
             Err(e) => problems.push(e),
@@ -96,6 +102,7 @@ pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
             pools,
             nodes,
             instances,
+            simulation: None,
         },
         problems,
     )
@@ -180,6 +187,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         instance_type,
         capacity_type,
         pods: Vec::new(),
+        last_pod_arrival: None,
         name,
     })
 }
@@ -189,20 +197,7 @@ fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
     let annotations = meta.annotations.clone().unwrap_or_default();
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    let kind = if matches!(phase, Some("Succeeded" | "Failed")) {
-        PodKind::Finished
-    } else if meta
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet"))
-    {
-        PodKind::DaemonSet
-    } else if annotations.contains_key(MIRROR_ANNOTATION) {
-        PodKind::Mirror
-    } else {
-        PodKind::Workload
-    };
+    let kind = pod_kind(pod);
     // Karpenter's `EvictionCost` (pkg/utils/disruption): 1, plus deletion cost / 2^27,
     // plus priority / 2^25, clamped to [-10, 10].
     let deletion_cost = annotations
@@ -219,6 +214,29 @@ fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {
         name,
         kind,
         eviction_cost,
+    }
+}
+
+/// Whether the pod would have to move if its node went.
+pub(super) fn pod_kind(pod: &Pod) -> PodKind {
+    let meta = &pod.metadata;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        PodKind::Finished
+    } else if meta
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet"))
+    {
+        PodKind::DaemonSet
+    } else if meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+    {
+        PodKind::Mirror
+    } else {
+        PodKind::Workload
     }
 }
 

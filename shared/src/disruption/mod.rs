@@ -5,17 +5,21 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod consolidate;
 mod cron;
 mod from_k8s;
 mod hygiene;
 mod plan;
+mod simulation;
 mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
+pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use simulation::{Simulation, SimulationInputs, simulation};
 pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 
 use serde::Serialize;
@@ -64,6 +68,8 @@ impl Reason {
 
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod consolidate_tests;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]

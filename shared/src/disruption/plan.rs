@@ -11,7 +11,11 @@
 //!    does a PodDisruptionBudget that allows no disruption of such a pod;
 //! 5. candidates are taken cheapest to disrupt first (Karpenter's eviction cost: pod
 //!    priority and `pod-deletion-cost`, scaled by the node's remaining lifetime), each
-//!    within its pool's budget for the reason.
+//!    within its pool's budget for the reason;
+//! 6. consolidation (`WhenEmptyOrUnderutilized`), only when nothing else is going: nodes
+//!    with pods, launched and last given a pod at least `consolidateAfter` ago, are
+//!    simulated away with the core's solver (`consolidate.rs`), and at most one delete or
+//!    replace command is planned.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,15 +25,19 @@ use serde::Serialize;
 
 use super::Reason;
 use super::budget::allowed;
+use super::consolidate::{self, Decision, Outcome};
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::snapshot::{NodeView, PoolPolicy, Snapshot};
+use crate::api::ConsolidationPolicy;
+use crate::scheduling::PlannedClaim;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// The node goes; its pods (if any) are rescheduled on capacity the provisioner finds.
     Delete,
-    /// The node goes and its pods need new capacity (an expired node with workloads).
+    /// The nodes go and their pods need new capacity: an expired node with workloads, or
+    /// underutilized nodes whose pods fit on one cheaper node (`replacement`).
     Replace,
 }
 
@@ -40,6 +48,10 @@ pub struct Command {
     pub nodes: Vec<String>,
     /// What the fleet stops paying per hour (0 for a replacement, which is paid again).
     pub savings_per_hour: f64,
+    /// The node to launch instead, in the solver's claim shape (consolidation only; an
+    /// expired node's pods are planned by the provisioner once they are pending).
+    #[serde(skip)]
+    pub replacement: Vec<PlannedClaim>,
 }
 
 /// Why a candidate stays.
@@ -64,6 +76,15 @@ pub enum KeptWhy {
     PoolSettings {
         pool: String,
         error: String,
+    },
+    /// Launched or gained pods within `consolidateAfter`.
+    TooRecent {
+        remaining: std::time::Duration,
+    },
+    /// The consolidation simulation found no way for it to go (fits nowhere, not cheaper,
+    /// spot choice too narrow...).
+    NotConsolidatable {
+        why: String,
     },
 }
 
@@ -90,6 +111,12 @@ impl fmt::Display for KeptWhy {
                 "empty, but not yet for consolidateAfter ({}s to go)",
                 remaining.as_secs()
             ),
+            KeptWhy::TooRecent { remaining } => write!(
+                f,
+                "launched or gained pods within consolidateAfter ({}s to go)",
+                remaining.as_secs()
+            ),
+            KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
             KeptWhy::PoolSettings { pool, error } => {
                 write!(
                     f,
@@ -142,6 +169,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         .collect();
     let mut plan = Plan::default();
     let mut candidates = Vec::new();
+    let mut underutilized = Vec::new();
     // Per pool: (nodes, nodes already being disrupted), for the budgets.
     let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
     for node in &snapshot.nodes {
@@ -196,7 +224,24 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             _ => None,
         };
         let reason = reason.or_else(|| expired(node, pool, now).then_some(Reason::Expired));
-        let Some(reason) = reason else { continue };
+        let Some(reason) = reason else {
+            if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
+                match settled(node, pool, now) {
+                    Ok(()) => match blocker(node, pool) {
+                        None => underutilized.push(Candidate {
+                            node,
+                            pool,
+                            reason: Reason::Underutilized,
+                            cost: disruption_cost(node, pool, now),
+                        }),
+                        Some(why) => plan.kept.push(kept(node, Reason::Underutilized, why)),
+                    },
+                    Err(Some(why)) => plan.kept.push(kept(node, Reason::Underutilized, why)),
+                    Err(None) => {}
+                }
+            }
+            continue;
+        };
         if let Some(why) = blocker(node, pool) {
             plan.kept.push(Kept {
                 node: node.name.clone(),
@@ -212,12 +257,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             cost: disruption_cost(node, pool, now),
         });
     }
-    candidates.sort_by(|a, b| {
-        (a.reason, a.cost)
-            .partial_cmp(&(b.reason, b.cost))
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.node.name.cmp(&b.node.name))
-    });
+    sort(&mut candidates);
     let mut used: HashMap<&str, usize> = HashMap::new();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
@@ -247,7 +287,37 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             reason: c.reason,
             nodes: vec![c.node.name.clone()],
             savings_per_hour: savings,
+            replacement: Vec::new(),
         });
+    }
+    // One method at a time, as Karpenter: consolidation waits while anything else is
+    // going, so its simulation never counts room that drained pods are about to take.
+    let quiet = plan.commands.is_empty() && counts.values().all(|(_, d)| *d == 0);
+    if let (true, Some(sim)) = (quiet, &snapshot.simulation) {
+        sort(&mut underutilized);
+        let mut used: HashMap<&str, usize> = HashMap::new();
+        let mut within = Vec::new();
+        for c in underutilized {
+            let (nodes, disrupting) = counts[c.pool.name.as_str()];
+            let used = used.entry(c.pool.name.as_str()).or_default();
+            let budgets = c.pool.budgets.as_deref().unwrap_or_default();
+            if allowed(budgets, c.reason, nodes, disrupting, now) <= *used {
+                let why = KeptWhy::Budget {
+                    pool: c.pool.name.clone(),
+                    reason: c.reason,
+                };
+                plan.kept.push(kept(c.node, c.reason, why));
+                continue;
+            }
+            *used += 1;
+            within.push(c.node);
+        }
+        match consolidate::decide(sim, &within) {
+            Decision::Go(nodes, outcome) => plan.commands.extend(consolidation(&nodes, outcome)),
+            Decision::Stay(stay) => plan.kept.extend(stay.into_iter().map(|(n, why)| {
+                kept(n, Reason::Underutilized, KeptWhy::NotConsolidatable { why })
+            })),
+        }
     }
     plan.price_after = plan.price_before
         - plan
@@ -260,6 +330,60 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         plan.orphans = orphan_nodes(&snapshot.nodes, instances);
     }
     plan
+}
+
+/// Cheapest to disrupt first; the name keeps plans deterministic.
+fn sort(candidates: &mut [Candidate<'_>]) {
+    candidates.sort_by(|a, b| {
+        (a.reason, a.cost)
+            .partial_cmp(&(b.reason, b.cost))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
+}
+
+fn kept(node: &NodeView, reason: Reason, why: KeptWhy) -> Kept {
+    Kept {
+        node: node.name.clone(),
+        reason,
+        why,
+    }
+}
+
+/// Consolidation's churn guard: the node launched and last gained pods at least
+/// `consolidateAfter` ago. `Err(None)`: the pool never consolidates (`Never`).
+fn settled(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> Result<(), Option<KeptWhy>> {
+    let after = pool.consolidate_after.ok_or(None::<KeptWhy>)?;
+    let last = node
+        .last_pod_arrival
+        .map_or(node.created, |t| t.max(node.created));
+    let since = now.duration_since(last);
+    let since = if since.is_negative() {
+        std::time::Duration::ZERO
+    } else {
+        since.unsigned_abs()
+    };
+    match after.checked_sub(since) {
+        Some(remaining) if !remaining.is_zero() => Err(Some(KeptWhy::TooRecent { remaining })),
+        _ => Ok(()),
+    }
+}
+
+/// The command for an outcome that lets the nodes go; none for one that does not (which
+/// `decide` never answers with Go, but a node must never go on a guess).
+fn consolidation(nodes: &[&NodeView], outcome: Outcome) -> Option<Command> {
+    let (action, savings, replacement) = match outcome {
+        Outcome::Delete { savings } => (Action::Delete, savings, Vec::new()),
+        Outcome::Replace { claim, savings } => (Action::Replace, savings, vec![claim]),
+        Outcome::No(_) => return None,
+    };
+    Some(Command {
+        action,
+        reason: Reason::Underutilized,
+        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        savings_per_hour: savings,
+        replacement,
+    })
 }
 
 fn expired(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> bool {

@@ -10,6 +10,7 @@ fn snapshot(pools: Vec<PoolPolicy>, nodes: Vec<NodeView>) -> Snapshot {
         pools,
         nodes,
         instances: None,
+        simulation: None,
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::budget::BudgetRule;
+use super::simulation::Simulation;
 use crate::api::ConsolidationPolicy;
 
 #[derive(Debug, Clone, Default)]
@@ -17,6 +18,9 @@ pub struct Snapshot {
     /// Instances carrying this cluster's ownership tag and not terminated. `None` offline:
     /// then no hygiene decision is made, since absence would prove nothing.
     pub instances: Option<Vec<InstanceView>>,
+    /// What consolidation simulates with; `None`: no node is consolidated for being
+    /// underutilized (emptiness and expiration still apply).
+    pub simulation: Option<Simulation>,
 }
 
 /// A NodePool's disruption settings, read once.
@@ -61,6 +65,9 @@ pub struct NodeView {
     /// On-demand or spot price, when the catalog knows the type.
     pub price_per_hour: Option<f64>,
     pub pods: Vec<PodView>,
+    /// When the newest pod that would move was created: a node that just gained work is
+    /// not consolidated before `consolidateAfter`.
+    pub last_pod_arrival: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

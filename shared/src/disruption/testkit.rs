@@ -30,6 +30,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         capacity_type: "on-demand".into(),
         price_per_hour: Some(0.096),
         pods: Vec::new(),
+        last_pod_arrival: None,
     }
 }
 

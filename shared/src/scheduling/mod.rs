@@ -39,4 +39,4 @@ mod solver_semantics_tests;
 #[cfg(test)]
 mod solver_tests;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;

@@ -1,0 +1,166 @@
+//! Consolidation (`consolidationPolicy: WhenEmptyOrUnderutilized`): a node goes when the
+//! core's solver, run on the cluster without it, places all of its pods on the other nodes'
+//! free room (delete), or on those plus ONE new node cheaper than what goes (replace).
+//! As in Karpenter (`pkg/controllers/disruption/{multinode,singlenode}consolidation.go`):
+//! first the longest prefix of the candidates (cheapest to disrupt first, at most
+//! [`MAX_MULTI_NODE`]) that can go together, by binary search; failing that, the first
+//! single node that can. Unlike Karpenter, a single node whose deletion saves as much as
+//! the several-node replacement is preferred to it (no launch, fewer pods moved). One
+//! command per sweep, so the next sweep decides on what this one changed.
+
+use std::collections::HashSet;
+
+use super::simulation::Simulation;
+use super::snapshot::NodeView;
+use crate::catalog::CapacityType;
+use crate::scheduling::{PlannedClaim, Snapshot as SolverSnapshot, solve};
+
+/// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
+/// 10%, the churn (drained pods, cold caches, a new node's boot) is not worth it.
+pub const MIN_SAVING: f64 = 0.10;
+/// Spot is replaced by spot only when the replacement may be any of this many types
+/// (Karpenter's `MinInstanceTypesForSpotToSpotConsolidation`): a narrow choice would walk
+/// the fleet down to the type most likely to be interrupted.
+pub const MIN_SPOT_TYPES: usize = 15;
+/// The most nodes one command consolidates (Karpenter's multi-node limit).
+pub const MAX_MULTI_NODE: usize = 100;
+
+/// What a simulation found for a set of nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Their pods fit on the other nodes.
+    Delete { savings: f64 },
+    /// Their pods fit on the other nodes plus this one cheaper claim.
+    Replace { claim: PlannedClaim, savings: f64 },
+    /// They stay, and why (in words for the node's Event).
+    No(String),
+}
+
+impl Outcome {
+    fn is_go(&self) -> bool {
+        !matches!(self, Outcome::No(_))
+    }
+}
+
+/// The nodes of one command and what to do with them, or, when nothing can go, the
+/// candidates tried with why each stays.
+pub enum Decision<'a> {
+    Go(Vec<&'a NodeView>, Outcome),
+    Stay(Vec<(&'a NodeView, String)>),
+}
+
+/// `candidates` are in the order to disrupt them and already within their budgets.
+pub fn decide<'a>(sim: &Simulation, candidates: &[&'a NodeView]) -> Decision<'a> {
+    let most = candidates.len().min(MAX_MULTI_NODE);
+    let (mut lo, mut hi) = (2, most);
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let outcome = simulate(sim, &candidates[..mid]);
+        if outcome.is_go() {
+            best = Some((mid, outcome));
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if let Some((n, Outcome::Delete { savings })) = best {
+        return Decision::Go(candidates[..n].to_vec(), Outcome::Delete { savings });
+    }
+    let mut stay = Vec::new();
+    for &node in candidates {
+        match (simulate(sim, &[node]), &best) {
+            (Outcome::No(why), None) => stay.push((node, why)),
+            (Outcome::No(_), Some(_)) => {}
+            // A delete that saves as much as the several-node replacement beats it: no
+            // launch, fewer pods moved.
+            (Outcome::Delete { savings }, Some((_, Outcome::Replace { savings: s, .. })))
+                if savings >= *s - 1e-9 =>
+            {
+                return Decision::Go(vec![node], Outcome::Delete { savings });
+            }
+            (_, Some(_)) => {}
+            (outcome, None) => return Decision::Go(vec![node], outcome),
+        }
+    }
+    match best {
+        Some((n, outcome)) => Decision::Go(candidates[..n].to_vec(), outcome),
+        None => Decision::Stay(stay),
+    }
+}
+
+/// Runs the solver on the cluster without `group`, for `group`'s pods.
+pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
+    let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
+    let mut pods = Vec::new();
+    for node in group {
+        match sim.pods.get(&node.name) {
+            Some(p) => pods.extend(p.iter().cloned()),
+            None => return Outcome::No("a pod on it cannot be read".into()),
+        }
+    }
+    let nodes = sim
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            if names.contains(n.name.as_str()) {
+                n.schedulable = false;
+            }
+            n
+        })
+        .collect();
+    let snapshot = SolverSnapshot {
+        pods,
+        daemon_sets: sim.daemon_sets.clone(),
+        nodes,
+    };
+    let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
+    if let Some(u) = plan.unschedulable.first() {
+        return Outcome::No(format!(
+            "pod {} would fit nowhere else: {}",
+            u.pod, u.reason
+        ));
+    }
+    let prices: Option<f64> = group.iter().map(|n| n.price_per_hour).sum();
+    let mut claims = plan.node_claims;
+    match claims.len() {
+        0 => Outcome::Delete {
+            savings: prices.unwrap_or(0.0),
+        },
+        1 => {
+            let claim = claims.remove(0);
+            replace(group, prices, claim)
+        }
+        n => Outcome::No(format!("its pods would need {n} new nodes")),
+    }
+}
+
+fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Outcome {
+    let Some(current) = prices else {
+        return Outcome::No("its price is unknown, so no saving can be shown".into());
+    };
+    if claim.price_per_hour > current * (1.0 - MIN_SAVING) {
+        return Outcome::No(format!(
+            "a replacement ({} at ${:.4}/h) would not save {:.0}% of ${:.4}/h",
+            claim.instance_type,
+            claim.price_per_hour,
+            MIN_SAVING * 100.0,
+            current
+        ));
+    }
+    let all_spot = group.iter().all(|n| n.capacity_type == "spot");
+    if all_spot
+        && claim.capacity_type == CapacityType::Spot
+        && claim.instance_types.len() < MIN_SPOT_TYPES
+    {
+        return Outcome::No(format!(
+            "a spot replacement could be only {} types (spot-to-spot needs {MIN_SPOT_TYPES})",
+            claim.instance_types.len()
+        ));
+    }
+    Outcome::Replace {
+        savings: current - claim.price_per_hour,
+        claim,
+    }
+}

@@ -1,0 +1,395 @@
+//! Consolidation, decided by `plan_disruption` on a fleet described once: each node is
+//! both the decision's `NodeView` and the solver's `ExistingNode`, priced from the
+//! standard test catalog (m5 $0.048 per vCPU-hour, c5 $0.0425, r5 $0.063).
+
+use std::time::Duration;
+
+use super::budget::NodesLimit;
+use super::simulation::Simulation;
+use super::snapshot::{NodeView, PodKind, Snapshot};
+use super::testkit::{count_budget, node, pod, pool, t};
+use super::{Action, KeptWhy, Reason, plan_disruption};
+use crate::api::ConsolidationPolicy;
+use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
+use crate::catalog::CapacityType;
+use crate::resources::Resources;
+use crate::scheduling::testkit::{GI, class, pool as node_pool, standard_catalog};
+use crate::scheduling::{ExistingNode, PodDemand};
+
+const ZONE_A: &str = "us-east-1a";
+
+/// (cpu in milli, memory in GiB) of m5 types, and their price.
+fn shape(instance_type: &str) -> (i64, i64, f64) {
+    let catalog = standard_catalog(&[ZONE_A]);
+    let entry = catalog
+        .entries
+        .iter()
+        .find(|e| e.instance_type.name == instance_type)
+        .unwrap();
+    let it = &entry.instance_type;
+    (
+        i64::from(it.vcpu) * 1000,
+        (it.memory_mib / 1024) as i64,
+        entry.offerings[0].price,
+    )
+}
+
+struct Fleet {
+    snapshot: Snapshot,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let mut p = pool("default");
+        p.consolidation = ConsolidationPolicy::WhenEmptyOrUnderutilized;
+        p.budgets = Ok(vec![count_budget(NodesLimit::Percent(100))]);
+        Fleet {
+            snapshot: Snapshot {
+                pools: vec![p],
+                nodes: vec![],
+                instances: None,
+                simulation: Some(Simulation {
+                    pools: vec![node_pool("default").build()],
+                    classes: vec![class("default")],
+                    catalog: standard_catalog(&[ZONE_A]),
+                    ..Default::default()
+                }),
+            },
+        }
+    }
+
+    /// A node of `instance_type` holding `pods` (1-CPU, 2-GiB each unless given).
+    fn node(mut self, name: &str, instance_type: &str, pods: Vec<PodDemand>) -> Fleet {
+        self.add(name, instance_type, "on-demand", pods, |v| v);
+        self
+    }
+
+    fn add(
+        &mut self,
+        name: &str,
+        instance_type: &str,
+        capacity_type: &str,
+        pods: Vec<PodDemand>,
+        edit: impl FnOnce(NodeView) -> NodeView,
+    ) {
+        let (cpu, gib, price) = shape(instance_type);
+        let price = if capacity_type == "spot" {
+            price * 0.4
+        } else {
+            price
+        };
+        let mut view = node(name, "default");
+        view.instance_type = instance_type.into();
+        view.capacity_type = capacity_type.into();
+        view.price_per_hour = Some(price);
+        view.pods = pods
+            .iter()
+            .map(|p| pod(&p.name, PodKind::Workload))
+            .collect();
+        let view = edit(view);
+        let mut requested = Resources::default();
+        for p in &pods {
+            requested.add(&p.requests);
+        }
+        let sim = self.snapshot.simulation.as_mut().unwrap();
+        sim.nodes.push(ExistingNode {
+            name: name.into(),
+            nodepool: view.pool.clone(),
+            instance_type: instance_type.into(),
+            zone: ZONE_A.into(),
+            capacity_type: Some(if capacity_type == "spot" {
+                CapacityType::Spot
+            } else {
+                CapacityType::OnDemand
+            }),
+            labels: [
+                (NODEPOOL.to_string(), "default".to_string()),
+                (ZONE.to_string(), ZONE_A.to_string()),
+                (INSTANCE_TYPE.to_string(), instance_type.to_string()),
+                (CAPACITY_TYPE.to_string(), capacity_type.to_string()),
+            ]
+            .into(),
+            taints: vec![],
+            capacity: Resources {
+                cpu,
+                memory: gib * GI,
+                pods: 58_000,
+                ..Default::default()
+            },
+            allocatable: Resources {
+                cpu: cpu - 100,
+                memory: (gib - 1) * GI,
+                ephemeral_storage: 17 * GI,
+                pods: 58_000,
+                ..Default::default()
+            },
+            requested,
+            pods: vec![],
+            schedulable: true,
+        });
+        sim.pods.insert(name.into(), pods);
+        self.snapshot.nodes.push(view);
+    }
+}
+
+fn pods(prefix: &str, n: usize, cpu_milli: i64, gib: i64) -> Vec<PodDemand> {
+    (0..n)
+        .map(|i| {
+            PodDemand::simple(
+                "default",
+                &format!("{prefix}-{i}"),
+                Resources {
+                    cpu: cpu_milli,
+                    memory: gib * GI,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect()
+}
+
+const NOW: &str = "12:00:00";
+
+#[test]
+fn a_node_whose_pods_fit_on_the_others_free_room_is_deleted() {
+    // `big` has room and cannot go itself (a do-not-disrupt pod); `small`'s pod fits there.
+    let mut fleet = Fleet::new().node("small", "m5.large", pods("web", 1, 500, 1));
+    fleet.add(
+        "big",
+        "m5.2xlarge",
+        "on-demand",
+        pods("db", 1, 2000, 4),
+        |mut v| {
+            v.pods[0].do_not_disrupt = true;
+            v
+        },
+    );
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.reason),
+        (Action::Delete, Reason::Underutilized)
+    );
+    assert_eq!(c.nodes, ["small"]);
+    assert!(c.replacement.is_empty());
+    assert!((c.savings_per_hour - shape("m5.large").2).abs() < 1e-9);
+    assert!(
+        plan.kept
+            .iter()
+            .any(|k| k.node == "big" && matches!(k.why, KeptWhy::DoNotDisruptPod { .. }))
+    );
+}
+
+#[test]
+fn two_half_empty_nodes_are_replaced_by_one_cheaper_node() {
+    // Each r5.xlarge ($0.252/h) holds 3.75 CPU: neither has room for the other's pods, and
+    // all ten fit one c5.2xlarge ($0.34/h).
+    let fleet = Fleet::new()
+        .node("a", "r5.xlarge", pods("a", 5, 750, 1))
+        .node("b", "r5.xlarge", pods("b", 5, 750, 1));
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.reason),
+        (Action::Replace, Reason::Underutilized)
+    );
+    assert_eq!(c.nodes, ["a", "b"]);
+    assert_eq!(c.replacement.len(), 1);
+    let claim = &c.replacement[0];
+    assert_eq!(claim.pods.len(), 10);
+    let before = 2.0 * shape("r5.xlarge").2;
+    assert!(claim.price_per_hour <= before * 0.9, "{claim:#?}");
+    assert!((c.savings_per_hour - (before - claim.price_per_hour)).abs() < 1e-9);
+    assert!((plan.price_after - claim.price_per_hour).abs() < 1e-9);
+}
+
+#[test]
+fn an_oversized_node_alone_is_replaced_by_a_smaller_one() {
+    let fleet = Fleet::new().node("big", "m5.4xlarge", pods("w", 1, 1000, 2));
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.nodes.as_slice()),
+        (Action::Replace, &["big".to_string()][..])
+    );
+    assert!(c.replacement[0].price_per_hour < shape("m5.4xlarge").2 * 0.9);
+}
+
+#[test]
+fn a_delete_that_saves_as_much_is_preferred_to_replacing_several_nodes() {
+    // Both m5.2xlarge hold 3 CPU: b's pods fit on a (saving $0.384/h without a launch);
+    // replacing both by one m5.2xlarge would save the same.
+    let fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 3, 1000, 5))
+        .node("b", "m5.2xlarge", pods("b", 3, 1000, 5));
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(c.action, Action::Delete);
+    assert_eq!(c.nodes.len(), 1);
+    assert!((c.savings_per_hour - shape("m5.2xlarge").2).abs() < 1e-9);
+}
+
+#[test]
+fn a_replacement_that_saves_less_than_ten_percent_is_not_made() {
+    // 7.5 CPU and 25 GiB on an m5.2xlarge: nothing cheaper holds it, so the node stays.
+    let fleet = Fleet::new().node("full", "m5.2xlarge", pods("w", 5, 1500, 5));
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+    let k = &plan.kept[0];
+    assert_eq!((k.node.as_str(), k.reason), ("full", Reason::Underutilized));
+    assert!(
+        matches!(&k.why, KeptWhy::NotConsolidatable { why } if why.contains("would not save")),
+        "{k:?}"
+    );
+}
+
+#[test]
+fn a_node_that_gained_pods_within_consolidate_after_waits() {
+    let mut fleet = Fleet::new().node("a", "m5.2xlarge", pods("a", 3, 1000, 5));
+    fleet.add(
+        "b",
+        "m5.2xlarge",
+        "on-demand",
+        pods("b", 3, 1000, 5),
+        |mut v| {
+            v.last_pod_arrival = Some(t("11:59:50"));
+            v
+        },
+    );
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    let b = plan.kept.iter().find(|k| k.node == "b").unwrap();
+    assert_eq!(
+        b.why,
+        KeptWhy::TooRecent {
+            remaining: Duration::from_secs(20)
+        }
+    );
+    // `a` alone: its pods would need a node as large as itself.
+    assert!(plan.commands.iter().all(|c| !c.nodes.contains(&"b".into())));
+}
+
+#[test]
+fn a_pool_that_consolidates_only_when_empty_keeps_underutilized_nodes() {
+    let mut fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 1, 1000, 1))
+        .node("b", "m5.2xlarge", pods("b", 1, 1000, 1));
+    fleet.snapshot.pools[0].consolidation = ConsolidationPolicy::WhenEmpty;
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty());
+    assert!(plan.kept.is_empty(), "{:?}", plan.kept);
+}
+
+#[test]
+fn consolidate_after_never_turns_consolidation_off() {
+    let mut fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 1, 1000, 1))
+        .node("b", "m5.2xlarge", pods("b", 1, 1000, 1));
+    fleet.snapshot.pools[0].consolidate_after = None;
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty());
+}
+
+#[test]
+fn a_pod_that_fits_nowhere_else_keeps_its_node() {
+    // The pod asks for this node's zone label value that no other node or pool offers.
+    let mut only_here = pods("pinned", 1, 1000, 1);
+    only_here[0].requirements[0].add(
+        "example.com/rack",
+        crate::scheduling::Requirement::in_values(["r1"]),
+    );
+    let mut fleet = Fleet::new().node("a", "m5.2xlarge", only_here);
+    fleet.snapshot.simulation.as_mut().unwrap().nodes[0]
+        .labels
+        .insert("example.com/rack".into(), "r1".into());
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty());
+    assert!(matches!(
+        &plan.kept[0].why,
+        KeptWhy::NotConsolidatable { why } if why.contains("default/pinned-0")
+    ));
+}
+
+#[test]
+fn spot_is_replaced_by_spot_only_when_the_choice_of_types_stays_wide() {
+    let spot_pool = |fleet: &mut Fleet, families: &[&str]| {
+        fleet.snapshot.simulation.as_mut().unwrap().pools = vec![
+            node_pool("default")
+                .req(
+                    "karpenter.sh/capacity-type",
+                    crate::api::Operator::In,
+                    &["spot"],
+                )
+                .req(
+                    "karpenter.k8s.aws/instance-family",
+                    crate::api::Operator::In,
+                    families,
+                )
+                .build(),
+        ];
+    };
+    // A pool of c5 only: at most 6 types, fewer than spot-to-spot needs.
+    let mut fleet = Fleet::new();
+    fleet.add("a", "r5.xlarge", "spot", pods("a", 5, 750, 1), |v| v);
+    fleet.add("b", "r5.xlarge", "spot", pods("b", 5, 750, 1), |v| v);
+    spot_pool(&mut fleet, &["c5"]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+    assert!(!plan.kept.is_empty());
+    assert!(plan.kept.iter().all(|k| matches!(
+        &k.why,
+        KeptWhy::NotConsolidatable { why } if why.contains("spot-to-spot")
+    )));
+    // A small pod leaves the choice wide: every type holds it.
+    let mut fleet = Fleet::new();
+    fleet.add("a", "m5.4xlarge", "spot", pods("a", 1, 250, 1), |v| v);
+    spot_pool(&mut fleet, &["c5", "m5", "r5"]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].action, Action::Replace);
+    assert!(plan.commands[0].replacement[0].instance_types.len() >= 15);
+}
+
+#[test]
+fn the_underutilized_budget_limits_how_many_nodes_go_together() {
+    let mut fleet = Fleet::new()
+        .node("a", "r5.xlarge", pods("a", 5, 750, 6))
+        .node("b", "r5.xlarge", pods("b", 5, 750, 6));
+    fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(1))]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    // Only one may go, and one alone saves too little (30 GiB of pods need a node like it).
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+    let budget = plan.kept.iter().find(|k| k.node == "b").unwrap();
+    assert!(matches!(
+        budget.why,
+        KeptWhy::Budget {
+            reason: Reason::Underutilized,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn consolidation_waits_while_another_node_is_being_disrupted() {
+    let mut fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 3, 1000, 5))
+        .node("b", "m5.2xlarge", pods("b", 3, 1000, 5));
+    fleet.add("c", "m5.large", "on-demand", vec![], |mut v| {
+        v.disrupting = true;
+        v
+    });
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+}
+
+#[test]
+fn without_a_simulation_no_node_is_consolidated() {
+    let mut fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 3, 1000, 5))
+        .node("b", "m5.2xlarge", pods("b", 3, 1000, 5));
+    fleet.snapshot.simulation = None;
+    assert!(plan_disruption(&fleet.snapshot, t(NOW)).commands.is_empty());
+}
