@@ -107,7 +107,7 @@ async fn start_function(
     name: &str,
 ) -> anyhow::Result<Function> {
     let api = RuntimeApi::start().await?;
-    // The defaults: POLL_INTERVAL and INVOCATION_BUDGET unset.
+    // The deployed function's variables: template.yaml's POLL_INTERVAL and budget.
     let env = world.function_env(dir)?;
     let log = dir.join(format!("{name}.log"));
     let process = FunctionProcess::spawn(&binary(), &api, 128, &env, &log)?;
