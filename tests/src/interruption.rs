@@ -56,10 +56,7 @@ impl World {
             kube,
             ec2: Ec2Adapter::new(ec2, self.seeded.cluster.clone()),
             replacer: provisioner.provisioner(),
-            queue: SqsQueue::new(
-                aws_sdk_sqs::Client::new(&sdk),
-                self.seeded.queue_url.clone(),
-            ),
+            queue: SqsQueue::new(aws_sdk_sqs::Client::new(&sdk), self.stack.queue_url.clone()),
             settings: Settings {
                 cluster: self.seeded.cluster.clone(),
                 origin: Origin {
@@ -100,7 +97,7 @@ impl World {
     pub async fn send_raw(&self, body: &str) -> anyhow::Result<()> {
         aws_sdk_sqs::Client::new(&self.sdk)
             .send_message()
-            .queue_url(&self.seeded.queue_url)
+            .queue_url(&self.stack.queue_url)
             .message_body(body)
             .send()
             .await
@@ -118,7 +115,7 @@ impl World {
         let sqs = aws_sdk_sqs::Client::new(&self.sdk);
         let out = sqs
             .receive_message()
-            .queue_url(&self.seeded.queue_url)
+            .queue_url(&self.stack.queue_url)
             .max_number_of_messages(10)
             .wait_time_seconds(wait.as_secs().min(20) as i32)
             .message_system_attribute_names(MessageSystemAttributeName::All)
@@ -150,7 +147,7 @@ impl World {
                     "messageAttributes": {},
                     "md5OfBody": m.md5_of_body(),
                     "eventSource": "aws:sqs",
-                    "eventSourceARN": self.seeded.queue_arn,
+                    "eventSourceARN": self.stack.queue_arn,
                     "awsRegion": REGION,
                 })
             })
@@ -180,7 +177,7 @@ impl World {
                 .any(|id| Some(id.as_str()) == m.message_id())
             {
                 sqs.change_message_visibility()
-                    .queue_url(&self.seeded.queue_url)
+                    .queue_url(&self.stack.queue_url)
                     .receipt_handle(handle)
                     .visibility_timeout(0)
                     .send()
@@ -188,7 +185,7 @@ impl World {
                     .context("ChangeMessageVisibility against moto")?;
             } else {
                 sqs.delete_message()
-                    .queue_url(&self.seeded.queue_url)
+                    .queue_url(&self.stack.queue_url)
                     .receipt_handle(handle)
                     .send()
                     .await
@@ -202,7 +199,7 @@ impl World {
     pub async fn dead_letters(&self) -> anyhow::Result<Vec<String>> {
         let out = aws_sdk_sqs::Client::new(&self.sdk)
             .receive_message()
-            .queue_url(&self.seeded.dead_letter_queue_url)
+            .queue_url(&self.stack.dead_letter_queue_url)
             .max_number_of_messages(10)
             .visibility_timeout(0)
             .send()

@@ -44,12 +44,19 @@
 //!   `AmazonEKSWorkerNodePolicy` fails with NoSuchEntity.
 //! - **IAM** is enforced (see [`iam`]): moto is started with `INITIAL_NO_AUTH_ACTION_COUNT`,
 //!   so after the calls that create the world's administrator every call must be signed
-//!   by an existing access key whose policies allow the action. moto checks the action
-//!   only, against the resource `*`, and ignores conditions.
+//!   by an existing access key whose policies allow the action. The functions sign with
+//!   temporary credentials of the roles the deployed stack created (STS AssumeRole). moto
+//!   is made to check the action only (`moto/launch.py`, 5): resources and conditions are
+//!   asserted by reading the template.
+//! - **CloudFormation** (the world deploys `template.yaml`, see [`stack`]): moto models no
+//!   `AWS::EKS::AccessEntry`, `AWS::SQS::QueuePolicy`, `AWS::Scheduler::Schedule`,
+//!   `AWS::Logs::MetricFilter` or `AWS::SNS::Subscription` (listed, nothing behind them);
+//!   an update does not change a log group's retention. `moto/launch.py` (4, 6-8) adds
+//!   alarms, role policies, the Lambda service assuming a role and list defaults.
 
 pub mod iam;
 mod seed;
-mod seed_events;
+pub mod stack;
 
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
@@ -62,6 +69,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_credential_types::Credentials;
 
 pub use seed::{SeedError, SeedSpec, Seeded, SeededImage, SeededSubnet, seed};
+pub use stack::{Deployed, Stack, StackError};
 
 /// The region every test world lives in.
 pub const REGION: &str = "us-east-1";
@@ -281,7 +289,7 @@ pub async fn sdk_config_for(url: &str, credentials: &Credentials) -> SdkConfig {
 /// The environment that points an AWS SDK in another process at `url` signing with
 /// `credentials`, as `AWS_ENDPOINT_URL` does for every SDK.
 pub fn sdk_env(url: &str, credentials: &Credentials) -> Vec<(&'static str, String)> {
-    vec![
+    let mut env = vec![
         ("AWS_ENDPOINT_URL", url.to_string()),
         ("AWS_REGION", REGION.to_string()),
         ("AWS_ACCESS_KEY_ID", credentials.access_key_id().to_string()),
@@ -291,7 +299,12 @@ pub fn sdk_env(url: &str, credentials: &Credentials) -> Vec<(&'static str, Strin
         ),
         // No instance metadata on a developer machine: do not wait for it.
         ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
-    ]
+    ];
+    // A role's temporary credentials, as Lambda gives a function.
+    if let Some(token) = credentials.session_token() {
+        env.push(("AWS_SESSION_TOKEN", token.to_string()));
+    }
+    env
 }
 
 /// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.

@@ -99,43 +99,6 @@ impl RolePolicies {
             })
             .collect()
     }
-
-    /// The policies as moto can enforce them: moto 5 matches actions but evaluates every
-    /// request against the resource `*` and ignores most conditions, so a statement keeps
-    /// its effect and actions with `Resource: "*"` and no `Condition`. What this drops is
-    /// asserted by reading the template instead (`tests/tests/template_policy.rs`).
-    pub fn actions_only(&self) -> Vec<(String, Json)> {
-        self.inline
-            .iter()
-            .map(|(name, doc)| {
-                let statements: Vec<Json> = self
-                    .statements_of(doc)
-                    .into_iter()
-                    .map(|s| {
-                        let mut out = Map::new();
-                        for key in ["Sid", "Effect", "Action", "NotAction"] {
-                            if let Some(v) = s.get(key) {
-                                out.insert(key.to_string(), v.clone());
-                            }
-                        }
-                        out.insert("Resource".into(), Json::String("*".into()));
-                        Json::Object(out)
-                    })
-                    .collect();
-                (
-                    name.clone(),
-                    serde_json::json!({"Version": "2012-10-17", "Statement": statements}),
-                )
-            })
-            .collect()
-    }
-
-    fn statements_of<'a>(&self, doc: &'a Json) -> Vec<&'a Json> {
-        match &doc["Statement"] {
-            Json::Array(list) => list.iter().collect(),
-            one => vec![one],
-        }
-    }
 }
 
 /// How Lambda runs one function of the stack, as the template says.
@@ -514,11 +477,6 @@ Resources:
         assert_eq!(s["Resource"], "arn:q");
         assert_eq!(s["Condition"]["StringEquals"]["aws:ResourceTag/c"], "c1");
         assert_eq!(s["Condition"]["StringEquals"]["x"], "5,b");
-        let moto = role.actions_only();
-        assert_eq!(
-            moto[0].1["Statement"][0],
-            serde_json::json!({"Effect": "Allow", "Action": ["ec2:TerminateInstances"], "Resource": "*"})
-        );
     }
 
     #[test]

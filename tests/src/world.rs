@@ -1,6 +1,8 @@
-//! The local world in one value: moto seeded like an EKS account, and a simulated cluster
-//! whose kubelet turns the instances moto holds for this cluster into nodes, sized from the
-//! bundled catalog. The demo and the end-to-end scenarios both start here.
+//! The local world in one value: moto seeded like an EKS account with `template.yaml`
+//! deployed into it (`sam deploy`'s transform, then a CloudFormation stack), and a
+//! simulated cluster whose kubelet turns the instances moto holds for this cluster into
+//! nodes, sized from the bundled catalog. The demo and the end-to-end scenarios both start
+//! here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,19 +17,22 @@ use crate::aws_front::AwsFront;
 use crate::kube_sim::{
     Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig,
 };
+use crate::moto::stack::{self, Stack};
 use crate::moto::{Moto, SeedSpec, Seeded, seed};
-use crate::template::{StackFacts, Template};
 
 pub struct World {
     pub moto: Moto,
+    /// What the account had before the deploy (network, AMIs, the EKS cluster).
     pub seeded: Seeded,
+    /// The deployed stack: its outputs are what the functions are given.
+    pub stack: Stack,
     /// Straight to moto: the harness's own reads and the simulated kubelet's.
     pub sdk: SdkConfig,
     /// Through [`World::front`], signed as the provisioner: what the functions under test
     /// are given (see [`World::function_sdk`] for the others).
     pub product_sdk: SdkConfig,
-    /// Per function of `template.yaml` (`ProvisionerFunction`, ...): the access key of
-    /// the IAM identity holding that function's policies.
+    /// Per function of the stack (`ProvisionerFunction`, ...): temporary credentials of
+    /// the execution role Lambda holds for it.
     pub function_credentials: BTreeMap<String, Credentials>,
     /// The proxy in front of moto where AWS-side faults are armed.
     pub front: AwsFront,
@@ -37,32 +42,34 @@ pub struct World {
 /// The provisioner's logical id in `template.yaml`.
 pub const PROVISIONER: &str = "ProvisionerFunction";
 
-/// The stack's template resolved for this world: its cluster, the seeded node role and
-/// queue standing in for the stack's own.
-pub fn stack_facts(seeded: &Seeded) -> StackFacts {
-    StackFacts::local(&seeded.cluster)
-        .with_attribute("NodeRole.Arn", &seeded.node_role_arn)
-        .with_attribute("InterruptionQueue.Arn", &seeded.queue_arn)
-        .with_ref("NodeRole", &seeded.node_role_name)
-        .with_ref("NodeInstanceProfile", &seeded.instance_profile_name)
-        .with_ref("InterruptionQueue", &seeded.queue_url)
-}
+/// The variables `template.yaml` gives the provisioner (Globals included); the world
+/// passes each on as the deployed function holds it.
+const PROVISIONER_VARIABLES: [&str; 11] = [
+    "CLUSTER_NAME",
+    "RUST_LOG",
+    "NODEWRIGHT_FUNCTION",
+    "POLL_INTERVAL",
+    "INVOCATION_BUDGET",
+    "DEADLINE_MARGIN",
+    "LEASE_DURATION",
+    "DEFAULT_CAPACITY_TYPES",
+    "DEFAULT_CPU_LIMIT",
+    "NODE_ROLE",
+    "NODE_INSTANCE_PROFILE",
+];
 
-/// One IAM identity per function of `template.yaml`, holding that function's policies.
+/// Each function's credentials: its execution role as Lambda holds it in the deployed
+/// stack, assumed through moto's STS.
 async fn function_identities(
     admin: &SdkConfig,
-    seeded: &Seeded,
+    stack: &Stack,
 ) -> anyhow::Result<BTreeMap<String, Credentials>> {
-    let template = Template::load()?;
-    let facts = stack_facts(seeded);
     let mut out = BTreeMap::new();
-    for function in template.functions() {
-        let role = template.function_role(&function, &facts)?;
-        let user = format!("{}-{}", seeded.cluster, function);
-        let credentials = crate::moto::iam::function_identity(admin, &user, &role)
+    for (function, deployed) in &stack.deployed.functions {
+        let credentials = crate::moto::iam::function_credentials(admin, &deployed.role, function)
             .await
-            .with_context(|| format!("creating the IAM identity of {function}"))?;
-        out.insert(function, credentials);
+            .with_context(|| format!("assuming the execution role of {function}"))?;
+        out.insert(function.clone(), credentials);
     }
     Ok(out)
 }
@@ -72,6 +79,21 @@ fn signed_as(config: &SdkConfig, credentials: &Credentials) -> SdkConfig {
         .to_builder()
         .credentials_provider(SharedCredentialsProvider::new(credentials.clone()))
         .build()
+}
+
+/// Deploys `template.yaml` as the stack of `cluster` (`ClusterName` and `parameters`).
+pub async fn deploy_stack(
+    moto: &Moto,
+    cluster: &str,
+    parameters: &BTreeMap<String, String>,
+) -> anyhow::Result<Stack> {
+    let mut parameters = parameters.clone();
+    parameters.insert("ClusterName".into(), cluster.to_string());
+    let name = stack::stack_name(cluster);
+    let deployed = stack::deploy(moto, &name, &parameters)
+        .await
+        .with_context(|| format!("deploying template.yaml as stack {name}"))?;
+    Ok(Stack::new(deployed)?)
 }
 
 /// Node capacity for every bundled instance type, from the same arithmetic the solver uses
@@ -132,9 +154,18 @@ fn capacity_table(
 }
 
 impl World {
-    /// Starts moto, seeds it for `cluster`, and starts the simulated cluster on `clock`
-    /// with its kubelet reading instances from moto.
-    pub async fn start(cluster: &str, mut config: SimConfig) -> anyhow::Result<World> {
+    /// Starts moto, seeds it for `cluster`, deploys `template.yaml` into it, and starts the
+    /// simulated cluster on `clock` with its kubelet reading instances from moto.
+    pub async fn start(cluster: &str, config: SimConfig) -> anyhow::Result<World> {
+        World::start_with(cluster, &BTreeMap::new(), config).await
+    }
+
+    /// [`World::start`] with stack parameters besides `ClusterName` (`PollInterval`).
+    pub async fn start_with(
+        cluster: &str,
+        parameters: &BTreeMap<String, String>,
+        mut config: SimConfig,
+    ) -> anyhow::Result<World> {
         let moto = Moto::start()
             .await
             .context("moto starts (run `make setup` if the venv is missing)")?;
@@ -142,6 +173,7 @@ impl World {
         let seeded = seed(&sdk, &SeedSpec::new(cluster))
             .await
             .context("moto is seeded")?;
+        let stack = deploy_stack(&moto, cluster, parameters).await?;
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         config.cluster_name = cluster.to_string();
         let config = config.with_cloud(
@@ -152,7 +184,7 @@ impl World {
             .await
             .context("the simulated cluster starts")?;
         let front = AwsFront::start(moto.url()).await?;
-        let function_credentials = function_identities(&sdk, &seeded).await?;
+        let function_credentials = function_identities(&sdk, &stack).await?;
         let provisioner = function_credentials
             .get(PROVISIONER)
             .with_context(|| format!("template.yaml has no {PROVISIONER}"))?;
@@ -160,6 +192,7 @@ impl World {
         Ok(World {
             moto,
             seeded,
+            stack,
             sdk,
             product_sdk,
             function_credentials,
@@ -169,7 +202,7 @@ impl World {
     }
 
     /// An SDK configuration through [`World::front`] signed as `function` (a logical id
-    /// of `template.yaml`, `SweeperFunction`), so only its template policy's actions pass.
+    /// of `template.yaml`, `SweeperFunction`), so only its role's actions pass.
     pub fn function_sdk(&self, function: &str) -> anyhow::Result<SdkConfig> {
         let credentials = self
             .function_credentials
@@ -209,10 +242,11 @@ impl World {
         Ok(n)
     }
 
-    /// The environment a function binary needs to run against this world as it runs in
-    /// Lambda (see `functions/*/src/main.rs`): the AWS SDK through [`World::front`], a
-    /// kubeconfig for the simulated cluster (written into `dir`), the cluster and the node
-    /// role.
+    /// The environment the provisioner binary runs with against this world, as Lambda
+    /// fills it: the variables the deployed function holds (from `template.yaml`), the
+    /// role's temporary credentials, and what only the local world needs: the AWS SDK
+    /// through [`World::front`] and a kubeconfig for the simulated cluster (written into
+    /// `dir`).
     pub fn function_env(
         &self,
         dir: &std::path::Path,
@@ -224,15 +258,23 @@ impl World {
         let credentials = self
             .function_credentials
             .get(PROVISIONER)
-            .with_context(|| format!("template.yaml has no {PROVISIONER}"))?;
-        let mut env = crate::moto::sdk_env(self.front.url(), credentials);
-        env.extend([
-            ("KUBECONFIG", kubeconfig.display().to_string()),
-            ("CLUSTER_NAME", self.seeded.cluster.clone()),
-            ("NODE_ROLE", self.seeded.node_role_name.clone()),
-            ("NODE_INSTANCE_PROFILE", self.seeded.node_role_name.clone()),
-            ("RUST_LOG", "info".to_string()),
-        ]);
+            .with_context(|| format!("the stack has no {PROVISIONER}"))?;
+        let deployed = self.stack.deployed.function(PROVISIONER)?;
+        let mut env = Vec::new();
+        for (name, value) in &deployed.environment {
+            let known = PROVISIONER_VARIABLES
+                .iter()
+                .find(|v| **v == name.as_str())
+                .with_context(|| {
+                    format!(
+                        "the deployed {PROVISIONER} has variable {name}, unknown to the world \
+                         (add it to PROVISIONER_VARIABLES)"
+                    )
+                })?;
+            env.push((*known, value.clone()));
+        }
+        env.extend(crate::moto::sdk_env(self.front.url(), credentials));
+        env.push(("KUBECONFIG", kubeconfig.display().to_string()));
         Ok(env)
     }
 
@@ -316,7 +358,7 @@ pub mod provisioner {
             let client = kube::Client::try_from(kube_config)?;
             let defaults = DefaultPoolParams {
                 cluster_name: cluster.clone(),
-                node_role: self.seeded.node_role_name.clone(),
+                node_role: self.stack.node_role_name.clone(),
                 capacity_types: vec!["spot".into(), "on-demand".into()],
                 architectures: vec!["amd64".into()],
                 instance_categories: vec!["c".into(), "m".into(), "r".into()],
@@ -340,8 +382,8 @@ pub mod provisioner {
                     service_cidr: SERVICE_CIDR.into(),
                     kubernetes_version: self.seeded.kubernetes_version.clone(),
                 },
-                default_instance_profile: self.seeded.node_role_name.clone(),
-                default_node_role: self.seeded.node_role_name.clone(),
+                default_instance_profile: self.stack.instance_profile_name.clone(),
+                default_node_role: self.stack.node_role_name.clone(),
                 batch,
             };
             let aws = AwsPorts {

@@ -13,7 +13,7 @@ use nodewright::aws::{
 };
 use nodewright::catalog::CapacityType;
 use nodewright::provision::template_gc::templates_to_delete;
-use nodewright_world::moto::{Moto, SeedSpec, Seeded, seed};
+use nodewright_world::moto::{Moto, SeedSpec, Seeded, Stack, seed};
 
 const CLUSTER: &str = "demo";
 
@@ -21,6 +21,7 @@ struct World {
     _moto: Moto,
     config: aws_config::SdkConfig,
     seeded: Seeded,
+    stack: Stack,
     ec2: Ec2Adapter,
 }
 
@@ -30,11 +31,15 @@ async fn world() -> World {
     let seeded = seed(&config, &SeedSpec::new(CLUSTER))
         .await
         .expect("seeded");
+    let stack = nodewright_world::world::deploy_stack(&moto, CLUSTER, &Default::default())
+        .await
+        .expect("template.yaml deploys");
     let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&config), CLUSTER);
     World {
         _moto: moto,
         config,
         seeded,
+        stack,
         ec2,
     }
 }
@@ -51,7 +56,7 @@ fn spec(w: &World, image_id: &str) -> LaunchTemplateSpec {
         image_id: image_id.to_string(),
         user_data: "[settings.kubernetes]\ncluster-name = \"demo\"\n".into(),
         security_group_ids: vec![w.seeded.security_group_id.clone()],
-        instance_profile: w.seeded.instance_profile_name.clone(),
+        instance_profile: w.stack.instance_profile_name.clone(),
         block_devices: vec![BlockDevice {
             device_name: "/dev/xvda".into(),
             volume_size_gib: Some(20),
@@ -565,7 +570,7 @@ async fn a_role_gets_one_tagged_profile_under_the_nodewright_path_however_often_
         .map(|p| p.instance_profile_name())
         .collect();
     names.sort();
-    let mut want = vec![first.as_str(), w.seeded.instance_profile_name.as_str()];
+    let mut want = vec![first.as_str(), w.stack.instance_profile_name.as_str()];
     want.sort();
     assert_eq!(names, want, "the seeded stack profile and one of ours");
     assert_eq!(profile(&iam, &first).await.1, ["gpu-nodes"]);

@@ -53,7 +53,7 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     let client = kube::Client::try_from(kube_config).unwrap();
     let defaults = DefaultPoolParams {
         cluster_name: world.seeded.cluster.clone(),
-        node_role: world.seeded.node_role_name.clone(),
+        node_role: world.stack.node_role_name.clone(),
         capacity_types: vec!["on-demand".into()],
         architectures: vec!["amd64".into()],
         instance_categories: vec!["c".into(), "m".into(), "r".into()],

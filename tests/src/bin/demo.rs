@@ -91,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|(t, p)| (t.name, p))
         .collect();
 
-    story.phase("1. The local world");
+    story.phase("1. The local world: sam deploy of template.yaml into moto");
     let config = SimConfig {
         clock: SimClock::manual(),
         crds_installed: true,
@@ -109,6 +109,38 @@ async fn main() -> anyhow::Result<()> {
             .map(|s| s.zone.as_str())
             .collect::<Vec<_>>()
             .join(", ")
+    ));
+    let deployed = &world.stack.deployed;
+    let modelled = deployed.modelled();
+    story.say(format!(
+        "stack {}: {} in {:.1} s (SAM transform {:.1} s{}), {} resources created, {} recorded \
+         but not modelled by moto",
+        deployed.stack,
+        deployed.status,
+        deployed.seconds,
+        deployed.translate_seconds,
+        if deployed.translation_cached {
+            ", cached"
+        } else {
+            ""
+        },
+        modelled.len(),
+        deployed.resources.len() - modelled.len(),
+    ));
+    let mut by_type: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, kind) in &modelled {
+        *by_type.entry(*kind).or_default() += 1;
+    }
+    story.say(
+        by_type
+            .iter()
+            .map(|(kind, n)| format!("{n} {}", kind.trim_start_matches("AWS::")))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    story.say(format!(
+        "functions run as their stack roles (STS AssumeRole, IAM enforced); queue {}",
+        world.stack.queue_url
     ));
     story.say(format!(
         "simulated EKS cluster {CLUSTER} on {} (Karpenter CRDs installed)",
@@ -451,7 +483,7 @@ async fn sweeper_state(
     let client = kube::Client::try_from(kube_config)?;
     let defaults = nodewright::kube::DefaultPoolParams {
         cluster_name: world.seeded.cluster.clone(),
-        node_role: world.seeded.node_role_name.clone(),
+        node_role: world.stack.node_role_name.clone(),
         capacity_types: vec!["spot".into(), "on-demand".into()],
         architectures: vec!["amd64".into()],
         instance_categories: vec!["c".into(), "m".into(), "r".into()],

@@ -1,18 +1,18 @@
 //! IAM in the local world: moto is started with `INITIAL_NO_AUTH_ACTION_COUNT`, so it
 //! authenticates and authorizes every call after the first few. Those few create the
-//! world's administrator (the harness, the seed and the simulated kubelet act as it); each
-//! function then gets an identity of its own whose policy comes from `template.yaml`.
+//! world's administrator (the harness, the seed, the deploy and the simulated kubelet act
+//! as it); each function then runs with temporary credentials of the role the deployed
+//! stack gave it ([`function_credentials`], STS AssumeRole as the Lambda service does).
 //!
-//! What moto 5 enforces: the signature, that the access key exists, and that some policy
-//! allows the action (`ec2:CreateFleet`). What it does not: resources (every request is
-//! checked against `*`) and conditions. Those are asserted by reading the template
+//! What the world enforces: the signature, that the access key exists, and that some
+//! policy of the role allows the action (`ec2:CreateFleet`). What it does not: resources
+//! and conditions (`moto/launch.py`, 5). Those are asserted by reading the template
 //! (`tests/tests/template_policy.rs`).
 
 use aws_config::SdkConfig;
 use aws_credential_types::Credentials;
 
 use super::seed::SeedError;
-use crate::template::RolePolicies;
 
 /// Calls moto answers without authentication: exactly the three of [`bootstrap_admin`].
 pub const UNAUTHENTICATED_CALLS: u32 = 3;
@@ -73,43 +73,22 @@ pub async fn bootstrap_admin(config: &SdkConfig) -> Result<Credentials, SeedErro
     key_of("CreateAccessKey (admin)", out, "moto-admin")
 }
 
-/// Creates the IAM user `name` holding `policies` as moto can enforce them
-/// ([`RolePolicies::actions_only`]) and returns its access key. A Lambda function runs as
-/// a role; an IAM user with the role's policies stands in for it because moto cannot let
-/// the Lambda service assume the role.
-pub async fn function_identity(
+/// Temporary credentials of the role `role_arn` (STS AssumeRole, signed as `admin`, who
+/// stands for the Lambda service in `moto/launch.py`), as Lambda hands a function its
+/// execution role's credentials.
+pub async fn function_credentials(
     admin: &SdkConfig,
-    name: &str,
-    policies: &RolePolicies,
+    role_arn: &str,
+    session: &str,
 ) -> Result<Credentials, SeedError> {
-    let iam = aws_sdk_iam::Client::new(admin);
-    iam.create_user()
-        .user_name(name)
-        .send()
+    use aws_credential_types::provider::ProvideCredentials as _;
+    let provider = aws_config::sts::AssumeRoleProvider::builder(role_arn)
+        .session_name(session)
+        .configure(admin)
+        .build()
+        .await;
+    provider
+        .provide_credentials()
         .await
-        .map_err(at("CreateUser (function)"))?;
-    for (policy, doc) in policies.actions_only() {
-        iam.put_user_policy()
-            .user_name(name)
-            .policy_name(policy)
-            .policy_document(doc.to_string())
-            .send()
-            .await
-            .map_err(at("PutUserPolicy (function)"))?;
-    }
-    for arn in &policies.managed {
-        iam.attach_user_policy()
-            .user_name(name)
-            .policy_arn(arn)
-            .send()
-            .await
-            .map_err(at("AttachUserPolicy (function)"))?;
-    }
-    let out = iam
-        .create_access_key()
-        .user_name(name)
-        .send()
-        .await
-        .map_err(at("CreateAccessKey (function)"))?;
-    key_of("CreateAccessKey (function)", out, "moto-function")
+        .map_err(at("AssumeRole"))
 }

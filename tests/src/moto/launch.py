@@ -21,9 +21,37 @@ into werkzeug's cache first keeps the bytes; the form is parsed from the cache.
 which no client ever sent, and answers SignatureDoesNotMatch. AWS signs the bytes on the
 wire; so does this.
 
+4. CloudFormation creates AWS::CloudWatch::Alarm through moto's own CloudWatch backend
+(PutMetricAlarm), so `!GetAtt Alarm.Arn` resolves. moto's CloudFormation has no model for
+alarms: it skips them, and a template naming an alarm's ARN (template.yaml's dashboard)
+fails with "Fn::GetAtt references undefined resource". The alarm then exists in moto's
+CloudWatch as PutMetricAlarm would leave it; moto never evaluates it.
+
+5. Identity policies are evaluated on actions only. moto matches a statement's resources
+against `*` (it does not know the resource of a request) and evaluates most condition keys
+as absent, so every resource-scoped or conditional statement of template.yaml's roles
+would deny what AWS allows. Each statement is evaluated with `Resource: "*"` and no
+`Condition`; resources and conditions are asserted by reading the template
+(tests/tests/template_policy.rs). Trust policies are evaluated unchanged, except as 6.
+
+6. The world's administrator may assume a role whose trust policy names a service
+principal (`lambda.amazonaws.com`): it stands for that service, as the Lambda service
+assumes a function's role in AWS. moto compares only `AWS` principals (and fails with a
+TypeError on a `Service` one); any other caller is refused as before.
+
+7. CloudFormation's AWS::IAM::Role attaches its `ManagedPolicyArns` and keeps inline
+`Policies` as JSON text, as IAM does. moto 5.2.5 drops `ManagedPolicyArns` (a stack's role
+would lack every managed policy: the functions' NodeLaunchPolicy, the node role's AWS
+policies) and stores an inline document as a parsed object its own evaluator cannot read.
+
+8. A CommaDelimitedList parameter left at its default is a list, as when it is passed.
+moto splits only passed values; a default stays a string, and `!Join [",", !Ref P]` then
+joins its characters (DEFAULT_CAPACITY_TYPES became "s,p,o,t,,,o,n,...").
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
+import json
 import sys
 
 from moto import server
@@ -81,6 +109,155 @@ def create_aws_request(self):
 
 
 access_control.IAMRequestBase._create_aws_request = create_aws_request
+
+from moto.cloudformation import parsing  # noqa: E402
+from moto.cloudwatch.models import cloudwatch_backends  # noqa: E402
+from moto.core.common_models import CloudFormationModel  # noqa: E402
+
+
+class CloudFormationAlarm(CloudFormationModel):
+    """An AWS::CloudWatch::Alarm of a stack, created with PutMetricAlarm (see 4 above)."""
+
+    # moto's model registry files a model under the service its module names.
+    __module__ = "moto.cloudwatch.nodewright_world"
+
+    def __init__(self, alarm):
+        self.alarm = alarm
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::CloudWatch::Alarm"
+
+    @staticmethod
+    def cloudformation_name_type():
+        return "AlarmName"
+
+    @property
+    def physical_resource_id(self):
+        return self.alarm.name
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr == "Arn"
+
+    def get_cfn_attribute(self, attribute_name):
+        if attribute_name == "Arn":
+            return self.alarm.alarm_arn
+        raise NotImplementedError(attribute_name)
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls, resource_name, cloudformation_json, account_id, region_name, **kwargs
+    ):
+        props = cloudformation_json["Properties"]
+        alarm = cloudwatch_backends[account_id][region_name].put_metric_alarm(
+            name=props.get("AlarmName", resource_name),
+            namespace=props.get("Namespace"),
+            metric_name=props.get("MetricName"),
+            comparison_operator=props.get("ComparisonOperator"),
+            evaluation_periods=int(props.get("EvaluationPeriods", 1)),
+            period=int(props.get("Period", 60)),
+            threshold=float(props.get("Threshold", 0)),
+            statistic=props.get("Statistic"),
+            description=props.get("AlarmDescription"),
+            dimensions=props.get("Dimensions", []),
+            alarm_actions=props.get("AlarmActions", []),
+            ok_actions=props.get("OKActions", []),
+            treat_missing_data=props.get("TreatMissingData"),
+        )
+        return cls(alarm)
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name
+    ):
+        return cls.create_from_cloudformation_json(
+            original_resource.alarm.name, cloudformation_json, account_id, region_name
+        )
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls, resource_name, cloudformation_json, account_id, region_name
+    ):
+        cloudwatch_backends[account_id][region_name].delete_alarms([resource_name])
+
+
+parsing.get_model_map()[CloudFormationAlarm.cloudformation_type()] = CloudFormationAlarm
+parsing.get_name_type_map()[CloudFormationAlarm.cloudformation_type()] = "AlarmName"
+
+
+from moto.iam import models as iam_models  # noqa: E402
+
+_create_role = iam_models.Role.create_from_cloudformation_json.__func__
+
+
+def create_role(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+    properties = cloudformation_json["Properties"]
+    for policy in properties.get("Policies", []):
+        if not isinstance(policy["PolicyDocument"], str):
+            policy["PolicyDocument"] = json.dumps(policy["PolicyDocument"])
+    role = _create_role(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+    backend = iam_models.iam_backends[account_id][iam_models.get_partition(region_name)]
+    for arn in properties.get("ManagedPolicyArns", []):
+        backend.attach_role_policy(arn, role.name)
+    return role
+
+
+iam_models.Role.create_from_cloudformation_json = classmethod(create_role)
+
+_load_parameters = parsing.ResourceMap.load_parameters
+
+
+def load_parameters(self):
+    _load_parameters(self)
+    for name, slot in self._template.get("Parameters", {}).items():
+        value = self.resolved_parameters.get(name)
+        if slot.get("Type") == "CommaDelimitedList" and isinstance(value, str):
+            self.resolved_parameters[name] = value.split(",")
+            self._parsed_resources[name] = self.resolved_parameters[name]
+
+
+parsing.ResourceMap.load_parameters = load_parameters
+
+WORLD_ADMIN = "nodewright-world-admin"  # tests/src/moto/iam.rs ADMIN_USER
+
+_check_action_permitted = access_control.IAMRequestBase.check_action_permitted
+
+
+def actions_only(policy):
+    doc = access_control.IAMPolicy(policy)._policy_json
+    statements = doc["Statement"] if isinstance(doc["Statement"], list) else [doc["Statement"]]
+    kept = []
+    for statement in statements:
+        reduced = {k: statement[k] for k in ("Sid", "Effect", "Action", "NotAction") if k in statement}
+        reduced["Resource"] = "*"
+        kept.append(reduced)
+    return json.dumps({"Version": "2012-10-17", "Statement": kept})
+
+
+def check_action_permitted(self, resource):
+    key = self._access_key
+    collect = key.collect_policies
+    key.collect_policies = lambda: [actions_only(p) for p in collect()]
+    try:
+        return _check_action_permitted(self, resource)
+    finally:
+        key.collect_policies = collect
+
+
+access_control.IAMRequestBase.check_action_permitted = check_action_permitted
+
+_check_principal = access_control.IAMPolicyStatement._check_principal
+
+
+def check_principal(self, principal):
+    expected = self._statement.get("Principal")
+    if isinstance(expected, dict) and "Service" in expected and "AWS" not in expected:
+        return principal.endswith(":user/" + WORLD_ADMIN)
+    return _check_principal(self, principal)
+
+
+access_control.IAMPolicyStatement._check_principal = check_principal
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])

@@ -1,7 +1,9 @@
-//! What an EKS account has before nodewright runs, created in moto: a VPC with one subnet
-//! in each of three zones, the node security group, EKS-optimized and Bottlerocket AMIs
-//! with the public SSM parameters that name them, the node role and instance profile, the
-//! EKS cluster, and the interruption queue with its EventBridge rules.
+//! What an EKS account has before nodewright is deployed, created in moto: a VPC with one
+//! subnet in each of three zones, the node security group, EKS-optimized and Bottlerocket
+//! AMIs with the public SSM parameters that name them, the EKS cluster (with its service
+//! role) and the node role a Karpenter user already has. Everything `template.yaml`
+//! creates (node role and instance profile, queues, rules, the functions' roles) comes
+//! from deploying it ([`super::stack`]), never from here.
 //!
 //! The SSM parameter paths are written out here on purpose, not taken from the product's
 //! path builder, so that a test resolving an alias checks that builder against AWS's
@@ -92,18 +94,9 @@ pub struct Seeded {
     pub security_group_id: String,
     pub security_group_name: String,
     pub images: Vec<SeededImage>,
-    pub node_role_name: String,
-    pub node_role_arn: String,
-    pub instance_profile_name: String,
-    pub instance_profile_arn: String,
     pub cluster_arn: String,
     /// moto's random `https://....eks.amazonaws.com/` host; nothing answers there.
     pub cluster_endpoint: String,
-    pub queue_url: String,
-    pub queue_arn: String,
-    pub dead_letter_queue_url: String,
-    pub dead_letter_queue_arn: String,
-    pub rule_names: Vec<String>,
 }
 
 impl Seeded {
@@ -120,10 +113,10 @@ pub async fn seed(config: &SdkConfig, spec: &SeedSpec) -> Result<Seeded, SeedErr
     let ec2 = aws_sdk_ec2::Client::new(config);
     let network = seed_network(&ec2, spec).await?;
     let images = seed_images(&ec2, &aws_sdk_ssm::Client::new(config), spec).await?;
-    let iam = seed_iam(&aws_sdk_iam::Client::new(config), spec).await?;
+    let cluster_role_arn = seed_iam(&aws_sdk_iam::Client::new(config), spec).await?;
     let eks = aws_sdk_eks::Client::new(config);
-    let (cluster_arn, cluster_endpoint) = seed_cluster(&eks, spec, &network, &iam).await?;
-    let queues = super::seed_events::seed_queue_and_rules(config, spec).await?;
+    let (cluster_arn, cluster_endpoint) =
+        seed_cluster(&eks, spec, &network, &cluster_role_arn).await?;
     Ok(Seeded {
         cluster: spec.cluster.clone(),
         kubernetes_version: spec.kubernetes_version.clone(),
@@ -132,17 +125,8 @@ pub async fn seed(config: &SdkConfig, spec: &SeedSpec) -> Result<Seeded, SeedErr
         security_group_id: network.security_group_id,
         security_group_name: network.security_group_name,
         images,
-        node_role_name: iam.role_name,
-        node_role_arn: iam.role_arn,
-        instance_profile_name: iam.profile_name,
-        instance_profile_arn: iam.profile_arn,
         cluster_arn,
         cluster_endpoint,
-        queue_url: queues.queue_url,
-        queue_arn: queues.queue_arn,
-        dead_letter_queue_url: queues.dlq_url,
-        dead_letter_queue_arn: queues.dlq_arn,
-        rule_names: queues.rule_names,
     })
 }
 
@@ -344,85 +328,50 @@ async fn source_image(ec2: &aws_sdk_ec2::Client, arch: &str) -> Result<String, S
         .ok_or_else(|| missing("DescribeImages", &format!("Amazon image for {arch}")))
 }
 
-struct Iam {
-    role_name: String,
-    role_arn: String,
-    profile_name: String,
-    profile_arn: String,
-}
-
 /// `KarpenterNodeRole-<cluster>`, the node role of Karpenter's getting-started guide.
 fn karpenter_node_role(cluster: &str) -> String {
     format!("KarpenterNodeRole-{cluster}")
 }
 
 const EC2_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+const EKS_TRUST_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
-async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<Iam, SeedError> {
-    let role_name = format!("{}-node", spec.cluster);
+/// The cluster's service role (returns its ARN) and the node role an account moving from
+/// Karpenter already has (Karpenter's getting-started name, which
+/// `examples/getting-started.yaml` names in its EC2NodeClass `role`): the provisioner
+/// creates an instance profile for it.
+async fn seed_iam(iam: &aws_sdk_iam::Client, spec: &SeedSpec) -> Result<String, SeedError> {
     let role = iam
         .create_role()
-        .role_name(&role_name)
-        .assume_role_policy_document(EC2_TRUST_POLICY)
+        .role_name(format!("{}-eks-cluster", spec.cluster))
+        .assume_role_policy_document(EKS_TRUST_POLICY)
         .send()
         .await
         .map_err(at("CreateRole"))?;
-    let role_arn = role
+    let cluster_role_arn = role
         .role
         .map(|r| r.arn)
         .ok_or_else(|| missing("CreateRole", "Role.Arn"))?;
-    for policy in [
-        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-    ] {
-        iam.attach_role_policy()
-            .role_name(&role_name)
-            .policy_arn(policy)
-            .send()
-            .await
-            .map_err(at("AttachRolePolicy"))?;
-    }
-    // The node role an account moving from Karpenter already has (Karpenter's getting-started
-    // name, which `examples/getting-started.yaml` names in its EC2NodeClass `role`): the
-    // provisioner creates an instance profile for it.
+    iam.attach_role_policy()
+        .role_name(format!("{}-eks-cluster", spec.cluster))
+        .policy_arn("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy")
+        .send()
+        .await
+        .map_err(at("AttachRolePolicy"))?;
     iam.create_role()
         .role_name(karpenter_node_role(&spec.cluster))
         .assume_role_policy_document(EC2_TRUST_POLICY)
         .send()
         .await
         .map_err(at("CreateRole"))?;
-    let profile_name = format!("{}-node", spec.cluster);
-    let profile = iam
-        .create_instance_profile()
-        .instance_profile_name(&profile_name)
-        .send()
-        .await
-        .map_err(at("CreateInstanceProfile"))?;
-    let profile_arn = profile
-        .instance_profile
-        .map(|p| p.arn)
-        .ok_or_else(|| missing("CreateInstanceProfile", "InstanceProfile.Arn"))?;
-    iam.add_role_to_instance_profile()
-        .instance_profile_name(&profile_name)
-        .role_name(&role_name)
-        .send()
-        .await
-        .map_err(at("AddRoleToInstanceProfile"))?;
-    Ok(Iam {
-        role_name,
-        role_arn,
-        profile_name,
-        profile_arn,
-    })
+    Ok(cluster_role_arn)
 }
 
 async fn seed_cluster(
     eks: &aws_sdk_eks::Client,
     spec: &SeedSpec,
     network: &Network,
-    iam: &Iam,
+    cluster_role_arn: &str,
 ) -> Result<(String, String), SeedError> {
     let vpc = aws_sdk_eks::types::VpcConfigRequest::builder()
         .set_subnet_ids(Some(network.subnets.iter().map(|s| s.id.clone()).collect()))
@@ -432,7 +381,7 @@ async fn seed_cluster(
         .create_cluster()
         .name(&spec.cluster)
         .version(&spec.kubernetes_version)
-        .role_arn(&iam.role_arn)
+        .role_arn(cluster_role_arn)
         .resources_vpc_config(vpc)
         .send()
         .await
