@@ -327,7 +327,7 @@ pub mod provisioner {
             let mut settings = ClusterSettings::new(defaults, "provisioner-local");
             settings.config_ttl = nodewright::kube::DEFAULT_CONFIG_TTL;
             // As the functions' mains: exclusions shared through nodewright-state.
-            let shared = Arc::new(nodewright::kube::StateConfigMap::new(client.clone()));
+            let shared = std::sync::Arc::new(nodewright::kube::StateConfigMap::new(client.clone()));
             let kube = KubeCluster::new(client, settings);
             let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
             let ssm = aws_sdk_ssm::Client::new(&self.product_sdk);
