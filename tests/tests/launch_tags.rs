@@ -2,9 +2,9 @@
 //! resource type only with the ownership tag in the request. moto checks IAM actions, not
 //! conditions, so this test reads both sides: the resource types the policy conditions on,
 //! and the tags the requests our code sends put on each type (the CreateFleet call and the
-//! CreateLaunchTemplate call as the AWS front recorded them, and the template's data as
-//! moto gives it back). A type the policy requires and no request tags is a launch AWS
-//! refuses with UnauthorizedOperation.
+//! CreateLaunchTemplate call, with the template's data, as the AWS front recorded them). A
+//! type the policy requires and no request tags is a launch AWS refuses with
+//! UnauthorizedOperation.
 //!
 //! What each request can tag (EC2 API reference): CreateFleet's `TagSpecification` for an
 //! `instant` fleet names `fleet`, `instance` and `volume`; a launch template's data names
@@ -112,31 +112,6 @@ fn tagged_types(params: &BTreeMap<String, String>, prefix: &str, cluster: &str) 
     out
 }
 
-/// The launch template data's tag specifications as moto gives them back.
-async fn template_data_tags(world: &World, template_id: &str, cluster: &str) -> Vec<String> {
-    let versions = aws_sdk_ec2::Client::new(&world.sdk)
-        .describe_launch_template_versions()
-        .launch_template_id(template_id)
-        .versions("$Latest")
-        .send()
-        .await
-        .expect("moto describes the template");
-    let data = versions
-        .launch_template_versions()
-        .first()
-        .and_then(|v| v.launch_template_data.clone())
-        .expect("the template has data");
-    data.tag_specifications()
-        .iter()
-        .filter(|spec| {
-            spec.tags()
-                .iter()
-                .any(|t| t.key.as_deref() == Some(OWNERSHIP) && t.value.as_deref() == Some(cluster))
-        })
-        .filter_map(|spec| spec.resource_type.as_ref().map(|r| r.as_str().to_string()))
-        .collect()
-}
-
 struct Launched {
     /// Types tagged with the ownership tag by the CreateFleet request itself.
     fleet: Vec<String>,
@@ -198,13 +173,9 @@ async fn launch(cluster: &str, capacity_type: &str) -> Launched {
     };
     let fleet = sent("CreateFleet");
     let template = sent("CreateLaunchTemplate");
-    let template_id = fleet
-        .get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateId")
-        .cloned()
-        .expect("the fleet names its template by id");
     Launched {
         fleet: tagged_types(&fleet, "TagSpecification", cluster),
-        template_data: template_data_tags(&world, &template_id, cluster).await,
+        template_data: tagged_types(&template, "LaunchTemplateData.TagSpecification", cluster),
         template: tagged_types(&template, "TagSpecification", cluster),
         lifecycle: instances[0].lifecycle.clone(),
     }
