@@ -66,7 +66,14 @@ pub struct Call {
     pub action: String,
     pub at: Instant,
     pub handling: Handling,
+    /// The request's form parameters for the EC2 calls that create what the launch policy
+    /// conditions on ([`RECORDED_PARAMS`]), so a test can read what was asked; empty for
+    /// every other call.
+    pub params: std::collections::BTreeMap<String, String>,
 }
+
+/// Actions whose parameters [`Call::params`] keeps.
+pub const RECORDED_PARAMS: [&str; 3] = ["CreateFleet", "RunInstances", "CreateLaunchTemplate"];
 
 #[derive(Default)]
 struct Armed {
@@ -248,12 +255,18 @@ impl Front {
         Some(answer_xml(&params, fault))
     }
 
-    fn record(&self, action: String, at: Instant, handling: Handling) {
+    fn record(&self, action: String, at: Instant, handling: Handling, body: &[u8]) {
+        let params = if RECORDED_PARAMS.contains(&action.as_str()) {
+            form_params(body)
+        } else {
+            Default::default()
+        };
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(Call {
                 action,
                 at,
                 handling,
+                params,
             });
         }
     }
@@ -305,17 +318,17 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         .to_string();
     let plan = front.plan(&action);
     if let Plan::Throttle = plan {
-        front.record(action.clone(), at, Handling::Throttled);
+        front.record(action.clone(), at, Handling::Throttled, &body);
         return throttled(&parts.headers, &action);
     }
     let token_key = match front.tokens.judge(&action, &body) {
         Verdict::Forward { key } => key,
         Verdict::Replay(first) => {
-            front.record(action, at, Handling::Replayed);
+            front.record(action, at, Handling::Replayed, &body);
             return replay(first);
         }
         Verdict::Mismatch { token } => {
-            front.record(action, at, Handling::TokenMismatch);
+            front.record(action, at, Handling::TokenMismatch, &body);
             let mut r = (StatusCode::BAD_REQUEST, mismatch_xml(&token)).into_response();
             r.headers_mut()
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
@@ -332,7 +345,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             };
             front.tokens.remember(key, &body, remembered);
         }
-        front.record(action, at, Handling::FleetErrors);
+        front.record(action, at, Handling::FleetErrors, &body);
         let mut r = (StatusCode::OK, xml).into_response();
         r.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
@@ -379,7 +392,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
     };
     match plan {
         Plan::Crash(tx) => {
-            front.record(action, at, Handling::Withheld);
+            front.record(action, at, Handling::Withheld, &body);
             let _ = tx.send(Instant::now());
             // The caller is gone; hold the answer until the front stops.
             let mut stopping = front.stopping.clone();
@@ -387,7 +400,12 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             StatusCode::SERVICE_UNAVAILABLE.into_response()
         }
         _ => {
-            front.record(action, at, Handling::Forwarded(response.status().as_u16()));
+            front.record(
+                action,
+                at,
+                Handling::Forwarded(response.status().as_u16()),
+                &body,
+            );
             response
         }
     }

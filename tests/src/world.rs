@@ -368,6 +368,8 @@ pub mod provisioner {
             // As main.rs sets it: the configuration is reused for DEFAULT_CONFIG_TTL.
             let mut settings = ClusterSettings::new(defaults, "provisioner-local");
             settings.config_ttl = nodewright::kube::DEFAULT_CONFIG_TTL;
+            // As the functions' mains: exclusions shared through nodewright-state.
+            let shared = std::sync::Arc::new(nodewright::kube::StateConfigMap::new(client.clone()));
             let kube = KubeCluster::new(client, settings);
             let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
             let ssm = aws_sdk_ssm::Client::new(&self.product_sdk);
@@ -393,7 +395,8 @@ pub mod provisioner {
                 prices: BundledPrices,
                 iam: IamAdapter::new(aws_sdk_iam::Client::new(&self.product_sdk), cluster),
             };
-            let provisioner = Provisioner::new(kube, aws, settings)?;
+            let mut provisioner = Provisioner::new(kube, aws, settings)?;
+            provisioner.set_shared_exclusions(Some(shared));
             Ok(ProvisionerState::with_provisioner(provisioner, config))
         }
     }

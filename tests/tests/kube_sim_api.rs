@@ -304,9 +304,11 @@ async fn evict_with_budget(budget: (&str, Value)) -> Result<(), (u16, String, St
     let pods: Api<Pod> = Api::namespaced(client, "default");
     match pods.evict("web-0", &EvictParams::default()).await {
         Ok(_) => {
+            // Deleted gracefully: Terminating until its grace period has run out.
+            let evicted = pods.get_opt("web-0").await.unwrap();
             assert!(
-                pods.get_opt("web-0").await.unwrap().is_none(),
-                "evicted pod is gone"
+                evicted.is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+                "evicted pod is Terminating"
             );
             Ok(())
         }

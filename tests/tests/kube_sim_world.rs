@@ -315,7 +315,9 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
 
     let victim = before[0].name_any();
     pods.evict(&victim, &EvictParams::default()).await.unwrap();
-    assert!(pods.get_opt(&victim).await.unwrap().is_none());
+    // Deleted gracefully: Terminating, and no longer counted by its ReplicaSet.
+    let evicted = pods.get_opt(&victim).await.unwrap();
+    assert!(evicted.is_some_and(|p| p.metadata.deletion_timestamp.is_some()));
     // Cordon the node so that the replacement stays Pending where we can see it.
     let nodes: Api<Node> = Api::all(sim.client().await.unwrap());
     nodes

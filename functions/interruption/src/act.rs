@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodewright::api::NodePool;
 use nodewright::api::labels::NODEPOOL;
 use nodewright::aws::{AwsError, FollowUpQueue, InstanceInventory, InstanceOwnership, is_owned};
+use nodewright::disruption::pool_budgets;
 use nodewright::interruption::{
     Action, Detail, Message, NodeFacts, REBALANCE_ANNOTATION, RebalancePolicy, action_for,
 };
@@ -161,6 +162,9 @@ where
             .as_ref()
             .and_then(|p| p.spec.template.spec.termination_grace_period)
             .map(|d| d.0),
+        budgets: pool
+            .as_ref()
+            .map(|p| pool_budgets(p).map_err(|e| format!("NodePool {}: {e}", p.metadata.name))),
     };
     if let Action::None { why, event } = &action {
         if let Some(reason) = event {

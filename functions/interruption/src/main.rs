@@ -9,13 +9,15 @@
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter, SqsQueue};
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::interruption::Origin;
-use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
 use nodewright_interruption::{Settings, State, handler};
 use nodewright_provisioner::{cluster_facts, default_pool_params};
@@ -46,6 +48,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
     let mut settings = ClusterSettings::new(default_pool, reporting);
     settings.config_ttl = DEFAULT_CONFIG_TTL;
+    // Exclusions (the reclaimed offering) are shared with the provisioner through the
+    // cluster's nodewright-state ConfigMap.
+    let shared = Arc::new(StateConfigMap::new(client.clone()));
     let kube = KubeCluster::new(client, settings);
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let ec2_adapter = Ec2Adapter::new(ec2.clone(), &cluster_name);
@@ -55,7 +60,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         prices: PricingAdapter::from_config(&aws, &region),
         iam: IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
     };
-    let provisioner = Provisioner::new(
+    let mut provisioner = Provisioner::new(
         kube.clone(),
         ports,
         ProvisionerSettings {
@@ -65,6 +70,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             batch: BatchWindow::default(),
         },
     )?;
+    provisioner.set_shared_exclusions(Some(shared));
     let state = State {
         kube,
         ec2: ec2_adapter,

@@ -11,12 +11,17 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use jiff::Timestamp;
-use nodewright::api::labels::{CAPACITY_TYPE, DISRUPTED_TAINT, INSTANCE_TYPE, SPOT, ZONE};
+use nodewright::api::labels::{
+    CAPACITY_TYPE, DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL, SPOT, ZONE,
+};
 use nodewright::api::{Taint, TaintEffect};
 use nodewright::aws::{FollowUpQueue, InstanceInventory, InstanceOwnership};
 use nodewright::catalog::CapacityType;
+use nodewright::disruption::BudgetRule;
 use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
-use nodewright::interruption::{Action, Detail, FollowUp, Message, Reason, Step};
+use nodewright::interruption::{
+    Action, Detail, FollowUp, Gate, Message, Reason, Step, pool_nodes, rebalance_gate,
+};
 use nodewright::kube::{
     ConfigSource, EventSink, EventType, NodeOps, NodeRemoval, NodeSource, ObjectKind, PodEviction,
     PodRef, Readiness, parse_provider_id, readiness,
@@ -41,6 +46,9 @@ pub(crate) struct Target {
     pub annotations: BTreeMap<String, String>,
     /// The NodePool's `terminationGracePeriod`, when known.
     pub termination_grace: Option<Duration>,
+    /// The NodePool's disruption budgets (or why they cannot be read), when the pool was
+    /// read: a rebalance drain waits for them.
+    pub budgets: Option<Result<Vec<BudgetRule>, String>>,
 }
 
 /// Where a step came from: the chain it continues (or starts).
@@ -240,22 +248,24 @@ where
     Q: FollowUpQueue,
 {
     let target = chain.target;
-    state
-        .kube
-        .taint(&target.node, &disrupted_taint())
-        .await
-        .map_err(kube_err("tainting the node"))?;
     let involuntary = reason.disruption() == Disruption::Involuntary;
-    node_event(
-        state,
-        target,
-        reason,
-        &format!(
+    // A voluntary drain is tainted when it begins, not now: the taint is what counts a
+    // node as disrupted against its NodePool's budget, and the drain waits for that
+    // budget once the replacement is Ready.
+    let note = if involuntary {
+        state
+            .kube
+            .taint(&target.node, &disrupted_taint())
+            .await
+            .map_err(kube_err("tainting the node"))?;
+        format!(
             "tainted {DISRUPTED_TAINT}; launching replacement capacity and draining ({})",
             deadline_note(deadline)
-        ),
-    )
-    .await;
+        )
+    } else {
+        "launching replacement capacity; draining once it is Ready, within the NodePool's disruption budget".into()
+    };
+    node_event(state, target, reason, &note).await;
     if involuntary {
         // Queued before anything else can fail: whatever happens to this invocation, the
         // drain goes on.
@@ -482,6 +492,28 @@ where
             "replacement not Ready in time; draining anyway"
         );
     }
+    if reason.disruption() == Disruption::Voluntary
+        && let Some(budgets) = &chain.target.budgets
+        && let Some(pool) = chain.target.labels.get(NODEPOOL)
+    {
+        let counted = pool_nodes(&nodes, pool, &chain.target.node);
+        let budgets = budgets.as_deref().map_err(String::as_str);
+        if let Gate::Hold(why) = rebalance_gate(pool, budgets, counted, now) {
+            let step = Step::AwaitReplacement {
+                instances: instances.to_vec(),
+                until,
+            };
+            let f = chain.follow_up(step, reason, None);
+            send(state, &f, now + REPLACEMENT_RECHECK, now).await?;
+            tracing::info!(
+                node = chain.target.node,
+                why,
+                "rebalance drain held by the disruption budget"
+            );
+            node_event(state, chain.target, reason, &format!("drain waits: {why}")).await;
+            return Ok(Outcome::Waiting("the NodePool's disruption budget"));
+        }
+    }
     // A voluntary drain's hard limit is the NodePool's terminationGracePeriod.
     let deadline = chain.target.termination_grace.map(|g| now + g);
     node_event(
@@ -567,6 +599,7 @@ mod reclaimed_tests {
             .collect(),
             annotations: BTreeMap::new(),
             termination_grace: None,
+            budgets: None,
         }
     }
 

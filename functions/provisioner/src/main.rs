@@ -13,11 +13,13 @@
 //! - `DEADLINE_MARGIN`, `LEASE_DURATION`, `LEASE_NAME`, `LEASE_NAMESPACE`: see the
 //!   library's `coverage` and `deadline`; the AWS SDK's operation timeouts follow the margin.
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
-use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::lease::KubeLeases;
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
 use nodewright_provisioner::coverage::{CoverageConfig, LeaseSetup};
@@ -63,6 +65,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let mut settings = ClusterSettings::new(default_pool, reporting);
     settings.config_ttl = DEFAULT_CONFIG_TTL;
     let leases = KubeLeases::new(client.clone(), &coverage.lease_namespace);
+    // Exclusions are shared with the interruption function (a spot warning's reclaimed
+    // offering) through the cluster's nodewright-state ConfigMap.
+    let shared = Arc::new(StateConfigMap::new(client.clone()));
     let kube = KubeCluster::new(client, settings);
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let state = State::new(
@@ -85,6 +90,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             container,
         }),
     );
+    state
+        .provisioner()
+        .lock()
+        .await
+        .set_shared_exclusions(Some(shared));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler(event, state).await

@@ -10,8 +10,8 @@ use aws_sdk_ec2::types::{
     LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
     LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    LaunchTemplateInstanceMetadataProtocolIpv6, RequestLaunchTemplateData, ResourceType,
-    VolumeType,
+    LaunchTemplateInstanceMetadataProtocolIpv6, LaunchTemplateTagSpecificationRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, VolumeType,
 };
 use base64::Engine;
 use serde::Serialize;
@@ -37,9 +37,15 @@ pub struct LaunchTemplateSpec {
     pub metadata: MetadataOptions,
     pub associate_public_ip_address: Option<bool>,
     pub detailed_monitoring: bool,
-    /// Tags of the template itself (the EC2NodeClass tags); instances get theirs from the
-    /// CreateFleet call.
+    /// Tags of the template itself (the EC2NodeClass tags); instances, volumes and the
+    /// fleet get theirs from the CreateFleet call, the network interface (and the spot
+    /// request) from the template's data, with the ownership tag added.
     pub tags: BTreeMap<String, String>,
+    /// A template for spot launches. Its data also tags the spot instance request, which
+    /// the launch policy requires tagged (`LaunchOnlyTaggedAsOurs`) and CreateFleet cannot
+    /// tag; an on-demand launch creates no such request, and EC2 fails a launch whose
+    /// template tags a resource type it does not create, so the two never share a template.
+    pub spot: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -111,7 +117,9 @@ impl LaunchTemplateSpec {
         )
     }
 
-    fn data(&self) -> RequestLaunchTemplateData {
+    /// The template's data; `tags` (the ownership tag among them) go on what a launch
+    /// creates that CreateFleet's own tag specifications cannot name.
+    fn data(&self, tags: &BTreeMap<String, String>) -> RequestLaunchTemplateData {
         let m = &self.metadata;
         let metadata = LaunchTemplateInstanceMetadataOptionsRequest::builder()
             .http_endpoint(if m.http_endpoint_enabled {
@@ -163,6 +171,12 @@ impl LaunchTemplateSpec {
                     .ebs(ebs)
                     .build(),
             );
+        }
+        // Karpenter tags the same two in its templates (CreateLaunchTemplateInputBuilder).
+        data = data.tag_specifications(launch_tag_spec(ResourceType::NetworkInterface, tags));
+        if self.spot {
+            data =
+                data.tag_specifications(launch_tag_spec(ResourceType::SpotInstancesRequest, tags));
         }
         if let Some(public) = self.associate_public_ip_address {
             data = data.network_interfaces(
@@ -228,7 +242,7 @@ impl LaunchTemplates for Ec2Adapter {
             .client
             .create_launch_template()
             .launch_template_name(&name)
-            .launch_template_data(spec.data())
+            .launch_template_data(spec.data(&tags))
             .tag_specifications(tag_spec(ResourceType::LaunchTemplate, &tags))
             .send()
             .await;
@@ -318,6 +332,19 @@ impl LaunchTemplates for Ec2Adapter {
             }
         }
     }
+}
+
+/// Tags for what a launch from the template creates (the launch-template flavour of
+/// [`tag_spec`]).
+fn launch_tag_spec(
+    resource: ResourceType,
+    tags: &BTreeMap<String, String>,
+) -> LaunchTemplateTagSpecificationRequest {
+    let mut spec = LaunchTemplateTagSpecificationRequest::builder().resource_type(resource);
+    for (k, v) in tags {
+        spec = spec.tags(Tag::builder().key(k).value(v).build());
+    }
+    spec.build()
 }
 
 #[cfg(test)]

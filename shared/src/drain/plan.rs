@@ -169,9 +169,13 @@ fn grace_of(pod: &Pod) -> i64 {
         .max(0)
 }
 
-/// Pods a drain moves off a node: what a replacement must have room for.
+/// Pods a drain moves off a node: what a replacement must have room for. A pod already
+/// Terminating is not one: its controller has made (or is making) its successor, a pending
+/// pod the provisioner finds and plans for; counting the going pod too would launch for
+/// it twice.
 pub fn reschedulable(pods: &[Pod]) -> impl Iterator<Item = &Pod> {
-    pods.iter().filter(|p| skip_reason(p).is_none())
+    pods.iter()
+        .filter(|p| skip_reason(p).is_none() && p.metadata.deletion_timestamp.is_none())
 }
 
 /// The plan for the pods bound to one node, at `now`.
@@ -194,8 +198,16 @@ pub fn plan_drain(pods: &[Pod], policy: &DrainPolicy, now: Timestamp) -> DrainPl
             plan.skipped.push((PodRef::of(pod), why));
             continue;
         }
-        if pod.metadata.deletion_timestamp.is_some() {
-            plan.terminating.push(PodRef::of(pod));
+        if let Some(stops_at) = &pod.metadata.deletion_timestamp {
+            // Terminating: the kubelet stops it when its grace runs out, so it is waited
+            // for, never evicted again. Near the deadline, one whose grace runs past it is
+            // deleted again with the time left (a DELETE may shorten a grace period).
+            let past_deadline = policy.deadline.is_some_and(|d| stops_at.0 > d);
+            if forcing && past_deadline {
+                plan.delete.push(step(pod));
+            } else {
+                plan.terminating.push(PodRef::of(pod));
+            }
             continue;
         }
         if forcing {

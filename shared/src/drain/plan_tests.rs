@@ -236,3 +236,49 @@ fn an_unfinished_drain_is_looked_at_again_soon_and_never_after_deletion_is_due()
     assert!(empty.finished());
     assert_eq!(empty.recheck_at(&policy, ts("2026-11-21T09:15:00Z")), None);
 }
+
+#[test]
+fn a_terminating_pod_is_waited_for_and_only_cut_short_when_its_grace_outlasts_the_deadline() {
+    let deadline = "2026-11-21T09:17:00Z";
+    let terminating = |name: &str, stops_at: &str| {
+        pod(
+            name,
+            json!({"metadata": {"deletionTimestamp": stops_at, "deletionGracePeriodSeconds": 30}}),
+        )
+    };
+    let pods = vec![
+        terminating("stops-in-time", "2026-11-21T09:16:30Z"),
+        terminating("stops-too-late", "2026-11-21T09:18:00Z"),
+    ];
+    // Well before the deadline: both are waited for, neither evicted again.
+    let early = plan_drain(&pods, &involuntary(deadline), ts("2026-11-21T09:15:10Z"));
+    assert!(
+        early.evict.is_empty() && early.delete.is_empty(),
+        "{early:?}"
+    );
+    let waited: Vec<&str> = early.terminating.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(waited, ["stops-in-time", "stops-too-late"]);
+    assert!(!early.finished());
+    // Close to the deadline: the one that would outlive it is deleted with the time left.
+    let late = plan_drain(&pods, &involuntary(deadline), ts("2026-11-21T09:16:55Z"));
+    assert_eq!(names(&late.delete), ["stops-too-late"]);
+    assert_eq!(late.delete[0].grace_seconds, 5);
+    let waited: Vec<&str> = late.terminating.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(waited, ["stops-in-time"]);
+}
+
+#[test]
+fn a_terminating_pod_needs_no_new_home_from_a_replacement() {
+    let pods = vec![
+        pod("web", json!({})),
+        pod(
+            "going",
+            json!({"metadata": {"deletionTimestamp": "2026-11-21T09:16:30Z"}}),
+        ),
+        pod("done", json!({"status": {"phase": "Succeeded"}})),
+    ];
+    let moving: Vec<&str> = reschedulable(&pods)
+        .map(|p| p.metadata.name.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(moving, ["web"]);
+}

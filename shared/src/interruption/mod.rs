@@ -3,6 +3,7 @@
 //! the node it names to an [`Action`]. Pure: no I/O, no clock.
 
 mod action;
+mod budget_gate;
 mod capacity_reservation;
 mod follow_up;
 mod health;
@@ -16,6 +17,7 @@ pub use action::{
     Action, GONE_AFTER_DEADLINE, NodeFacts, REBALANCE_ANNOTATION, Reason, RebalancePolicy,
     action_for,
 };
+pub use budget_gate::{Gate, PoolNodes, pool_nodes, rebalance_gate};
 pub use follow_up::{FOLLOW_UP_DETAIL_TYPE, FOLLOW_UP_SOURCE, FollowUp, Step};
 pub use message::{Detail, InstanceAction, InstanceStateName, Kind, Message};
 pub use parse::{IgnoreReason, Ignored, Origin, ParseError, Parsed, parse};

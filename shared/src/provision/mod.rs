@@ -13,6 +13,7 @@ mod nodeclaim;
 pub mod on_demand_prices;
 mod profiles;
 pub mod service;
+mod shared_unavailable;
 pub mod template_gc;
 mod unavailable;
 
@@ -29,4 +30,7 @@ pub use service::replace::{Offering, ReplaceReport, Replacement};
 pub use service::{
     MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };
-pub use unavailable::{UNAVAILABLE_TTL, UnavailableOfferings};
+pub use shared_unavailable::{
+    SharedExclusion, SharedExclusions, merge as merge_shared, read as read_shared,
+};
+pub use unavailable::{Exclusion, UNAVAILABLE_TTL, UnavailableOfferings};

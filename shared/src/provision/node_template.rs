@@ -91,6 +91,8 @@ pub struct NodeTemplateInput<'a> {
     pub instance_profile: &'a str,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
+    /// For a spot launch (see [`LaunchTemplateSpec::spot`]).
+    pub spot: bool,
 }
 
 /// Where the instance profile of a class's nodes comes from.
@@ -165,6 +167,7 @@ pub fn launch_template_spec(
         associate_public_ip_address: spec.associate_public_ip_address,
         detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
         tags: spec.tags.clone(),
+        spot: input.spot,
     })
 }
 
@@ -370,6 +373,7 @@ mod tests {
             instance_profile: "demo-node",
             labels: BTreeMap::new(),
             taints: vec![],
+            spot: false,
         };
         let Ok(lt) = launch_template_spec(&input) else {
             panic!("valid class must give a spec")

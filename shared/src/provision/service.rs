@@ -17,6 +17,7 @@ use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
 use super::on_demand_prices::PriceRefresh;
 use super::profiles::ProfileCache;
+use super::shared_unavailable::SharedExclusions;
 use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
 use crate::api::{EC2NodeClass, NodePool, labels};
@@ -112,6 +113,9 @@ pub struct Provisioner<K, A> {
     discovered: Discovered,
     /// Asked right before each CreateFleet (see [`Provisioner::set_may_act`]).
     may_act: Option<Arc<dyn MayAct>>,
+    /// Where exclusions are shared with the other functions (see
+    /// [`Provisioner::set_shared_exclusions`]).
+    shared_unavailable: Option<Arc<dyn SharedExclusions>>,
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -193,6 +197,7 @@ where
             attempts: LaunchAttempts::default(),
             discovered: Discovered::default(),
             may_act: None,
+            shared_unavailable: None,
         }
     }
 
@@ -536,6 +541,7 @@ where
         if let Some(e) = refresh.stale_because {
             tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
         }
+        self.adopt_shared_exclusions(now).await;
         self.unavailable.apply(&mut catalog, now);
         Ok(Launchable {
             pools,
@@ -658,6 +664,9 @@ mod launch_claim;
 
 #[path = "service_gc.rs"]
 mod gc;
+
+#[path = "service_shared.rs"]
+mod shared;
 
 #[path = "service_replace.rs"]
 pub mod replace;

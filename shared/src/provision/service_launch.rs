@@ -25,7 +25,7 @@ use crate::aws::{
     AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles,
     InstanceState, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
 };
-use crate::catalog::Catalog;
+use crate::catalog::{CapacityType, Catalog};
 use crate::kube::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, PodRef, PodSource};
 use crate::scheduling::PlannedClaim;
 
@@ -171,6 +171,7 @@ where
             instance_profile: &profile,
             labels: node_labels(claim),
             taints: node_taints(claim),
+            spot: claim.capacity_type == CapacityType::Spot,
         };
         let spec = match launch_template_spec(&input) {
             Ok(s) => s,
@@ -252,6 +253,7 @@ where
         self.attempts.judge(&nodeclaim, answer, now);
         let mut excluded = false;
         let mut told = Vec::new();
+        let mut fresh = Vec::new();
         for e in &outcome.errors {
             if let Some(x) = exclusion_for(e, request.capacity_type) {
                 // One line per wide exclusion (a spot-wide error comes once per override).
@@ -265,10 +267,12 @@ where
                     );
                     told.push(x.clone());
                 }
+                fresh.push(x.clone());
                 self.unavailable.exclude(x, now);
                 excluded = true;
             }
         }
+        self.share_exclusions(&fresh, now).await;
         if let Some(first) = outcome.instances.first() {
             let message = format!(
                 "Launching {} {} in {} for {} pods, node claim {}",

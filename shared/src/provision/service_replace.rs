@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::in_flight::in_flight;
+use super::super::unavailable::Exclusion;
 use super::{ClaimOutcome, ProvisionError, Provisioner};
 use crate::aws::{
     Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
@@ -104,8 +105,15 @@ where
         let started = Instant::now();
         let mut report = ReplaceReport::default();
         if let Some(o) = reclaimed {
-            self.unavailable
-                .mark(&o.instance_type, &o.zone, o.capacity_type, now);
+            let x = Exclusion::Offering {
+                instance_type: o.instance_type.clone(),
+                zone: o.zone.clone(),
+                capacity_type: o.capacity_type,
+            };
+            // Every function, not only this one: the provisioner's next poll runs in
+            // another process.
+            self.share_exclusions(std::slice::from_ref(&x), now).await;
+            self.unavailable.exclude(x, now);
         }
         if pods.is_empty() {
             return Ok(report);

@@ -96,6 +96,13 @@ impl UnavailableOfferings {
         self.until.insert(exclusion, now + UNAVAILABLE_TTL);
     }
 
+    /// Keeps what `exclusion` covers out of plans until `until` (an exclusion another
+    /// function shared), unless this process already keeps it out longer.
+    pub fn exclude_until(&mut self, exclusion: Exclusion, until: SystemTime) {
+        let t = self.until.entry(exclusion).or_insert(until);
+        *t = (*t).max(until);
+    }
+
     pub fn is_unavailable(
         &self,
         instance_type: &str,

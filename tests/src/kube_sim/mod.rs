@@ -7,11 +7,12 @@
 //! versions, and `meta/v1 Status` errors. [`SimCluster::step`] runs one round of the
 //! simulated control plane on the [`SimClock`]: the kubelet / cloud node lifecycle (EC2
 //! instances become Nodes), the ReplicaSet and DaemonSet controllers, the scheduler, and pod
-//! start-up.
+//! start-up, and the end of Terminating pods: a pod a node runs is deleted gracefully
+//! (`deletionTimestamp` + `deletionGracePeriodSeconds`, gone once its grace has run out on
+//! the clock; see `graceful.rs`).
 //!
 //! Watch is served by re-listing (see `watch.rs`). Not simulated: server-side apply field management (apply is a merge patch),
-//! admission (quotas, limit ranges, pod security), graceful deletion (pods go away at
-//! once, finalizers are ignored), namespace lifecycle (objects may be created in any
+//! admission (quotas, limit ranges, pod security), finalizers (ignored), namespace lifecycle (objects may be created in any
 //! namespace), aggregated discovery, authentication and RBAC, and protobuf.
 
 // Handlers return `Result<_, ApiError>` whose error is the HTTP answer itself (status,
@@ -28,6 +29,7 @@ mod ec2;
 mod event_view;
 mod eviction;
 mod faults;
+mod graceful;
 mod jsonpath;
 mod kubelet;
 mod node_lease;
@@ -168,6 +170,8 @@ pub struct StepReport {
     pub pods_bound: Vec<(String, String)>,
     pub pods_unschedulable: Vec<String>,
     pub pods_started: Vec<String>,
+    /// Terminating pods the kubelets stopped (grace elapsed, or their node gone).
+    pub pods_stopped: Vec<String>,
     /// Problems the round met (a cloud listing that failed); the round carries on.
     pub errors: Vec<String>,
 }
@@ -417,6 +421,7 @@ impl SimCluster {
         let now = self.inner.shared.clock.now();
         let mut store = self.inner.shared.store();
         node_lease::renew(&mut store, now);
+        graceful::stop_terminating(&mut store, now, &mut report);
         controller::reconcile(&mut store, now, &mut report);
         scheduler::schedule_pending(&mut store, now, cfg.pod_start_delay, &mut report);
         kubelet::start_pods(&mut store, now, cfg.pod_start_delay, &mut report);

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::event_view;
 use super::faults::RequestFacts;
+use super::graceful;
 use super::openapi;
 use super::patch::{self, PatchKind};
 use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
@@ -307,7 +308,7 @@ fn resource(
             for item in listed["items"].as_array().into_iter().flatten() {
                 let (ins, iname) = ns_name(item);
                 let home = event_home(store, t.res, &ins, &iname);
-                delete_one(store, home, &ins, &iname, q, body)?;
+                delete_one(store, now, home, &ins, &iname, q, body)?;
             }
             Ok((200, listed))
         }
@@ -336,7 +337,7 @@ fn resource(
             patch_object(store, now, t.res, &ns, name, how, ct, body, strict)
         }
         ("DELETE", Some(name), None) => {
-            let gone = delete_one(store, t.res, &ns, name, q, body)?;
+            let gone = delete_one(store, now, t.res, &ns, name, q, body)?;
             if t.res == PODS {
                 // Pods answer with the object they were; other kinds with a success Status.
                 return Ok((200, gone));
@@ -349,7 +350,9 @@ fn resource(
                 ),
             ))
         }
-        ("POST", Some(name), Some("eviction")) if t.res == PODS => evict(store, &ns, name, body),
+        ("POST", Some(name), Some("eviction")) if t.res == PODS => {
+            evict(store, now, &ns, name, body)
+        }
         ("GET", Some(name), Some("scale")) if t.res == DEPLOYMENTS || t.res == REPLICASETS => {
             Ok((200, scale_of(store.get(t.res, &ns, name)?)))
         }
@@ -400,9 +403,11 @@ fn strict_fields(q: &BTreeMap<String, String>) -> bool {
 }
 
 /// Deletes with background propagation unless `propagationPolicy=Orphan` (query or
-/// DeleteOptions body); `gracePeriodSeconds` is accepted and deletion is immediate.
+/// DeleteOptions body). A pod a node runs is deleted gracefully (see [`graceful`]); other
+/// objects go at once.
 fn delete_one(
     store: &mut Store,
+    now: &str,
     res: usize,
     ns: &str,
     name: &str,
@@ -411,6 +416,10 @@ fn delete_one(
 ) -> Result<Value, ApiError> {
     let options = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
     check_preconditions(&RESOURCES[res], name, store.get(res, ns, name)?, &options)?;
+    if res == PODS {
+        let grace = graceful::requested_grace(q, &options);
+        return graceful::delete_pod(store, ns, name, grace, now);
+    }
     let body_policy = options
         .get("propagationPolicy")
         .and_then(Value::as_str)

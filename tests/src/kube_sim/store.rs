@@ -273,6 +273,15 @@ impl Store {
                 None => meta.remove(f),
             };
         }
+        if how != Write::Internal {
+            // Only a DELETE starts (or shortens) graceful deletion; writes cannot undo it.
+            for f in ["deletionTimestamp", "deletionGracePeriodSeconds"] {
+                match old_meta.get(f) {
+                    Some(v) => meta.insert(f.into(), v.clone()),
+                    None => meta.remove(f),
+                };
+            }
+        }
         meta.insert("name".into(), json!(name));
         meta.insert("resourceVersion".into(), json!(rv));
         let generation = old_meta.get("generation").and_then(Value::as_i64);

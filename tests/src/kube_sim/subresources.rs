@@ -33,7 +33,7 @@ pub fn scale_of(obj: &Value) -> Value {
     })
 }
 
-pub fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
+pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) -> Answer {
     let eviction = parse_body(body)?;
     let kind = eviction
         .get("kind")
@@ -63,7 +63,11 @@ pub fn evict(store: &mut Store, ns: &str, name: &str, body: &[u8]) -> Answer {
         .collect();
     let scale = |p: &Pod| controller_scale(store, p);
     eviction::check(&pod, &pdbs, &pods, &scale)?;
-    store.delete(PODS, ns, name)?;
+    // An allowed eviction is a DELETE with the eviction's DeleteOptions: graceful.
+    let grace = eviction
+        .pointer("/deleteOptions/gracePeriodSeconds")
+        .and_then(Value::as_i64);
+    super::graceful::delete_pod(store, ns, name, grace, now)?;
     Ok((201, status::success(201, json!({}))))
 }
 

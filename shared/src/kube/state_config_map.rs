@@ -1,0 +1,133 @@
+//! nodewright's own ConfigMap of short-lived facts (`kube-system/nodewright-state`, the one
+//! the least-privilege RBAC lets the functions create and update), as the store of shared
+//! unavailable offerings ([`SharedExclusions`]). Writes are read-merge-replace with the
+//! read's resourceVersion: a 409 (another function wrote in between, or created the map
+//! first) is re-read, merged again and retried, so no writer's exclusion is lost.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use ::kube::Client;
+use ::kube::api::{Api, PostParams};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::error::{KubeError, RetryPolicy};
+use crate::provision::{SharedExclusion, SharedExclusions, merge_shared, read_shared};
+
+pub const STATE_CONFIG_MAP_NAMESPACE: &str = "kube-system";
+pub const STATE_CONFIG_MAP_NAME: &str = "nodewright-state";
+
+/// Read-merge-write rounds before giving up; each lost round means another function wrote
+/// in between, which with three functions is rare past the second.
+const MAX_WRITES: u32 = 5;
+
+#[derive(Clone)]
+pub struct StateConfigMap {
+    api: Api<ConfigMap>,
+    retry: RetryPolicy,
+    resource: String,
+}
+
+impl StateConfigMap {
+    pub fn new(client: Client) -> Self {
+        StateConfigMap {
+            api: Api::namespaced(client, STATE_CONFIG_MAP_NAMESPACE),
+            retry: RetryPolicy::default(),
+            resource: format!("configmaps/{STATE_CONFIG_MAP_NAMESPACE}/{STATE_CONFIG_MAP_NAME}"),
+        }
+    }
+
+    async fn get(&self) -> Result<Option<ConfigMap>, KubeError> {
+        self.retry
+            .run("get", &self.resource, || {
+                self.api.get_opt(STATE_CONFIG_MAP_NAME)
+            })
+            .await
+    }
+
+    async fn load_now(&self, now: SystemTime) -> Result<Vec<SharedExclusion>, KubeError> {
+        let Some(cm) = self.get().await? else {
+            return Ok(Vec::new());
+        };
+        let (found, problems) = read_shared(&cm.data.unwrap_or_default(), now);
+        for p in problems {
+            tracing::warn!(
+                config_map = self.resource,
+                problem = p,
+                "an unreadable shared exclusion is ignored (the next write prunes it)"
+            );
+        }
+        Ok(found)
+    }
+
+    async fn publish_now(&self, add: &[SharedExclusion], now: SystemTime) -> Result<(), KubeError> {
+        let pp = PostParams::default();
+        let mut conflicts = 0;
+        loop {
+            let current = self.get().await?;
+            let written = match current {
+                None => {
+                    let cm = ConfigMap {
+                        metadata: ObjectMeta {
+                            name: Some(STATE_CONFIG_MAP_NAME.into()),
+                            namespace: Some(STATE_CONFIG_MAP_NAMESPACE.into()),
+                            ..ObjectMeta::default()
+                        },
+                        data: Some(merge_shared(&BTreeMap::new(), add, now)),
+                        ..ConfigMap::default()
+                    };
+                    self.api.create(&pp, &cm).await.map(|_| ())
+                }
+                Some(mut cm) => {
+                    let data = merge_shared(&cm.data.clone().unwrap_or_default(), add, now);
+                    if cm.data.as_ref() == Some(&data) {
+                        return Ok(());
+                    }
+                    // resourceVersion stays as read: the API server refuses the replace
+                    // with 409 if anyone wrote since.
+                    cm.data = Some(data);
+                    self.api
+                        .replace(STATE_CONFIG_MAP_NAME, &pp, &cm)
+                        .await
+                        .map(|_| ())
+                }
+            };
+            match written {
+                Ok(()) => return Ok(()),
+                Err(::kube::Error::Api(status))
+                    if status.code == 409 && conflicts + 1 < MAX_WRITES =>
+                {
+                    conflicts += 1;
+                    tracing::debug!(
+                        config_map = self.resource,
+                        conflicts,
+                        "written in between; merging again"
+                    );
+                }
+                Err(source) => {
+                    return Err(KubeError::Api {
+                        verb: "update",
+                        resource: self.resource.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl SharedExclusions for StateConfigMap {
+    fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<SharedExclusion>, String>> {
+        Box::pin(async move { self.load_now(now).await.map_err(|e| e.to_string()) })
+    }
+
+    fn publish(
+        &self,
+        add: Vec<SharedExclusion>,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.publish_now(&add, now).await.map_err(|e| e.to_string()) })
+    }
+}
