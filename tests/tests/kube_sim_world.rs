@@ -358,11 +358,17 @@ async fn an_evicted_deployment_pod_comes_back_pending_and_scaling_down_removes_p
             .contains(&format!("default/{}", replacement.name_any())),
         "the unbound pod goes first"
     );
-    let left = pods
+    // The bound pod that goes is Terminating for its grace period, as in Kubernetes: still
+    // listed, with a deletionTimestamp, and no longer counted by the ReplicaSet.
+    let listed = pods
         .list(&ListParams::default().labels("app=api"))
         .await
         .unwrap()
         .items;
+    let (terminating, left): (Vec<_>, Vec<_>) = listed
+        .into_iter()
+        .partition(|p| p.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.len(), 1);
     assert_eq!(left.len(), 1);
     assert_eq!(phase(&left[0]), "Running");
     let status = deploys.get("api").await.unwrap().status.unwrap();

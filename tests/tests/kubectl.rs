@@ -90,11 +90,15 @@ fn node(name: &str, ip: &str) -> Value {
 }
 
 /// A Running pod on `node` whose one container is ready and restarted `restarts` times.
+/// A running pod that stops at once when deleted (`terminationGracePeriodSeconds: 0`):
+/// these tests read kubectl's output, and the manual clock never runs out a grace period
+/// (`kube_sim_graceful.rs` tests Terminating pods).
 fn pod(name: &str, app: &str, node: &str, ip: &str, restarts: i64) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
-        "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx",
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "app", "image": "nginx",
                  "resources": {"requests": {"cpu": "100m"}}}]},
         "status": {"phase": "Running", "podIP": ip,
             "conditions": [{"type": "Ready", "status": "True"}],

@@ -30,8 +30,12 @@ pub const MAX_MULTI_NODE: usize = 100;
 pub enum Outcome {
     /// Their pods fit on the other nodes.
     Delete { savings: f64 },
-    /// Their pods fit on the other nodes plus this one cheaper claim.
-    Replace { claim: PlannedClaim, savings: f64 },
+    /// Their pods fit on the other nodes plus this one cheaper claim (boxed: a claim is
+    /// large beside the other variants).
+    Replace {
+        claim: Box<PlannedClaim>,
+        savings: f64,
+    },
     /// They stay, and why (in words for the node's Event).
     No(String),
 }
@@ -161,6 +165,6 @@ fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Out
     }
     Outcome::Replace {
         savings: current - claim.price_per_hour,
-        claim,
+        claim: Box::new(claim),
     }
 }

@@ -374,7 +374,7 @@ fn settled(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> Result<(), Opt
 fn consolidation(nodes: &[&NodeView], outcome: Outcome) -> Option<Command> {
     let (action, savings, replacement) = match outcome {
         Outcome::Delete { savings } => (Action::Delete, savings, Vec::new()),
-        Outcome::Replace { claim, savings } => (Action::Replace, savings, vec![claim]),
+        Outcome::Replace { claim, savings } => (Action::Replace, savings, vec![*claim]),
         Outcome::No(_) => return None,
     };
     Some(Command {

@@ -309,11 +309,16 @@ impl SimCluster {
             .to_string();
         let res = resources::find_kind(&api_version, &kind)
             .ok_or(SimError::UnknownKind { api_version, kind })?;
-        let ns = value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default")
-            .to_string();
+        // Cluster-scoped kinds are stored without a namespace: looked up with "default",
+        // a second apply of a NodePool would be taken for a create and refused.
+        let ns = match resources::RESOURCES[res].namespaced {
+            true => value
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string(),
+            false => String::new(),
+        };
         let name = value
             .pointer("/metadata/name")
             .and_then(Value::as_str)
