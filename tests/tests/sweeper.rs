@@ -489,11 +489,22 @@ async fn a_node_whose_pod_fits_on_the_other_goes_and_the_pod_moves_there() {
 async fn two_half_empty_nodes_become_one_cheaper_node() {
     let world = start("sweep-replace").await;
     let (provisioner, nodes) = two_half_empty_nodes(&world).await;
-    // The NodePool now allows every size: one node smaller than either holds both pods.
+    // The NodePool now allows every size: one node smaller than either holds both pods. Its
+    // budget lets both go in one command (the default 10% of two nodes is one node, and one
+    // node alone would be a delete: its pod fits on the other).
     world
         .apply_yaml(
             &world
-                .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 1")])
+                .example_edited(
+                    "getting-started.yaml",
+                    &[
+                        ("replicas: 10", "replicas: 1"),
+                        (
+                            "consolidateAfter: 1m",
+                            "consolidateAfter: 1m\n    budgets: [{nodes: \"100%\"}]",
+                        ),
+                    ],
+                )
                 .unwrap(),
         )
         .unwrap();
