@@ -309,16 +309,10 @@ impl SimCluster {
             .to_string();
         let res = resources::find_kind(&api_version, &kind)
             .ok_or(SimError::UnknownKind { api_version, kind })?;
-        // Cluster-scoped kinds are stored without a namespace: looked up with "default",
-        // a second apply of a NodePool would be taken for a create and refused.
-        let ns = match resources::RESOURCES[res].namespaced {
-            true => value
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .unwrap_or("default")
-                .to_string(),
-            false => String::new(),
-        };
+        // The namespace the store files it under, as a create would: none for cluster-scoped
+        // kinds (looked up under "default", a re-applied NodePool was taken for a create).
+        let ns = validation::namespace_for(&resources::RESOURCES[res], "", &value)
+            .map_err(SimError::Api)?;
         let name = value
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -345,6 +339,10 @@ impl SimCluster {
         name: &str,
     ) -> Option<Value> {
         let res = resources::find_kind(api_version, kind)?;
+        let namespace = match resources::RESOURCES[res].namespaced {
+            true => namespace,
+            false => "",
+        };
         self.inner
             .shared
             .store()
