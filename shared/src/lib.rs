@@ -12,5 +12,6 @@ pub mod launch;
 pub mod provision;
 pub mod resources;
 pub mod scheduling;
+pub mod telemetry;
 
 pub use error_chain::error_chain;

@@ -19,6 +19,7 @@ use nodewright::kube::KubeCluster;
 use nodewright::provision::{
     AwsPorts, ClusterFacts, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };
+use nodewright::telemetry::{self, Decision};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -217,6 +218,8 @@ struct Summary {
     watch: &'static str,
     pending_to_fleet_ms: Vec<u128>,
     last_error: Option<String>,
+    /// US dollars per hour of the owned instances at the end of the invocation.
+    fleet_cost_per_hour: Option<f64>,
 }
 
 impl Summary {
@@ -241,6 +244,7 @@ impl Summary {
             "watch": self.watch,
             "pendingToFleetMs": self.pending_to_fleet_ms,
             "lastError": self.last_error,
+            "fleetCostPerHour": self.fleet_cost_per_hour,
         })
     }
 }
@@ -293,11 +297,17 @@ where
         // (during the poll) stay queued and wake the next one.
         wakes.drain();
         summary.polls += 1;
+        let poll_started = Instant::now();
         let result: Result<PollReport, ProvisionError> =
             state.provisioner.lock().await.poll(SystemTime::now()).await;
         let window_open = matches!(&result, Ok(r) if r.waiting.is_some());
         let next = match result {
             Ok(report) => {
+                telemetry::pending_pods(report.pending_pods);
+                // A poll that planned (pods pending, batching window closed) is a decision.
+                if report.pending_pods > 0 && report.waiting.is_none() {
+                    telemetry::decision_latency(Decision::Provision, poll_started.elapsed());
+                }
                 summary.add(&report);
                 if !report.launched_instances.is_empty() || report.unschedulable_pods > 0 {
                     tracing::info!(?report, "poll");
@@ -314,6 +324,8 @@ where
                 poll_interval
             }
         };
+        // Per poll, so a long invocation's latencies stay within one document's 100 values.
+        telemetry::flush();
         // Once per invocation, at the first moment no batching window is open (so pods
         // pending now are never kept waiting on it), refresh on-demand prices when due.
         if !window_open && !prices_checked {
@@ -334,6 +346,17 @@ where
     }
     summary.watch = wakes.state;
     summary.wakeups = wakes.count;
+    match state.provisioner.lock().await.fleet_cost().await {
+        Ok(cost) => {
+            telemetry::fleet(cost.per_hour, cost.instances);
+            summary.fleet_cost_per_hour = Some(cost.per_hour);
+            if !cost.unpriced.is_empty() {
+                tracing::warn!(instances = ?cost.unpriced, "no price for these instances; the fleet's cost leaves them out");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "listing owned instances for the fleet's cost failed"),
+    }
+    telemetry::flush();
     if summary.failed_polls == summary.polls {
         return Err(format!(
             "all {} polls failed; last error: {}",

@@ -19,6 +19,7 @@ use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{TokenSource, describe_cluster, eks_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster};
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
+use nodewright::telemetry::{self, Function};
 use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
 use serde_json::Value;
 
@@ -32,6 +33,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     install_crypto_provider();
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    telemetry::install(&cluster_name, Function::Provisioner)?;
 
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let region = aws

@@ -4,6 +4,7 @@
 pub mod attempts;
 mod aws_ports;
 mod batch;
+pub mod fleet_cost;
 pub mod in_flight;
 pub mod launch;
 pub mod live_catalog;
@@ -17,6 +18,7 @@ mod unavailable;
 
 pub use aws_ports::AwsPorts;
 pub use batch::{Batch, BatchWindow};
+pub use fleet_cost::{FleetCost, fleet_cost, instance_price};
 pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
 pub use node_template::ClusterFacts;
 pub use nodeclaim::nodeclaim_id;

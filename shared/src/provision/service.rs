@@ -28,6 +28,7 @@ use crate::kube::{
     PodRef, PodSource, existing_nodes, usable,
 };
 use crate::scheduling::{Snapshot, solve};
+use crate::telemetry::{self, LaunchFailure};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -346,6 +347,7 @@ where
                             .pending_to_fleet
                             .push(sent.duration_since(first).unwrap_or_default());
                         for i in &instances {
+                            telemetry::launched(&i.instance_type, &i.zone, i.capacity_type);
                             report.launched_instances.push(i.id.clone());
                             launched_now.push(InFlight {
                                 instance_id: i.id.clone(),
@@ -366,15 +368,23 @@ where
                     }
                     ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
+                        telemetry::launch_failed(LaunchFailure::NoCapacity);
                         report.failed_claims += 1;
                         retry.extend(claim.pods.iter().cloned());
                     }
                     ClaimOutcome::Throttled => {
+                        telemetry::launch_failed(LaunchFailure::Throttled);
                         report.failed_claims += 1;
                         report.throttled = true;
                         break;
                     }
-                    ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                    ClaimOutcome::RetryLater(why) => {
+                        telemetry::launch_failed(LaunchFailure::Transient);
+                        report.failed_claims += 1;
+                        unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
+                    }
+                    ClaimOutcome::Failed(why) => {
+                        telemetry::launch_failed(LaunchFailure::Error);
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
                     }
@@ -404,6 +414,7 @@ where
             let uid = pod_uid(pod);
             if self.warned.insert((format!("pod:{uid}"), reason.clone())) {
                 tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
+                telemetry::pod_not_provisioned();
                 self.kube
                     .pod_event(
                         &PodRef::of(pod),
@@ -578,6 +589,9 @@ mod launch_claim;
 
 #[path = "service_gc.rs"]
 mod gc;
+
+#[path = "service_fleet_cost.rs"]
+mod fleet_cost_of_owned;
 
 #[path = "service_replace.rs"]
 pub mod replace;
