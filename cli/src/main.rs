@@ -5,6 +5,8 @@ mod eks_token;
 mod explain;
 mod plan;
 mod rbac;
+mod status;
+mod status_view;
 mod table;
 mod validate;
 
@@ -37,6 +39,10 @@ enum Command {
     /// Print the ClusterRole, Role and bindings the functions need when the stack maps
     /// them to a Kubernetes group (KubernetesAccess=rbac), for `kubectl apply -f -`.
     Rbac(rbac::Args),
+    /// The fleet at a glance: per node its NodePool, type, capacity type, zone, age, $/h
+    /// (bundled us-east-1 prices) and CPU / memory requested against allocatable; pending
+    /// pods and why; totals.
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,24 +52,27 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::ExplainEvent(args) => explain::run(&args),
         Command::Rbac(args) => rbac::run(&args),
-        Command::EksToken(args) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(eks_token::run(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::EksToken(args) => block_on(eks_token::run(args)),
+        Command::Status(args) => block_on(status::run(args)),
+    }
+}
+
+fn block_on(work: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }
