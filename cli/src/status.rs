@@ -225,7 +225,7 @@ fn node_view(
             _ => (*od, false),
         });
     let status = node.status.as_ref();
-    let allocatable = |resource: &str| -> i64 {
+    let mut allocatable = |resource: &str| -> i64 {
         let Some(q) = status
             .and_then(|s| s.allocatable.as_ref())
             .and_then(|a| a.get(resource))
