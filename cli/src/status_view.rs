@@ -136,7 +136,12 @@ pub fn render(fleet: &Fleet, now: Timestamp) -> String {
     );
 
     let sum = |f: fn(&NodeView) -> i64| nodes.iter().map(|n| f(n)).sum::<i64>();
-    let hourly: f64 = nodes.iter().filter_map(|n| n.price).map(|(v, _)| v).sum();
+    // Fold from +0.0: f64 `sum()` of nothing is -0.0, which rendered as "$-0.0000/h".
+    let hourly: f64 = nodes
+        .iter()
+        .filter_map(|n| n.price)
+        .map(|(v, _)| v)
+        .fold(0.0, |a, b| a + b);
     let estimated = nodes.iter().any(|n| matches!(n.price, Some((_, true))));
     let unpriced = nodes.iter().filter(|n| n.price.is_none()).count();
     let (cpu_req, cpu_alloc) = (sum(|n| n.cpu_requested), sum(|n| n.cpu_allocatable));

@@ -192,8 +192,8 @@ async fn status_shows_each_nodes_pool_type_price_and_usage_bars_and_the_pending_
     let expected = format!(
         "\
 NODE         NODEPOOL  TYPE       CAPACITY   ZONE        AGE      $/H          CPU                                    MEMORY                               PODS  STATUS
-ip-10-0-2-7  batch     c5.xlarge  spot       us-east-1b   5h  {c5_}  1930m/1930m  [####################] 100%  0.5Gi/7.0Gi  [#...................]   7%     1  Ready
-ip-10-0-1-5  default   m5.large   on-demand  us-east-1a   5h  {m5_}   965m/1930m  [##########..........]  50%  3.5Gi/7.0Gi  [##########..........]  50%     2  Ready
+ip-10-0-2-7  batch     c5.xlarge  spot       us-east-1b   5h  {c5_:>7}  1930m/1930m  [####################] 100%  0.5Gi/7.0Gi  [#...................]   7%     1  Ready
+ip-10-0-1-5  default   m5.large   on-demand  us-east-1a   5h  {m5_:>7}   965m/1930m  [##########..........]  50%  3.5Gi/7.0Gi  [##########..........]  50%     2  Ready
 
 2 nodes  ~${total:.4}/h (${month:.0}/month)
 CPU     2895m/3860m  [###############.....]  75%
@@ -203,8 +203,8 @@ memory  4.0Gi/14.0Gi  [######..............]  29%
 PENDING POD   WHY
 default/huge  {why}
 ",
-        c5_ = format!("{:>7}", format!("~{c5:.4}")),
-        m5_ = format!("{:>7}", format!("{m5:.4}")),
+        c5_ = format!("~{c5:.4}"),
+        m5_ = format!("{m5:.4}"),
         month = total * 730.0,
     );
     assert_eq!(screen, expected, "\n{screen}");
