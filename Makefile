@@ -5,7 +5,7 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build test lint fmt demo bench release deploy \
+.PHONY: help setup tools build test lint fmt demo bench release package deploy \
 	build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction
 
 help:
@@ -15,6 +15,7 @@ help:
 	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
 	@echo "make bench   solver and provisioner benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
+	@echo "make package the three Lambda zips for ARCH=x86_64 (default) or ARCH=arm64 under target/lambda/<arch>/"
 	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account and the SAM CLI)"
 
 include mk/venv.mk
@@ -33,7 +34,12 @@ build:
 TEST_SELECTION := --workspace --lib --bins --tests
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-test: setup
+# `nodewright status` is tested in a real terminal (cli/tests/status_tmux.rs): tmux, a
+# Debian package, is installed when missing.
+tools:
+	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux; }
+
+test: setup tools
 	$(CARGO) test $(TEST_SELECTION)
 
 # --skip-download: checkov runs offline, with its bundled checks only.
@@ -64,11 +70,39 @@ release:
 		ls -l target/lambda/$$f/bootstrap; \
 	done
 
+# Lambda zips (`bootstrap` at the root, as provided.al2023 wants it) for the template's
+# Architecture parameter. x86_64 builds natively. arm64 (Graviton, cheaper per GB-second)
+# needs the Rust target (`rustup target add aarch64-unknown-linux-gnu`) and a cross linker
+# (Debian's gcc-aarch64-linux-gnu, installed here when missing); then
+# `make package ARCH=arm64` and deploy with `Architecture=arm64`.
+ARCH ?= x86_64
+RUST_TARGET_x86_64 := x86_64-unknown-linux-gnu
+RUST_TARGET_arm64 := aarch64-unknown-linux-gnu
+RUST_TARGET := $(or $(RUST_TARGET_$(ARCH)),$(error ARCH=$(ARCH): use x86_64 or arm64))
+FUNCTIONS := provisioner interruption sweeper
+
+package:
+ifeq ($(ARCH),arm64)
+	@command -v aarch64-linux-gnu-gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc-aarch64-linux-gnu; }
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+		$(CARGO) build --release --target $(RUST_TARGET) $(FUNCTIONS:%=-p nodewright-%)
+else
+	$(CARGO) build --release --target $(RUST_TARGET) $(FUNCTIONS:%=-p nodewright-%)
+endif
+	@for f in $(FUNCTIONS); do \
+		d=$(TARGET_DIR)/lambda/$(ARCH)/$$f; mkdir -p $$d; \
+		cp $(TARGET_DIR)/$(RUST_TARGET)/release/$$f $$d/bootstrap; \
+		rm -f $$d.zip; (cd $$d && $(PYTHON) -m zipfile -c ../$$f.zip bootstrap); \
+		ls -l $$d/bootstrap $$d.zip; \
+	done
+
 # `sam build` runs `make build-<LogicalId>` for each function (BuildMethod: makefile) with
 # ARTIFACTS_DIR set; Lambda's provided.al2023 runtime starts the file named `bootstrap`.
-build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction: release
-	cp target/lambda/$(subst function,,$(shell echo $(@:build-%=%) | tr A-Z a-z))/bootstrap $(ARTIFACTS_DIR)/bootstrap
+build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction: package
+	cp $(TARGET_DIR)/lambda/$(ARCH)/$(subst function,,$(shell echo $(@:build-%=%) | tr A-Z a-z))/bootstrap $(ARTIFACTS_DIR)/bootstrap
 
 # --build-in-source: build once in this tree (and its target/) instead of three scratch copies.
+# ARCH reaches `make build-*` through sam build's environment and the stack through its
+# Architecture parameter, so the binaries and the functions agree.
 deploy:
-	sam build --build-in-source && sam deploy --guided
+	ARCH=$(ARCH) sam build --build-in-source && sam deploy --guided --parameter-overrides Architecture=$(ARCH)

@@ -6,6 +6,8 @@ mod explain;
 mod plan;
 mod rbac;
 mod sweep_plan;
+mod status;
+mod status_view;
 mod table;
 mod validate;
 
@@ -40,6 +42,10 @@ enum Command {
     Rbac(rbac::Args),
     /// What the sweeper would disrupt now, and why the other candidates stay, offline.
     SweepPlan(sweep_plan::Args),
+    /// The fleet at a glance: per node its NodePool, type, capacity type, zone, age, $/h
+    /// (bundled us-east-1 prices) and CPU / memory requested against allocatable; pending
+    /// pods and why; totals.
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,24 +56,27 @@ fn main() -> ExitCode {
         Command::ExplainEvent(args) => explain::run(&args),
         Command::Rbac(args) => rbac::run(&args),
         Command::SweepPlan(args) => sweep_plan::run(&args),
-        Command::EksToken(args) => {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match runtime.block_on(eks_token::run(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::EksToken(args) => block_on(eks_token::run(args)),
+        Command::Status(args) => block_on(status::run(args)),
+    }
+}
+
+fn block_on(work: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -14,5 +14,6 @@ pub mod lease;
 pub mod provision;
 pub mod resources;
 pub mod scheduling;
+pub mod telemetry;
 
 pub use error_chain::error_chain;

@@ -5,6 +5,7 @@ pub mod aws_faults;
 pub mod aws_front;
 pub mod ec2_idempotency;
 pub mod fleet_faults;
+pub mod emf;
 pub mod interruption;
 pub mod kube_sim;
 pub mod kubectl;

@@ -259,9 +259,9 @@ fn alarms_watch_the_dead_letter_queue_each_functions_errors_and_unprovisioned_po
         ));
     }
     watched.push(watching(
-        "!Sub nodewright/${ClusterName}",
-        "PollsWithFailedLaunches",
-        None,
+        nodewright::telemetry::NAMESPACE,
+        nodewright::telemetry::names::LAUNCH_FAILURES,
+        Some("!Ref ClusterName"),
     ));
     for (i, names) in watched.iter().enumerate() {
         assert_eq!(names.len(), 1, "alarm {i} of the list: {names:?}");
@@ -273,18 +273,6 @@ fn alarms_watch_the_dead_letter_queue_each_functions_errors_and_unprovisioned_po
             .unwrap_or_default();
         assert_eq!(actions, ["!Ref AlarmTopic"], "{name} notifies the topic");
     }
-    // The metric the launch-failure alarm reads is made from the provisioner's log.
-    let filters = of_type(&t, "AWS::Logs::MetricFilter");
-    let made = filters.iter().any(|(_, f)| {
-        let p = &f["Properties"];
-        written(&p["LogGroupName"]) == "!Ref ProvisionerLogGroup"
-            && p["MetricTransformations"][0]["MetricName"].as_str()
-                == Some("PollsWithFailedLaunches")
-    });
-    assert!(
-        made,
-        "PollsWithFailedLaunches comes from the provisioner's log group"
-    );
     let subscription = &t["Resources"]["AlarmEmailSubscription"];
     assert_eq!(subscription["Condition"].as_str(), Some("HasAlarmEmail"));
     assert_eq!(
@@ -337,32 +325,115 @@ fn each_function_logs_to_its_own_log_group_with_a_retention_which_its_role_may_w
     }
 }
 
-/// The `!= "*...*"` wildcard of a JSON metric filter pattern, without its stars.
-fn excluded_text(pattern: &str) -> Option<&str> {
-    let (_, rest) = pattern.split_once("!= \"*")?;
-    let (text, _) = rest.split_once("*\"")?;
-    Some(text)
+/// The dashboard's JSON body with every `${...}` of its `!Sub` replaced by `X`.
+fn dashboard(t: &Yaml) -> serde_json::Value {
+    let body = &t["Resources"]["Dashboard"]["Properties"]["DashboardBody"];
+    let Yaml::Tagged(sub) = body else {
+        panic!("DashboardBody is not a !Sub: {body:?}");
+    };
+    let text = sub.value[0].as_str().expect("the !Sub's text");
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let end = rest[at..].find('}').expect("a closed ${...}");
+        out.push('X');
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("the dashboard is not JSON: {e}\n{out}"))
+}
+
+/// `SEARCH('{nodewright,Cluster,Reason} MetricName="LaunchFailures" ...')` -> the dimension
+/// names and the metric name.
+fn searched(expression: &str) -> Option<(Vec<String>, String)> {
+    let (_, schema) = expression.split_once("SEARCH('{")?;
+    let (schema, rest) = schema.split_once('}')?;
+    let (_, name) = rest.split_once("MetricName=\"")?;
+    let (name, _) = name.split_once('"')?;
+    let mut parts = schema.split(',');
+    (parts.next()? == nodewright::telemetry::NAMESPACE)
+        .then(|| (parts.map(str::to_string).collect(), name.to_string()))
 }
 
 #[test]
-fn the_launch_failure_filter_excludes_exactly_the_poll_reports_without_failed_claims() {
+fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespace_per_cluster() {
+    use nodewright::telemetry::{NAMESPACE, dims, names};
     let t = template();
-    let pattern = t["Resources"]["LaunchFailuresMetric"]["Properties"]["FilterPattern"]
-        .as_str()
-        .expect("a pattern");
     assert!(
-        pattern.contains(r#"$.fields.message = "poll""#),
-        "{pattern}"
+        of_type(&t, "AWS::Logs::MetricFilter").is_empty(),
+        "metrics come from the functions' EMF lines, not log filters"
     );
-    let excluded = excluded_text(pattern).expect("a != wildcard on the report");
-    // The provisioner logs `?report`: the report's Debug form is what the filter reads.
-    let clean = nodewright::provision::PollReport::default();
-    let failed = nodewright::provision::PollReport {
-        failed_claims: 2,
-        ..Default::default()
-    };
-    assert!(format!("{clean:?}").contains(excluded), "{clean:?}");
-    assert!(!format!("{failed:?}").contains(excluded), "{failed:?}");
-    assert_eq!(excluded_text(r#"{ $.a != "*x: 0,*" }"#), Some("x: 0,"));
-    assert_eq!(excluded_text(r#"{ $.a = "x" }"#), None);
+    for (name, alarm) in of_type(&t, "AWS::CloudWatch::Alarm") {
+        let p = &alarm["Properties"];
+        let namespace = written(&p["Namespace"]);
+        if namespace == NAMESPACE {
+            let metric = p["MetricName"].as_str().unwrap_or_default();
+            assert!(names::ALL.contains(&metric), "{name}: {metric}");
+            let dimensions: Vec<(String, String)> = p["Dimensions"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .map(|d| (written(&d["Name"]), written(&d["Value"])))
+                .collect();
+            assert_eq!(
+                dimensions,
+                [(dims::CLUSTER.to_string(), "!Ref ClusterName".to_string())],
+                "{name} reads the cluster's total, the dimension set every metric has"
+            );
+        } else {
+            assert!(
+                namespace.starts_with("AWS/"),
+                "{name}: namespace {namespace}"
+            );
+        }
+    }
+
+    let body = dashboard(&t);
+    let mut shown: Vec<String> = Vec::new();
+    for widget in body["widgets"].as_array().expect("widgets") {
+        for metric in widget["properties"]["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let entry = metric.as_array().expect("a metric is an array");
+            if let Some(expression) = entry[0]["expression"].as_str() {
+                let (dimensions, name) = searched(expression)
+                    .unwrap_or_else(|| panic!("not a SEARCH of {NAMESPACE}: {expression}"));
+                assert_eq!(dimensions[0], dims::CLUSTER, "{expression}");
+                assert_eq!(dimensions.len(), 2, "one breakdown: {expression}");
+                shown.push(name);
+            } else if entry[0] == NAMESPACE {
+                let name = entry[1].as_str().expect("a metric name");
+                assert_eq!(entry[2], dims::CLUSTER, "{name} is read per cluster");
+                shown.push(name.to_string());
+            } else {
+                let namespace = entry[0].as_str().unwrap_or_default();
+                assert!(namespace.starts_with("AWS/"), "{metric}");
+            }
+        }
+    }
+    for name in &shown {
+        assert!(
+            names::ALL.contains(&name.as_str()),
+            "the dashboard reads unknown {name}"
+        );
+    }
+    for name in names::ALL {
+        assert!(
+            shown.iter().any(|s| s == name),
+            "the dashboard does not show {name}"
+        );
+    }
+    assert_eq!(
+        searched(
+            r#"SEARCH('{nodewright,Cluster,Zone} MetricName="Launches" Cluster="x"', 'Sum', 60)"#
+        ),
+        Some((vec!["Cluster".into(), "Zone".into()], "Launches".into()))
+    );
+    assert_eq!(
+        searched(r#"SEARCH('{AWS/EC2,InstanceId} MetricName="CPU"', 'Sum', 60)"#),
+        None
+    );
 }

@@ -22,6 +22,7 @@ use nodewright::aws::{FollowUpQueue, InstanceInventory, InstanceOwnership};
 use nodewright::interruption::{Origin, Parsed, parse};
 use nodewright::kube::{ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction};
 use nodewright::provision::Replacement;
+use nodewright::telemetry::{self, Decision};
 
 pub use act::{ActError, Outcome};
 
@@ -76,6 +77,7 @@ where
             .map(|record| handle_record(record, state)),
     )
     .await;
+    telemetry::flush();
     let mut response = SqsBatchResponse::default();
     for (record, ok) in event.payload.records.iter().zip(results) {
         if !ok {
@@ -100,15 +102,18 @@ where
         .map(String::as_str)
         .unwrap_or("?");
     let Some(body) = record.body.as_deref() else {
+        telemetry::interruption_message("unreadable");
         tracing::error!(message_id, "message without a body; dropped");
         return true;
     };
     let message = match parse(body, Some(&state.settings.origin)) {
         Err(e) => {
+            telemetry::interruption_message("unreadable");
             tracing::error!(message_id, error = %e, "unparsable message; dropped");
             return true;
         }
         Ok(Parsed::Ignored(i)) if i.reason.is_suspicious() => {
+            telemetry::interruption_message("suspicious");
             tracing::warn!(
                 message_id,
                 event_id = i.event_id,
@@ -120,6 +125,7 @@ where
             return true;
         }
         Ok(Parsed::Ignored(i)) => {
+            telemetry::interruption_message("ignored");
             tracing::info!(
                 message_id,
                 event_id = i.event_id,
@@ -132,6 +138,8 @@ where
         }
         Ok(Parsed::Act(m)) => m,
     };
+    telemetry::interruption_message(message.kind().as_str());
+    let started = std::time::Instant::now();
     let mut ok = true;
     for instance_id in &message.instance_ids {
         match act::handle(state, &message, instance_id, Timestamp::now()).await {
@@ -157,6 +165,7 @@ where
             }
         }
     }
+    telemetry::decision_latency(Decision::Interruption, started.elapsed());
     ok
 }
 

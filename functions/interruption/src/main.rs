@@ -19,6 +19,7 @@ use nodewright::eks::{describe_cluster, function_client, install_crypto_provider
 use nodewright::interruption::Origin;
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
+use nodewright::telemetry::{self, Function};
 use nodewright_interruption::{Settings, State, handler};
 use nodewright_provisioner::{cluster_facts, default_pool_params};
 use tokio::sync::Mutex;
@@ -33,6 +34,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     install_crypto_provider();
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    telemetry::install(&cluster_name, Function::Interruption)?;
     let queue_url = std::env::var("QUEUE_URL").context("QUEUE_URL is not set")?;
     let account = account_of_queue(&queue_url)
         .with_context(|| format!("QUEUE_URL {queue_url:?} names no account"))?;

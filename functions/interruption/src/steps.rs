@@ -542,6 +542,9 @@ where
         .terminate(std::slice::from_ref(&target.instance_id))
         .await
         .map_err(aws_err("terminating the instance"))?;
+    if !outcome.terminated.is_empty() {
+        nodewright::telemetry::node_terminated(reason.event_reason());
+    }
     if !outcome.refused.is_empty() {
         tracing::warn!(
             instance = target.instance_id,

@@ -30,6 +30,7 @@ use nodewright::lease::Hold;
 use nodewright::provision::{
     AwsPorts, ClusterFacts, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
 };
+use nodewright::telemetry::{self, Decision};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
@@ -249,6 +250,8 @@ struct Summary {
     /// Launches held back right before CreateFleet (Lease lost, deadline near): the last why.
     withheld: Option<String>,
     lease: LeaseSummary,
+    /// US dollars per hour of the owned instances at the end of the invocation.
+    fleet_cost_per_hour: Option<f64>,
 }
 
 /// What the Lease did in one invocation.
@@ -299,6 +302,7 @@ impl Summary {
                 "failedChecks": self.lease.failed_checks,
                 "released": self.lease.released,
             },
+            "fleetCostPerHour": self.fleet_cost_per_hour,
         })
     }
 }
@@ -403,6 +407,7 @@ where
             // ones (during the poll) stay queued and wake the next one.
             wakes.drain();
             summary.polls += 1;
+            let poll_started = Instant::now();
             let poll = async { state.provisioner.lock().await.poll(SystemTime::now()).await };
             // A poll can outlast the Lease (a cold container builds its catalog first):
             // the Lease is renewed meanwhile, so the other invocation does not take over
@@ -417,6 +422,11 @@ where
             window_open = matches!(&result, Ok(r) if r.waiting.is_some());
             let next = match result {
                 Ok(report) => {
+                    telemetry::pending_pods(report.pending_pods);
+                    // A poll that planned (pods pending, batching window closed) is a decision.
+                    if report.pending_pods > 0 && report.waiting.is_none() {
+                        telemetry::decision_latency(Decision::Provision, poll_started.elapsed());
+                    }
                     summary.add(&report);
                     if !report.launched_instances.is_empty()
                         || report.unschedulable_pods > 0
@@ -437,6 +447,8 @@ where
                 }
             };
             next_poll = Instant::now() + next;
+            // Per poll, so a long invocation's latencies stay within one document's 100 values.
+            telemetry::flush();
             // Once per invocation, at the first moment no batching window is open (so pods
             // pending now are never kept waiting on it), refresh on-demand prices when due.
             if !window_open && !prices_checked {
@@ -470,6 +482,23 @@ where
     }
     summary.watch = wakes.state;
     summary.wakeups = wakes.count;
+    // Only an invocation that acted reports the fleet: a standby one would list the same
+    // instances again for the same figure.
+    if summary.polls > 0 {
+        match state.provisioner.lock().await.fleet_cost().await {
+            Ok(cost) => {
+                telemetry::fleet(cost.per_hour, cost.instances);
+                summary.fleet_cost_per_hour = Some(cost.per_hour);
+                if !cost.unpriced.is_empty() {
+                    tracing::warn!(instances = ?cost.unpriced, "no price for these instances; the fleet's cost leaves them out");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "listing owned instances for the fleet's cost failed")
+            }
+        }
+    }
+    telemetry::flush();
     if summary.polls > 0 && summary.failed_polls == summary.polls {
         return Err(format!(
             "all {} polls failed; last error: {}",

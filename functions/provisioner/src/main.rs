@@ -22,6 +22,7 @@ use nodewright::eks::{describe_cluster, function_client, install_crypto_provider
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::lease::KubeLeases;
 use nodewright::provision::{BatchWindow, ProvisionerSettings};
+use nodewright::telemetry::{self, Function};
 use nodewright_provisioner::coverage::{CoverageConfig, LeaseSetup};
 use nodewright_provisioner::deadline::sdk_timeouts;
 use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
@@ -37,6 +38,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     install_crypto_provider();
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    telemetry::install(&cluster_name, Function::Provisioner)?;
 
     let coverage = CoverageConfig::from_lookup(|name| std::env::var(name).ok())?;
     // Every AWS call gives up well inside the deadline margin, so a launch sent just before

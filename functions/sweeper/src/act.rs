@@ -187,6 +187,9 @@ where
         for id in &outcome.refused {
             tracing::error!(instance_id = id, "not terminated: no ownership tag");
         }
+        for _ in &outcome.terminated {
+            nodewright::telemetry::node_terminated("NeverJoined");
+        }
         report.never_joined_terminated = outcome.terminated;
     }
     if !plan.orphans.is_empty() {
@@ -460,6 +463,9 @@ where
                 "not terminated: no ownership tag"
             );
             return Ok(());
+        }
+        if !outcome.terminated.is_empty() {
+            nodewright::telemetry::node_terminated(reason.event_reason());
         }
     }
     state

@@ -87,7 +87,9 @@ where
     E: InstanceInventory + InstanceOwnership + Sync,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
-    let report = sweep(state).await.map_err(|e| {
+    let report = sweep(state).await;
+    nodewright::telemetry::flush();
+    let report = report.map_err(|e| {
         tracing::error!(error = %nodewright::error_chain(&e), "sweep failed");
         Box::new(e) as Error
     })?;

@@ -15,6 +15,7 @@ use nodewright::aws::Ec2Adapter;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, SystemClock};
 use nodewright::lease::{Elector, KubeLeases};
+use nodewright::telemetry::{self, Function};
 use nodewright_provisioner::default_pool_params;
 use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
 use serde_json::Value;
@@ -28,6 +29,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .init();
     install_crypto_provider();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    telemetry::install(&cluster_name, Function::Sweeper)?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
     let client = function_client(&aws, &cluster).await?;

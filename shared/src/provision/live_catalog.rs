@@ -161,6 +161,11 @@ impl LiveCatalog {
         &self.on_demand_prices
     }
 
+    /// The catalog last built, if any: what the fleet's cost is read from between polls.
+    pub fn last_built(&self) -> Option<&Catalog> {
+        self.built.as_ref().map(|(_, _, catalog)| catalog)
+    }
+
     /// Asks `source` for the region's on-demand prices when they are due (see
     /// [`super::on_demand_prices`]); the next catalog is built with them.
     pub async fn refresh_prices<P: OnDemandPriceSource>(

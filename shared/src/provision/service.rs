@@ -32,6 +32,7 @@ use crate::kube::{
 };
 use crate::lease::MayAct;
 use crate::scheduling::{Snapshot, solve};
+use crate::telemetry::{self, LaunchFailure};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -386,6 +387,7 @@ where
                             .pending_to_fleet
                             .push(sent.duration_since(first).unwrap_or_default());
                         for i in &instances {
+                            telemetry::launched(&i.instance_type, &i.zone, i.capacity_type);
                             report.launched_instances.push(i.id.clone());
                             launched_now.push(InFlight {
                                 instance_id: i.id.clone(),
@@ -406,12 +408,14 @@ where
                     }
                     ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
+                        telemetry::launch_failed(LaunchFailure::NoCapacity);
                         // A subnet out of addresses, or gone: look its class up afresh.
                         self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         retry.extend(claim.pods.iter().cloned());
                     }
                     ClaimOutcome::Throttled => {
+                        telemetry::launch_failed(LaunchFailure::Throttled);
                         report.failed_claims += 1;
                         report.throttled = true;
                         break;
@@ -422,7 +426,14 @@ where
                         report.withheld = Some(why);
                         break;
                     }
-                    ClaimOutcome::RetryLater(why) | ClaimOutcome::Failed(why) => {
+                    ClaimOutcome::RetryLater(why) => {
+                        telemetry::launch_failed(LaunchFailure::Transient);
+                        self.discovered.forget_class(&claim.node_class);
+                        report.failed_claims += 1;
+                        unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
+                    }
+                    ClaimOutcome::Failed(why) => {
+                        telemetry::launch_failed(LaunchFailure::Error);
                         self.discovered.forget_class(&claim.node_class);
                         report.failed_claims += 1;
                         unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
@@ -463,6 +474,7 @@ where
             let uid = pod_uid(pod);
             if self.warned.insert((format!("pod:{uid}"), reason.clone())) {
                 tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
+                telemetry::pod_not_provisioned();
                 self.kube
                     .pod_event(
                         &PodRef::of(pod),
@@ -667,6 +679,9 @@ mod gc;
 
 #[path = "service_shared.rs"]
 mod shared;
+
+#[path = "service_fleet_cost.rs"]
+mod fleet_cost_of_owned;
 
 #[path = "service_replace.rs"]
 pub mod replace;

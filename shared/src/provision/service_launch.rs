@@ -282,10 +282,20 @@ where
                 claim.pods.len(),
                 nodeclaim
             );
+            // The decision's facts in one line, its price included (as planned: the
+            // catalog this poll solved with).
+            let price_per_hour = crate::provision::instance_price(
+                &first.instance_type,
+                &first.zone,
+                first.capacity_type,
+                Some(catalog),
+                &Default::default(),
+            );
             tracing::info!(
                 instance_type = first.instance_type,
                 capacity_type = %first.capacity_type,
                 zone = first.zone,
+                price_per_hour,
                 pods = claim.pods.len(),
                 nodeclaim,
                 instance_id = first.id,

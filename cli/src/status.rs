@@ -1,0 +1,332 @@
+//! `nodewright status`: reads nodes and pods (from a kubeconfig, or from EKS with a token
+//! minted as `nodewright eks-token` and the functions mint it), turns them into the
+//! [`status_view::Fleet`] value and prints it; `--watch` redraws it.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use nodewright::api::labels;
+use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
+use nodewright::resources::parse_milli;
+use nodewright::scheduling::effective_requests;
+
+use crate::status_view::{Fleet, NodeView, PendingView, render};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The kubeconfig to read (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, conflicts_with = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Reach the cluster through EKS instead: DescribeCluster, then a bearer token signed
+    /// with the default AWS credential chain.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// The cluster's region with --cluster; default: the AWS config chain's.
+    #[arg(long, requires = "cluster")]
+    pub region: Option<String>,
+    /// Redraw every --interval until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// Seconds between redraws with --watch.
+    #[arg(long, default_value_t = 2.0)]
+    pub interval: f64,
+    /// Spot prices are estimated as the bundled on-demand price less this fraction.
+    #[arg(long, default_value_t = DEFAULT_SPOT_DISCOUNT)]
+    pub spot_discount: f64,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    if !(0.0..1.0).contains(&args.spot_discount) {
+        anyhow::bail!(
+            "--spot-discount {}: must be a fraction in [0, 1)",
+            args.spot_discount
+        );
+    }
+    let interval = Duration::try_from_secs_f64(args.interval)
+        .ok()
+        .filter(|d| *d >= Duration::from_millis(100))
+        .with_context(|| format!("--interval {}: must be at least 0.1 s", args.interval))?;
+    nodewright::eks::install_crypto_provider();
+    let client = client(&args).await?;
+    let prices: HashMap<String, f64> = bundled_instance_types()
+        .context("reading the bundled catalog")?
+        .into_iter()
+        .map(|(t, price)| (t.name, price))
+        .collect();
+    loop {
+        let nodes = Api::<Node>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .context("listing nodes")?;
+        let pods = Api::<Pod>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .context("listing pods")?;
+        let (fleet, problems) = fleet_of(&nodes.items, &pods.items, &prices, args.spot_discount);
+        let text = render(&fleet, Timestamp::now());
+        let mut out = std::io::stdout().lock();
+        if args.watch {
+            // Home and clear, then the frame: the terminal shows one frame at a time.
+            write!(out, "\x1b[H\x1b[2J{text}")?;
+        } else {
+            write!(out, "{text}")?;
+        }
+        out.flush()?;
+        drop(out);
+        for p in &problems {
+            eprintln!("warning: {p}");
+        }
+        if !args.watch {
+            return Ok(());
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn client(args: &Args) -> anyhow::Result<kube::Client> {
+    if let Some(name) = &args.cluster {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &args.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        let aws = loader.load().await;
+        let region = aws
+            .region()
+            .map(|r| r.to_string())
+            .context("no AWS region: pass --region or set AWS_REGION")?;
+        let cluster = nodewright::eks::describe_cluster(&aws_sdk_eks::Client::new(&aws), name)
+            .await
+            .with_context(|| format!("DescribeCluster {name:?}"))?;
+        let credentials = aws
+            .credentials_provider()
+            .context("no AWS credentials provider in the default chain")?;
+        let tokens = Arc::new(nodewright::eks::TokenSource::new(credentials, name, region));
+        return Ok(nodewright::eks::eks_client(&cluster, tokens)?);
+    }
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig ($KUBECONFIG, ~/.kube/config) and no --cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Nodes and pods to the view, pricing each node from `on_demand` (the bundled
+/// us-east-1 table; spot estimated with `spot_discount`). The second value names what could
+/// not be read (a pod's request, a node's allocatable), which is shown as zero.
+pub fn fleet_of(
+    nodes: &[Node],
+    pods: &[Pod],
+    on_demand: &HashMap<String, f64>,
+    spot_discount: f64,
+) -> (Fleet, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut views: Vec<NodeView> = nodes
+        .iter()
+        .map(|n| node_view(n, on_demand, spot_discount, &mut problems))
+        .collect();
+    let mut pending = Vec::new();
+    for pod in pods {
+        let name = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        let Some(spec) = &pod.spec else { continue };
+        match spec.node_name.as_deref() {
+            Some(node) => {
+                let Some(view) = views.iter_mut().find(|v| v.name == node) else {
+                    continue;
+                };
+                view.pods += 1;
+                match effective_requests(spec) {
+                    Ok(r) => {
+                        view.cpu_requested += r.cpu;
+                        view.memory_requested += r.memory;
+                    }
+                    Err((field, e)) => problems.push(format!("pod {name}: {field}: {e}")),
+                }
+            }
+            None => pending.push(PendingView {
+                pod: name,
+                why: why_pending(pod),
+            }),
+        }
+    }
+    (
+        Fleet {
+            nodes: views,
+            pending,
+        },
+        problems,
+    )
+}
+
+/// The scheduler's word on a pod without a node (its PodScheduled condition).
+fn why_pending(pod: &Pod) -> String {
+    let scheduled = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"));
+    match scheduled {
+        Some(c) if c.status == "False" => c
+            .message
+            .clone()
+            .or_else(|| c.reason.clone())
+            .unwrap_or_else(|| "not scheduled".into()),
+        _ => "waiting for the scheduler".into(),
+    }
+}
+
+fn node_view(
+    node: &Node,
+    on_demand: &HashMap<String, f64>,
+    spot_discount: f64,
+    problems: &mut Vec<String>,
+) -> NodeView {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let label = |key: &str| {
+        node.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .cloned()
+    };
+    // Karpenter's label, else a managed node group's (`ON_DEMAND` / `SPOT`).
+    let capacity_type = label(labels::CAPACITY_TYPE)
+        .or_else(|| {
+            label("eks.amazonaws.com/capacityType").map(|c| c.to_lowercase().replace('_', "-"))
+        })
+        .unwrap_or_else(|| "-".into());
+    let instance_type = label(labels::INSTANCE_TYPE).unwrap_or_else(|| "-".into());
+    let price = on_demand
+        .get(&instance_type)
+        .map(|od| match capacity_type.as_str() {
+            "spot" => (estimated_spot_price(*od, spot_discount), true),
+            _ => (*od, false),
+        });
+    let status = node.status.as_ref();
+    let mut allocatable = |resource: &str| -> i64 {
+        let Some(q) = status
+            .and_then(|s| s.allocatable.as_ref())
+            .and_then(|a| a.get(resource))
+        else {
+            return 0;
+        };
+        parse_milli(&q.0).unwrap_or_else(|e| {
+            problems.push(format!(
+                "node {name}: status.allocatable.{resource} {:?}: {e}",
+                q.0
+            ));
+            0
+        })
+    };
+    let cpu_allocatable = allocatable("cpu");
+    let memory_allocatable = allocatable("memory");
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    NodeView {
+        nodepool: label(labels::NODEPOOL),
+        instance_type,
+        capacity_type,
+        zone: label(labels::ZONE).unwrap_or_else(|| "-".into()),
+        created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        price,
+        ready,
+        pods: 0,
+        cpu_requested: 0,
+        cpu_allocatable,
+        memory_requested: 0,
+        memory_allocatable,
+        name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bound_pods_add_their_requests_to_their_node_and_unbound_ones_are_pending_with_the_schedulers_reason()
+     {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-11-24T10:00:00Z", "labels": {
+                "karpenter.sh/nodepool": "default",
+                "karpenter.sh/capacity-type": "spot",
+                "node.kubernetes.io/instance-type": "m5.large",
+                "topology.kubernetes.io/zone": "us-east-1a"}},
+            "status": {"allocatable": {"cpu": "1930m", "memory": "7Gi"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let pod = |name: &str, node: Option<&str>, phase: &str, cpu: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": node, "containers": [{"name": "c",
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+                "status": {"phase": phase, "conditions": [{"type": "PodScheduled",
+                    "status": "False", "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 Insufficient cpu."}]}
+            }))
+            .unwrap()
+        };
+        let pods = [
+            pod("a", Some("n1"), "Running", "500m"),
+            pod("done", Some("n1"), "Succeeded", "1"),
+            pod("bad", Some("n1"), "Running", "lots"),
+            pod("waiting", None, "Pending", "4"),
+        ];
+        let prices = HashMap::from([("m5.large".to_string(), 0.1)]);
+        let (fleet, problems) = fleet_of(&[node], &pods, &prices, 0.6);
+        let n = &fleet.nodes[0];
+        assert_eq!(n.nodepool.as_deref(), Some("default"));
+        assert_eq!(
+            (
+                n.instance_type.as_str(),
+                n.capacity_type.as_str(),
+                n.zone.as_str()
+            ),
+            ("m5.large", "spot", "us-east-1a")
+        );
+        let (price, estimated) = n.price.unwrap();
+        assert!((price - 0.04).abs() < 1e-9 && estimated);
+        assert_eq!(n.pods, 2, "the finished pod does not count");
+        assert_eq!(n.cpu_requested, 500);
+        assert_eq!(n.cpu_allocatable, 1930);
+        assert_eq!(n.memory_allocatable, 7 * 1000 * (1 << 30));
+        assert!(n.ready);
+        assert_eq!(
+            fleet.pending,
+            [PendingView {
+                pod: "default/waiting".into(),
+                why: "0/1 nodes are available: 1 Insufficient cpu.".into()
+            }]
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("pod default/bad: spec.containers[0].resources.requests.cpu"),
+            "{problems:?}"
+        );
+    }
+}

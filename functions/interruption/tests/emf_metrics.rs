@@ -1,0 +1,208 @@
+//! The `interruption` binary's metrics, read from its stdout as CloudWatch Logs reads
+//! Embedded Metric Format documents: messages by kind, nodes terminated by reason,
+//! decision latency and the cold start.
+//!
+//! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
+//! world's front; the SQS batch is built as Lambda's event source mapping builds it, and
+//! EC2's events are written as EC2 sends them) and Kubernetes (the simulated cluster). The
+//! binary, its recorder and its handler are the real ones.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nodewright::provision::BatchWindow;
+use nodewright::telemetry::{NAMESPACE, dims, names};
+use nodewright_world::emf;
+use nodewright_world::interruption::{ACCOUNT, REGION};
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::moto::sdk_env;
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{invoke, quick};
+use serde_json::{Value, json};
+
+const INVOCATION_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn envelope(account: &str, detail_type: &str, detail: Value) -> String {
+    json!({
+        "version": "0",
+        "id": format!("{account}-{detail_type}"),
+        "detail-type": detail_type,
+        "source": "aws.ec2",
+        "account": account,
+        "time": jiff::Timestamp::now().to_string(),
+        "region": REGION,
+        "resources": [],
+        "detail": detail,
+    })
+    .to_string()
+}
+
+fn record(id: &str, body: &str) -> Value {
+    json!({
+        "messageId": id,
+        "receiptHandle": format!("handle-{id}"),
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "md5OfBody": "",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": format!("arn:aws:sqs:{REGION}:{ACCOUNT}:interruption"),
+        "awsRegion": REGION,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_reason() {
+    let cluster = "emf-interruption";
+    let world = World::start(
+        cluster,
+        SimConfig {
+            clock: SimClock::manual(),
+            crds_installed: true,
+            ..SimConfig::default()
+        },
+    )
+    .await
+    .expect("the local world starts");
+    let pool = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
+    world.apply_yaml(&pool).unwrap();
+    world.sim.step().await;
+    let provisioner = world
+        .provisioner(
+            quick(Duration::from_secs(2)),
+            BatchWindow {
+                idle: Duration::from_millis(200),
+                max: Duration::from_secs(2),
+            },
+        )
+        .await
+        .unwrap();
+    invoke(&provisioner).await.unwrap();
+    for _ in 0..8 {
+        world.clock().advance(Duration::from_secs(10));
+        world.sim.step().await;
+    }
+    let node = world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .next()
+        .expect("the provisioner's node joined");
+    let instance_id = node["spec"]["providerID"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .expect("a provider id")
+        .to_string();
+
+    let api = RuntimeApi::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("nodewright-emf-int-{}", std::process::id()));
+    let mut env = world.function_env(&dir).unwrap();
+    // Signed as the interruption function's own template role, which may terminate.
+    env.extend(sdk_env(
+        world.front.url(),
+        &world.function_credentials["InterruptionFunction"],
+    ));
+    env.push(("QUEUE_URL", world.stack.queue_url.clone()));
+    let log = dir.join("interruption.log");
+    let mut function = FunctionProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_interruption")),
+        &api,
+        128,
+        &env,
+        &log,
+    )
+    .unwrap();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let event = json!({"Records": [
+        record("stopping", &envelope(
+            ACCOUNT,
+            "EC2 Instance State-change Notification",
+            json!({"instance-id": instance_id, "state": "stopping"}),
+        )),
+        record("garbage", "{\"not\": \"an event\""),
+        record("foreign", &envelope(
+            "999999999999",
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": instance_id, "instance-action": "terminate"}),
+        )),
+    ]});
+    let answer = tokio::time::timeout(INVOCATION_TIMEOUT, api.invoke(event, INVOCATION_TIMEOUT))
+        .await
+        .unwrap_or_else(|_| panic!("no answer; exited: {:?}\n{}", function.exited(), log_text()))
+        .unwrap();
+    let Outcome::Response(response) = answer else {
+        panic!("the invocation failed: {answer:?}\n{}", log_text());
+    };
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([]),
+        "{response}\n{}",
+        log_text()
+    );
+    assert!(
+        world
+            .instances()
+            .await
+            .unwrap()
+            .iter()
+            .all(|i| i.id != instance_id),
+        "the stopping instance was not terminated\n{}",
+        log_text()
+    );
+
+    let data = emf::read(&log_text()).unwrap();
+    for d in &data {
+        assert_eq!(d.namespace, NAMESPACE, "{d:?}");
+    }
+    let c = (dims::CLUSTER, cluster);
+    let count = |name: &str, extra: &[(&str, &str)]| -> f64 {
+        let dimensions: Vec<(&str, &str)> =
+            std::iter::once(c).chain(extra.iter().copied()).collect();
+        emf::find(&data, name, &dimensions)
+            .iter()
+            .map(|d| d.sum())
+            .sum()
+    };
+    assert_eq!(
+        count(names::COLD_STARTS, &[(dims::FUNCTION, "interruption")]),
+        1.0,
+        "{data:#?}"
+    );
+    for kind in ["state-change", "unreadable", "suspicious"] {
+        assert_eq!(
+            count(names::INTERRUPTION_MESSAGES, &[(dims::KIND, kind)]),
+            1.0,
+            "{kind}: {data:#?}"
+        );
+    }
+    assert_eq!(count(names::NODES_TERMINATED, &[]), 1.0, "{data:#?}");
+    assert_eq!(
+        count(
+            names::NODES_TERMINATED,
+            &[(dims::REASON, "InstanceStopping")]
+        ),
+        1.0,
+        "{data:#?}"
+    );
+    // One decision: the one message that was acted on.
+    let latencies: Vec<f64> = emf::find(
+        &data,
+        names::DECISION_LATENCY,
+        &[c, (dims::DECISION, "interruption")],
+    )
+    .iter()
+    .flat_map(|d| d.values.clone())
+    .collect();
+    assert_eq!(latencies.len(), 1, "{data:#?}");
+    assert!(latencies[0] > 0.0);
+    assert!(
+        function.exited().is_none(),
+        "the function exited:\n{}",
+        log_text()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

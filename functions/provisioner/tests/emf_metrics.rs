@@ -1,0 +1,192 @@
+//! The `provisioner` binary's metrics, read from its stdout as CloudWatch Logs reads
+//! Embedded Metric Format documents: namespace, dimension sets, units and values.
+//!
+//! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
+//! world's front, which throttles CreateFleet on request) and Kubernetes (the simulated
+//! cluster). The binary, its recorder and its handler are the real ones.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nodewright::telemetry::{NAMESPACE, dims, names};
+use nodewright_world::emf::{self, Datum};
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::scheduled_event;
+
+const INVOCATION_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn one<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> &'a Datum {
+    let found = emf::find(data, name, dimensions);
+    assert_eq!(
+        found.len(),
+        1,
+        "one {name} with {dimensions:?}; all data: {data:#?}"
+    );
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_type_and_failure_reason()
+ {
+    let cluster = "emf-provisioner";
+    let world = World::start(
+        cluster,
+        SimConfig {
+            clock: SimClock::manual(),
+            crds_installed: true,
+            ..SimConfig::default()
+        },
+    )
+    .await
+    .expect("the local world starts");
+    let example = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
+        .unwrap();
+    world.apply_yaml(&example).unwrap();
+    world.sim.step().await;
+    // Three throttles exhaust the SDK's standard retries: the first launch fails as
+    // throttled, a later poll of the same invocation launches.
+    world.front.throttle("CreateFleet", 3);
+
+    let api = RuntimeApi::start().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("nodewright-emf-prov-{}", std::process::id()));
+    let mut env = world.function_env(&dir).unwrap();
+    env.extend([
+        ("POLL_INTERVAL", "0.2".to_string()),
+        ("INVOCATION_BUDGET", "20".to_string()),
+    ]);
+    let log = dir.join("provisioner.log");
+    let mut function = FunctionProcess::spawn(
+        Path::new(env!("CARGO_BIN_EXE_provisioner")),
+        &api,
+        128,
+        &env,
+        &log,
+    )
+    .unwrap();
+    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let answer = tokio::time::timeout(
+        INVOCATION_TIMEOUT,
+        api.invoke(scheduled_event(), INVOCATION_TIMEOUT),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer; exited: {:?}\n{}", function.exited(), log_text()))
+    .unwrap();
+    let Outcome::Response(summary) = answer else {
+        panic!("the invocation failed: {answer:?}\n{}", log_text());
+    };
+    let instances = world.instances().await.unwrap();
+    assert_eq!(instances.len(), 1, "{summary}");
+    let launched = &instances[0];
+
+    let data = emf::read(&log_text()).unwrap();
+    assert!(!data.is_empty(), "no EMF document in:\n{}", log_text());
+    for d in &data {
+        assert_eq!(d.namespace, NAMESPACE, "{d:?}");
+        assert_eq!(
+            d.dimensions.get(dims::CLUSTER).map(String::as_str),
+            Some(cluster),
+            "{d:?}"
+        );
+    }
+    let c = (dims::CLUSTER, cluster);
+
+    let cold = one(
+        &data,
+        names::COLD_STARTS,
+        &[c, (dims::FUNCTION, "provisioner")],
+    );
+    assert_eq!(cold.values, [1.0]);
+    assert_eq!(cold.unit.as_deref(), Some("Count"));
+
+    // Launches: the total and one dimension set per breakdown, each counting the instance.
+    for dimensions in [
+        vec![c],
+        vec![c, (dims::INSTANCE_TYPE, launched.instance_type.as_str())],
+        vec![c, (dims::ZONE, launched.zone.as_str())],
+        vec![c, (dims::CAPACITY_TYPE, launched.lifecycle.as_str())],
+    ] {
+        let total: f64 = emf::find(&data, names::LAUNCHES, &dimensions)
+            .iter()
+            .map(|d| d.sum())
+            .sum();
+        assert_eq!(total, 1.0, "{dimensions:?}: {data:#?}");
+    }
+
+    let failures: f64 = emf::find(
+        &data,
+        names::LAUNCH_FAILURES,
+        &[c, (dims::REASON, "throttled")],
+    )
+    .iter()
+    .map(|d| d.sum())
+    .sum();
+    assert!(failures >= 1.0, "{data:#?}");
+    let all_failures: f64 = emf::find(&data, names::LAUNCH_FAILURES, &[c])
+        .iter()
+        .map(|d| d.sum())
+        .sum();
+    assert_eq!(all_failures, failures, "the total counts the same failures");
+    assert!(summary["throttledPolls"].as_u64() >= Some(1), "{summary}");
+
+    // Pending pods: the first poll saw both pods pending.
+    let pending: Vec<f64> = emf::find(&data, names::PENDING_PODS, &[c])
+        .iter()
+        .flat_map(|d| d.values.clone())
+        .collect();
+    assert_eq!(pending.first(), Some(&2.0), "{pending:?}");
+
+    // Decision latency: one value per poll that planned, in milliseconds.
+    let latencies: Vec<f64> = emf::find(
+        &data,
+        names::DECISION_LATENCY,
+        &[c, (dims::DECISION, "provision")],
+    )
+    .iter()
+    .flat_map(|d| d.values.clone())
+    .collect();
+    assert!(
+        !latencies.is_empty() && latencies.iter().all(|ms| *ms > 0.0),
+        "{latencies:?}"
+    );
+    assert!(
+        emf::find(
+            &data,
+            names::DECISION_LATENCY,
+            &[c, (dims::DECISION, "provision")]
+        )
+        .iter()
+        .all(|d| d.unit.as_deref() == Some("Milliseconds"))
+    );
+
+    // The fleet: the one instance at the price its launch line logged.
+    let fleet = one(&data, names::FLEET_INSTANCES, &[c]);
+    assert_eq!(fleet.values, [1.0]);
+    let cost = one(&data, names::FLEET_COST, &[c]).values[0];
+    assert!(cost > 0.0);
+    assert_eq!(
+        summary["fleetCostPerHour"].as_f64(),
+        Some(cost),
+        "{summary}"
+    );
+    let launch_line: serde_json::Value = log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["fields"]["message"] == "launching")
+        .expect("a launching line");
+    assert_eq!(
+        launch_line["fields"]["price_per_hour"].as_f64(),
+        Some(cost),
+        "{launch_line}"
+    );
+    assert_eq!(launch_line["fields"]["instance_id"], launched.id.as_str());
+
+    assert!(
+        function.exited().is_none(),
+        "the function exited:\n{}",
+        log_text()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
