@@ -48,6 +48,16 @@ policies) and stores an inline document as a parsed object its own evaluator can
 moto splits only passed values; a default stays a string, and `!Join [",", !Ref P]` then
 joins its characters (DEFAULT_CAPACITY_TYPES became "s,p,o,t,,,o,n,...").
 
+9. An SQS queue never invokes a Lambda function itself: the stack's event source mapping
+is recorded (CreateEventSourceMapping, ListEventSourceMappings) but moto's SQS is not told
+of it. moto emulates Lambda's poller inside SendMessage: it receives a batch from the queue
+at once and runs the function's code in Docker, deleting the batch when that "succeeds".
+The functions here are placeholder zips moto cannot run, and the world itself is the
+poller (tests/src/interruption.rs: receive, run the real handler, delete what it did not
+report as failed), so moto's poller only competed with it: the first message after the
+stack was created (in the rule test, the spot interruption warning) was taken off the queue
+by moto and never reached the test or the handler.
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
@@ -258,6 +268,19 @@ def check_principal(self, principal):
 
 
 access_control.IAMPolicyStatement._check_principal = check_principal
+
+from moto.sqs import models as sqs_models  # noqa: E402
+
+
+def no_event_source_mappings(self):
+    # A fresh dict each time: moto's Lambda backend files a mapping into it (lost), and
+    # Queue.add_message finds none to run (see 9 above).
+    return {}
+
+
+sqs_models.Queue.lambda_event_source_mappings = property(
+    no_event_source_mappings, lambda self, value: None
+)
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])
