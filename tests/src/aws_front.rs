@@ -14,6 +14,10 @@
 //!   ClientToken gets its first answer back, the same token with other parameters gets
 //!   `IdempotentParameterMismatch` ([`crate::ec2_idempotency`]; moto ignores the token).
 //!
+//! - **EC2 eventual consistency** (off unless a test sets it, [`AwsFront::hide_instances_younger_than`]):
+//!   an instance launched less than the lag ago is missing from DescribeInstances and not
+//!   found by id ([`crate::ec2_consistency`]; moto lists it at once).
+//!
 //! - **CreateFleet errors**: while a [`FleetFault`] is set, a CreateFleet it answers gets
 //!   EC2's answer for an `instant` fleet that launched nothing (HTTP 200, an `errorSet`
 //!   item per failing override; [`crate::fleet_faults`]) and moto never sees it.
@@ -26,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_config::SdkConfig;
@@ -36,6 +40,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{oneshot, watch};
 
+use crate::ec2_consistency::{Consistency, not_found_xml};
 use crate::ec2_idempotency::{Remembered, Tokens, Verdict, form_params, mismatch_xml};
 use crate::fleet_faults::{FleetFault, answer_xml};
 
@@ -58,6 +63,9 @@ pub enum Handling {
     TokenMismatch,
     /// A CreateFleet answered with a [`FleetFault`]'s errors; moto never saw it.
     FleetErrors,
+    /// A DescribeInstances naming an instance too young to be visible:
+    /// `InvalidInstanceID.NotFound`, moto never saw it.
+    NotVisibleYet,
 }
 
 #[derive(Debug, Clone)]
@@ -87,6 +95,7 @@ struct Front {
     http: reqwest::Client,
     armed: Mutex<Armed>,
     tokens: Tokens,
+    consistency: Consistency,
     calls: Mutex<Vec<Call>>,
     /// Flips to true when the front stops, releasing withheld answers.
     stopping: watch::Receiver<bool>,
@@ -125,6 +134,7 @@ impl AwsFront {
             http: reqwest::Client::builder().no_proxy().build()?,
             armed: Mutex::default(),
             tokens: Tokens::default(),
+            consistency: Consistency::default(),
             calls: Mutex::default(),
             stopping,
         });
@@ -179,6 +189,13 @@ impl AwsFront {
         if let Ok(mut armed) = self.front.armed.lock() {
             armed.fleet.push(fault);
         }
+    }
+
+    /// From now on, an instance launched through the front less than `lag` ago is left
+    /// out of DescribeInstances, as EC2's eventual consistency may leave it out; `None`
+    /// lists every instance at once again (the default).
+    pub fn hide_instances_younger_than(&self, lag: Option<Duration>) {
+        self.front.consistency.set_lag(lag);
     }
 
     pub fn clear_fleet_faults(&self) {
@@ -321,6 +338,13 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         front.record(action.clone(), at, Handling::Throttled, &body);
         return throttled(&parts.headers, &action);
     }
+    if let Some(id) = front.consistency.not_found(&action, &body, at) {
+        front.record(action, at, Handling::NotVisibleYet, &body);
+        let mut r = (StatusCode::BAD_REQUEST, not_found_xml(&id)).into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+        return r;
+    }
     let token_key = match front.tokens.judge(&action, &body) {
         Verdict::Forward { key } => key,
         Verdict::Replay(first) => {
@@ -364,13 +388,20 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
                 .into_response();
         }
     };
-    // EC2 remembers the answer whether or not the caller lived to read it.
-    let response = match token_key {
-        Some(key) => {
-            let (parts_out, out_body) = response.into_parts();
-            let bytes = axum::body::to_bytes(out_body, MAX_BODY)
-                .await
-                .unwrap_or_default();
+    let read_answer = token_key.is_some()
+        || matches!(
+            action.as_str(),
+            "CreateFleet" | "RunInstances" | "DescribeInstances"
+        );
+    let response = if read_answer {
+        let (parts_out, out_body) = response.into_parts();
+        let bytes = axum::body::to_bytes(out_body, MAX_BODY)
+            .await
+            .unwrap_or_default();
+        front.consistency.launched(&action, &bytes, at);
+        let bytes = Bytes::from(front.consistency.visible(&action, bytes.to_vec(), at));
+        // EC2 remembers the answer whether or not the caller lived to read it.
+        if let Some(key) = token_key {
             let content_type = parts_out
                 .headers
                 .get(header::CONTENT_TYPE)
@@ -386,9 +417,10 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
                     body: bytes.clone(),
                 },
             );
-            Response::from_parts(parts_out, Body::from(bytes))
         }
-        None => response,
+        Response::from_parts(parts_out, Body::from(bytes))
+    } else {
+        response
     };
     match plan {
         Plan::Crash(tx) => {

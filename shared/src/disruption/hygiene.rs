@@ -62,14 +62,24 @@ pub(super) fn never_joined(
         .collect()
 }
 
-/// Nodes of nodewright's whose instance is not among this cluster's live instances. The
-/// executor asks EC2 again about each before deleting (an instance it still describes as
-/// live, owned or not, keeps its Node).
-pub(super) fn orphan_nodes(nodes: &[NodeView], instances: &[InstanceView]) -> Vec<OrphanNode> {
+/// How long a new Node's instance may be missing from DescribeInstances before the Node
+/// counts as an orphan: EC2 is eventually consistent, and a Node that registered right
+/// after its launch may name an instance EC2 does not list yet.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(2 * 60);
+
+/// Nodes of nodewright's, older than [`ORPHAN_GRACE`], whose instance is not among this
+/// cluster's live instances. The executor asks EC2 again about each before deleting (an
+/// instance it still describes as live, owned or not, keeps its Node).
+pub(super) fn orphan_nodes(
+    nodes: &[NodeView],
+    instances: &[InstanceView],
+    now: Timestamp,
+) -> Vec<OrphanNode> {
     let live: HashSet<&str> = instances.iter().map(|i| i.id.as_str()).collect();
     nodes
         .iter()
         .filter(|n| n.launched_by_nodewright)
+        .filter(|n| now > n.created && now.duration_since(n.created).unsigned_abs() >= ORPHAN_GRACE)
         .filter_map(|n| {
             let id = n.instance_id.as_deref()?;
             (!live.contains(id)).then(|| OrphanNode {
@@ -132,6 +142,7 @@ mod tests {
         let got = orphan_nodes(
             &[ours, alive, foreign, no_provider_id],
             &[instance("i-0000000b", "08:00:00")],
+            t("10:00:00"),
         );
         assert_eq!(
             got,
@@ -140,5 +151,16 @@ mod tests {
                 instance_id: "i-0000000a".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_new_node_whose_instance_ec2_does_not_list_yet_is_an_orphan_only_after_the_grace() {
+        let mut young = node("young", "default");
+        young.instance_id = Some("i-0000000d".into());
+        young.created = t("10:00:00");
+        let within = t("10:01:59");
+        assert!(orphan_nodes(std::slice::from_ref(&young), &[], within).is_empty());
+        let got = orphan_nodes(&[young], &[], t("10:02:00"));
+        assert_eq!(got.len(), 1, "{got:?}");
     }
 }

@@ -327,7 +327,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             .sum::<f64>();
     if let Some(instances) = &snapshot.instances {
         plan.never_joined = never_joined(&snapshot.nodes, instances, now);
-        plan.orphans = orphan_nodes(&snapshot.nodes, instances);
+        plan.orphans = orphan_nodes(&snapshot.nodes, instances, now);
     }
     plan
 }

@@ -17,6 +17,7 @@ pub mod service;
 mod shared_unavailable;
 pub mod template_gc;
 mod unavailable;
+pub mod unseen_launches;
 
 pub use aws_ports::AwsPorts;
 pub use batch::{Batch, BatchWindow};

@@ -20,6 +20,7 @@ use super::profiles::ProfileCache;
 use super::shared_unavailable::SharedExclusions;
 use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
+use super::unseen_launches::UnseenLaunches;
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{
     AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
@@ -110,6 +111,8 @@ pub struct Provisioner<K, A> {
     profiles: ProfileCache,
     /// Per node claim, which launch attempt (ClientToken) this container is at.
     attempts: LaunchAttempts,
+    /// Launches DescribeInstances does not list yet.
+    unseen: UnseenLaunches,
     /// Subnets and security groups per class, reused across polls for a while.
     discovered: Discovered,
     /// Asked right before each CreateFleet (see [`Provisioner::set_may_act`]).
@@ -196,6 +199,7 @@ where
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
             attempts: LaunchAttempts::default(),
+            unseen: UnseenLaunches::default(),
             discovered: Discovered::default(),
             may_act: None,
             shared_unavailable: None,
@@ -289,6 +293,7 @@ where
             .list_owned()
             .await
             .map_err(aws_err("listing owned instances"))?;
+        let owned = self.unseen.merge(owned, now);
 
         for (node, claim) in missing_nodeclaim_labels(&nodes, &owned) {
             match self.kube.label(&node, labels::NODECLAIM, &claim).await {

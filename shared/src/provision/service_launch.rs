@@ -309,6 +309,11 @@ where
                         .await;
                 }
             }
+            // Counted in flight by the next polls even while DescribeInstances does not
+            // list it yet (EC2 is eventually consistent).
+            for i in &outcome.instances {
+                self.unseen.record(i, request.tags.clone(), sent);
+            }
             return ClaimOutcome::Launched {
                 instances: outcome.instances,
                 nodeclaim,
@@ -424,7 +429,9 @@ where
         now: SystemTime,
     ) -> ClaimOutcome {
         let live_instance = match self.aws.list_owned().await {
-            Ok(owned) => owned.iter().any(|i| {
+            // A launch of this container not listed yet is live (EC2 is eventually
+            // consistent): launching again would make a second instance.
+            Ok(owned) => self.unseen.merge(owned, now).iter().any(|i| {
                 i.tags.get(NODECLAIM_TAG).map(String::as_str) == Some(nodeclaim)
                     && matches!(i.state, InstanceState::Pending | InstanceState::Running)
             }),

@@ -59,12 +59,11 @@ async fn a_class_naming_the_stack_role_uses_the_stack_profile_without_iam() {
 async fn a_class_naming_another_role_gets_its_profile_ensured_once_per_container() {
     let aws = FakeAws::new(&["m5.large"], vec![]);
     let mut p = provisioner_with_role(vec![pod("web-1", "500m")], aws, "gpu-nodes");
-    // The fake cluster never binds the pod, so each poll launches for it again.
+    // The fake cluster never binds the pod and the fake EC2 never lists what it launched,
+    // so each poll past the last launch's visibility window launches for it again.
+    let apart = crate::provision::unseen_launches::VISIBILITY_WINDOW + Duration::from_secs(5);
     for i in 0..3 {
-        poll_ok(
-            p.poll(SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(5 * i))
-                .await,
-        );
+        poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0 + apart * i).await);
     }
 
     let ensured: Vec<String> = p

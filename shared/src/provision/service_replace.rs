@@ -150,6 +150,7 @@ where
             .list_owned()
             .await
             .map_err(aws_err("listing owned instances"))?;
+        owned = self.unseen.merge(owned, now);
         owned.retain(|i| !going_instances.contains(&i.id));
         let super::Launchable {
             pools,

@@ -26,6 +26,7 @@ mod cloud;
 mod controller;
 mod crd_schema;
 mod ec2;
+pub mod eks_auth;
 mod event_view;
 mod eviction;
 mod faults;
@@ -93,6 +94,9 @@ pub struct SimConfig {
     pub cloud: Option<Arc<dyn CloudView>>,
     /// Capacity of instance types; needed with `cloud`.
     pub capacity: Option<Arc<dyn InstanceCapacity>>,
+    /// Accept only EKS bearer tokens validated against STS ([`eks_auth`]); `None` serves
+    /// anyone, as the plain kubeconfig of [`SimCluster::kubeconfig_yaml`] expects.
+    pub eks_auth: Option<eks_auth::EksAuth>,
 }
 
 impl std::fmt::Debug for SimConfig {
@@ -123,6 +127,7 @@ impl Default for SimConfig {
             node_removal_delay: Duration::from_secs(30),
             cloud: None,
             capacity: None,
+            eks_auth: None,
         }
     }
 }
@@ -219,9 +224,15 @@ impl SimCluster {
             .await
             .map_err(SimError::Bind)?;
         let addr = listener.local_addr().map_err(SimError::Bind)?;
-        let app = axum::Router::new()
+        let mut app = axum::Router::new()
             .fallback(server::handle)
             .with_state(shared.clone());
+        if let Some(auth) = config.eks_auth.clone() {
+            app = app.layer(axum::middleware::from_fn_with_state(
+                Arc::new(auth),
+                eks_auth::require_token,
+            ));
+        }
         let (tx, rx) = oneshot::channel::<()>();
         tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {

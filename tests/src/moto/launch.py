@@ -48,6 +48,25 @@ policies) and stores an inline document as a parsed object its own evaluator can
 moto splits only passed values; a default stays a string, and `!Join [",", !Ref P]` then
 joins its characters (DEFAULT_CAPACITY_TYPES became "s,p,o,t,,,o,n,...").
 
+9. An SQS queue never invokes a Lambda function itself: the stack's event source mapping
+is recorded (CreateEventSourceMapping, ListEventSourceMappings) but moto's SQS is not told
+of it. moto emulates Lambda's poller inside SendMessage: it receives a batch from the queue
+at once and runs the function's code in Docker, deleting the batch when that "succeeds".
+The functions here are placeholder zips moto cannot run, and the world itself is the
+poller (tests/src/interruption.rs: receive, run the real handler, delete what it did not
+report as failed), so moto's poller only competed with it: the first message after the
+stack was created (in the rule test, the spot interruption warning) was taken off the queue
+by moto and never reached the test or the handler.
+
+10. An STS request signed in its query string (a presigned URL: X-Amz-Signature and the
+other auth parameters in the query, no Authorization header) is routed to STS by the
+service in its X-Amz-Credential and verified as AWS verifies it:
+the signature is recomputed over the request as presigned (SigV4 query signing, the
+signed headers taken from the request) with the secret of the access key it names, and
+compared. moto reads only an Authorization header and fails on a request without one.
+The simulated EKS API server (tests/src/kube_sim/eks_auth.rs) sends the presigned STS
+GetCallerIdentity URL inside a bearer token here, as the EKS authenticator sends it to STS.
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
@@ -258,6 +277,99 @@ def check_principal(self, principal):
 
 
 access_control.IAMPolicyStatement._check_principal = check_principal
+
+from botocore.auth import SigV4QueryAuth  # noqa: E402
+from botocore.awsrequest import AWSRequest  # noqa: E402
+
+_iam_request_init = access_control.IAMRequestBase.__init__
+PRESIGN_PARAMS = (
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Date",
+    "X-Amz-Expires",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Security-Token",
+    "X-Amz-Signature",
+)
+
+
+def _first(value):
+    return value[0] if isinstance(value, list) else value
+
+
+def iam_request_init(self, account_id, method, path, data, body, headers, action):
+    self._presigned = None
+    presigned_sts = "/sts/" in str(_first(data.get("X-Amz-Credential", "")))
+    if "Authorization" not in headers and "X-Amz-Signature" in data and presigned_sts:
+        query = {k: _first(data[k]) for k in PRESIGN_PARAMS if k in data}
+        headers = dict(headers)
+        headers["Authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={query['X-Amz-Credential']}, "
+            f"SignedHeaders={query.get('X-Amz-SignedHeaders', '')}, "
+            f"Signature={query['X-Amz-Signature']}"
+        )
+        if "X-Amz-Security-Token" in query:
+            headers["X-Amz-Security-Token"] = query["X-Amz-Security-Token"]
+        self._presigned = query
+    _iam_request_init(self, account_id, method, path, data, body, headers, action)
+
+
+def calculate_signature(self):
+    query = self._presigned
+    if query is None:
+        return _calculate_signature(self)
+    credentials = self._access_key.create_credentials()
+    auth = SigV4QueryAuth(credentials, self._service, self._region, int(query["X-Amz-Expires"]))
+    signed = query.get("X-Amz-SignedHeaders", "").split(";")
+    headers = {k: v for k, v in self._headers.items() if k.lower() in signed}
+    operation = "&".join(
+        f"{k}={_first(v)}" for k, v in self._data.items() if k not in PRESIGN_PARAMS
+    )
+    host = self._headers.get("Host", "")
+    request = AWSRequest(method=self._method, url=f"https://{host}/?{operation}", headers=headers)
+    request.context["timestamp"] = query["X-Amz-Date"]
+    auth._modify_request_before_signing(request)
+    canonical_request = auth.canonical_request(request)
+    return auth.signature(auth.string_to_sign(request, canonical_request), request)
+
+
+_calculate_signature = access_control.IAMRequestBase._calculate_signature
+access_control.IAMRequestBase.__init__ = iam_request_init
+access_control.IAMRequestBase._calculate_signature = calculate_signature
+
+_infer_service = werkzeug_app.DomainDispatcherApplication.infer_service_region_host
+
+
+def infer_service_region_host(self, environ, path):
+    # moto finds the service of a request in its Authorization header, else guesses (S3
+    # for a GET of "/"); a presigned request names it in X-Amz-Credential.
+    from urllib.parse import parse_qs
+
+    if "HTTP_AUTHORIZATION" not in environ:
+        credential = parse_qs(environ.get("QUERY_STRING", "")).get("X-Amz-Credential")
+        if credential:
+            environ["HTTP_AUTHORIZATION"] = f"AWS4-HMAC-SHA256 Credential={credential[0]}, x"
+            try:
+                return _infer_service(self, environ, path)
+            finally:
+                del environ["HTTP_AUTHORIZATION"]
+    return _infer_service(self, environ, path)
+
+
+werkzeug_app.DomainDispatcherApplication.infer_service_region_host = infer_service_region_host
+
+from moto.sqs import models as sqs_models  # noqa: E402
+
+
+def no_event_source_mappings(self):
+    # A fresh dict each time: moto's Lambda backend files a mapping into it (lost), and
+    # Queue.add_message finds none to run (see 9 above).
+    return {}
+
+
+sqs_models.Queue.lambda_event_source_mappings = property(
+    no_event_source_mappings, lambda self, value: None
+)
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])

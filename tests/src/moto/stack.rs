@@ -6,7 +6,8 @@
 //! What moto's CloudFormation records without modelling (the stack lists them, GetTemplate
 //! returns them, nothing exists behind them): `AWS::EKS::AccessEntry`,
 //! `AWS::SQS::QueuePolicy`, `AWS::Scheduler::Schedule`, `AWS::Logs::MetricFilter`,
-//! `AWS::SNS::Subscription`. Tests read those from the deployed template
+//! `AWS::SNS::Subscription`; it also lists, empty, a resource whose `Condition` is false.
+//! Tests read those from the deployed template
 //! (`tests/tests/stack_deploy.rs`). What `moto/launch.py` changes so the stack deploys and
 //! behaves as in AWS is listed in its docstring (alarms, role policies, list defaults).
 

@@ -1,0 +1,137 @@
+//! Instances this container launched that DescribeInstances does not list yet.
+//!
+//! EC2's API is eventually consistent: an instance CreateFleet just returned may be missing
+//! from DescribeInstances for a while. In-flight accounting reads the owned instances from
+//! DescribeInstances, so without this memory the next poll would not count a launch it
+//! just made, and would plan its pods again (with a changed pod set, under another
+//! ClientToken: a second instance). Each poll adds the launches it remembers and the list
+//! lacks; a launch the list shows, or one older than [`VISIBILITY_WINDOW`], is forgotten.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime};
+
+use crate::aws::{InstanceState, LaunchedInstance, OwnedInstance};
+
+/// How long a launch counts without being listed. EC2 propagates within seconds; past
+/// this, an instance still unlisted is taken as gone (a spot instance reclaimed at once).
+pub const VISIBILITY_WINDOW: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Default)]
+pub struct UnseenLaunches {
+    launched: HashMap<String, (OwnedInstance, SystemTime)>,
+}
+
+impl UnseenLaunches {
+    /// Remembers `instance`, launched at `at` with `tags` (the tags CreateFleet set).
+    pub fn record(
+        &mut self,
+        instance: &LaunchedInstance,
+        tags: BTreeMap<String, String>,
+        at: SystemTime,
+    ) {
+        let owned = OwnedInstance {
+            id: instance.id.clone(),
+            instance_type: instance.instance_type.clone(),
+            zone: instance.zone.clone(),
+            state: InstanceState::Pending,
+            capacity_type: instance.capacity_type,
+            launch_time: jiff::Timestamp::try_from(at).ok(),
+            tags,
+            private_dns_name: None,
+        };
+        self.launched.insert(instance.id.clone(), (owned, at));
+    }
+
+    /// `listed` (DescribeInstances' owned instances) with each remembered launch it lacks
+    /// added as pending; forgets what `listed` shows and what is past the window at `now`.
+    pub fn merge(&mut self, mut listed: Vec<OwnedInstance>, now: SystemTime) -> Vec<OwnedInstance> {
+        self.launched.retain(|id, (_, at)| {
+            let young = now.duration_since(*at).unwrap_or_default() < VISIBILITY_WINDOW;
+            young && !listed.iter().any(|i| &i.id == id)
+        });
+        listed.extend(self.launched.values().map(|(i, _)| i.clone()));
+        listed
+    }
+
+    pub fn len(&self) -> usize {
+        self.launched.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.launched.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::CapacityType;
+
+    fn launched(id: &str) -> LaunchedInstance {
+        LaunchedInstance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+        }
+    }
+
+    fn listed(id: &str, state: InstanceState) -> OwnedInstance {
+        OwnedInstance {
+            id: id.into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            state,
+            capacity_type: CapacityType::Spot,
+            launch_time: None,
+            tags: BTreeMap::new(),
+            private_dns_name: None,
+        }
+    }
+
+    fn ids(instances: &[OwnedInstance]) -> Vec<(&str, InstanceState)> {
+        let mut v: Vec<_> = instances.iter().map(|i| (i.id.as_str(), i.state)).collect();
+        v.sort_by(|a, b| a.0.cmp(b.0));
+        v
+    }
+
+    #[test]
+    fn a_launch_the_list_lacks_counts_as_pending_with_the_tags_it_was_launched_with() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        let tags = BTreeMap::from([("nodewright.io/nodepool".to_string(), "default".to_string())]);
+        unseen.record(&launched("i-new"), tags.clone(), t0);
+        let merged = unseen.merge(vec![listed("i-old", InstanceState::Running)], t0);
+        assert_eq!(
+            ids(&merged),
+            [
+                ("i-new", InstanceState::Pending),
+                ("i-old", InstanceState::Running)
+            ]
+        );
+        assert_eq!(merged.iter().find(|i| i.id == "i-new").unwrap().tags, tags);
+    }
+
+    #[test]
+    fn a_launch_the_list_shows_is_taken_from_the_list_and_forgotten() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        unseen.record(&launched("i-new"), BTreeMap::new(), t0);
+        // Listed as terminated (reclaimed): the list's word counts, not the memory's.
+        let merged = unseen.merge(vec![listed("i-new", InstanceState::Terminated)], t0);
+        assert_eq!(ids(&merged), [("i-new", InstanceState::Terminated)]);
+        assert!(unseen.is_empty());
+        assert!(unseen.merge(Vec::new(), t0).is_empty());
+    }
+
+    #[test]
+    fn a_launch_never_listed_is_forgotten_after_the_window() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        unseen.record(&launched("i-new"), BTreeMap::new(), t0);
+        let almost = t0 + VISIBILITY_WINDOW - Duration::from_secs(1);
+        assert_eq!(unseen.merge(Vec::new(), almost).len(), 1);
+        assert!(unseen.merge(Vec::new(), t0 + VISIBILITY_WINDOW).is_empty());
+        assert_eq!(unseen.len(), 0);
+    }
+}
