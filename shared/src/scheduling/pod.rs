@@ -65,6 +65,10 @@ pub struct PodDemand {
     pub requests: Resources,
     /// Alternatives (node affinity terms are ORed), each already ANDed with nodeSelector.
     pub requirements: Vec<Requirements>,
+    /// Preferred node affinity terms, heaviest first (equal weights keep the pod's order).
+    /// The solver holds the pod to the first as if required and drops them one at a time
+    /// when it cannot schedule, as Karpenter does.
+    pub preferred: Vec<Requirements>,
     pub tolerations: Vec<Toleration>,
     pub spread: Vec<Spread>,
     pub affinity: Vec<AffinityTerm>,
@@ -86,6 +90,7 @@ impl PodDemand {
             labels: BTreeMap::new(),
             requests,
             requirements: vec![Requirements::new()],
+            preferred: vec![],
             tolerations: vec![],
             spread: vec![],
             affinity: vec![],
@@ -114,6 +119,7 @@ impl PodDemand {
             labels: pod.metadata.labels.clone().unwrap_or_default(),
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
             requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,
+            preferred: preferred_node_terms(spec).map_err(|(f, m)| err(&f, m))?,
             tolerations: spec
                 .tolerations
                 .iter()
@@ -237,6 +243,34 @@ fn node_requirements(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
             Ok(r)
         })
         .collect()
+}
+
+/// `preferredDuringSchedulingIgnoredDuringExecution`, heaviest first. A weight outside
+/// 1..=100 is what the API server rejects, so it is an error here too.
+fn preferred_node_terms(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
+    let field = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let mut weighted = vec![];
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err((
+                format!("{field}[{i}].weight"),
+                format!("{} is outside 1..=100", t.weight),
+            ));
+        }
+        let reqs = term_requirements(&t.preference, &format!("{field}[{i}].preference"))?;
+        weighted.push((t.weight, reqs));
+    }
+    // Stable: equal weights keep the pod's order, as Karpenter's sort.SliceStable does.
+    weighted.sort_by_key(|w| std::cmp::Reverse(w.0));
+    Ok(weighted.into_iter().map(|(_, r)| r).collect())
 }
 
 fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {

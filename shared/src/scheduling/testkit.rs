@@ -229,6 +229,16 @@ impl PodBuilder {
         }
         self
     }
+    /// A preferred node-affinity term lighter than every one added before it.
+    pub fn prefer(mut self, k: &str, values: &[&str]) -> Self {
+        let mut term = super::requirements::Requirements::new();
+        term.add(
+            k,
+            Requirement::in_values(values.iter().map(|v| v.to_string())),
+        );
+        self.0.preferred.push(term);
+        self
+    }
     pub fn tolerate(mut self, k: &str, v: &str) -> Self {
         self.0.tolerations.push(Toleration {
             key: k.into(),
