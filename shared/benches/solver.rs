@@ -285,9 +285,9 @@ fn cost_quality(catalog: &Catalog) {
         "\n## Cost quality (unconstrained pods; $/h of the plan / usable-capacity LP bound; target <= 1.05)"
     );
     println!(
-        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | FFD-cheapest-fit $/h | FFD / usable LP |"
+        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | FFD-cheapest-fit $/h | FFD / usable LP | plan / FFD |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rng = Rng(7);
     let mixes: Vec<(&str, Vec<(i64, i64)>)> = vec![
         (
@@ -408,15 +408,106 @@ fn cost_quality(catalog: &Catalog) {
         let ffd = ffd_cheapest_fit(&template, &pods);
         let price = plan.total_price_per_hour();
         println!(
-            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | **{:.3}** | {ffd:.4} | {:.3} |",
+            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | **{:.3}** | {ffd:.4} | {:.3} | {:.3} |",
             pods.len(),
             plan.node_claims.len(),
             wall.as_secs_f64() * 1000.0,
             price / bound,
             price / tight,
-            ffd / tight
+            ffd / tight,
+            price / ffd
         );
     }
+}
+
+/// The exact optimum for `n` identical pods, independent of the solver's own DP: a node of
+/// a type holds `fit` pods, and `best[m] = min over types (price + best[m - fit])` (a node
+/// may hold fewer pods than it could). An unbounded knapsack cover over the pod count.
+fn identical_dp(template: &Template, shape: &Resources, n: usize) -> f64 {
+    let mut cheapest = vec![f64::INFINITY; n + 1];
+    for ty in &template.types {
+        let Some(o) = ty.cheapest(&template.requirements) else {
+            continue;
+        };
+        let fit = [
+            (ty.free.cpu, shape.cpu),
+            (ty.free.memory, shape.memory),
+            (ty.free.pods, shape.pods),
+        ]
+        .iter()
+        .filter(|(_, e)| *e > 0)
+        .map(|(f, e)| (f / e).max(0))
+        .min()
+        .unwrap_or(n as i64)
+        .min(n as i64) as usize;
+        if fit > 0 && o.price < cheapest[fit] {
+            cheapest[fit] = o.price;
+        }
+    }
+    let mut best = vec![f64::INFINITY; n + 1];
+    best[0] = 0.0;
+    for m in 1..=n {
+        for (c, price) in cheapest.iter().enumerate().skip(1) {
+            if price.is_finite() {
+                best[m] = best[m].min(price + best[m.saturating_sub(c)]);
+            }
+        }
+    }
+    best[n]
+}
+
+fn identical_sets(catalog: &Catalog) {
+    let (pool, class) = default_pool();
+    let template = Template::build(&pool, std::slice::from_ref(&class), catalog, &[]);
+    println!(
+        "\n## Identical pods against the exact optimum (dynamic program; target plan / DP <= 1.02)"
+    );
+    println!("| shape | pods | plan $/h | DP optimum $/h | plan / DP | FFD $/h | FFD / DP |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let shapes: [(&str, i64, i64); 7] = [
+        ("250m/512Mi", 250, 512 * MI),
+        ("500m/1Gi", 500, 1024 * MI),
+        ("1 cpu/0", 1000, 0),
+        ("1 cpu/1.5Gi", 1000, 1536 * MI),
+        ("2 cpu/4Gi", 2000, 4096 * MI),
+        ("500m/8Gi", 500, 8192 * MI),
+        ("4 cpu/16Gi", 4000, 16384 * MI),
+    ];
+    let mut worst: f64 = 0.0;
+    for (name, cpu, memory) in shapes {
+        for n in [3usize, 5, 10, 17, 30] {
+            let requests = Resources {
+                cpu,
+                memory,
+                ..Default::default()
+            };
+            let pods: Vec<PodDemand> = (0..n)
+                .map(|i| PodDemand::simple("default", &format!("p{i}"), requests.clone()))
+                .collect();
+            let snapshot = Snapshot {
+                pods: pods.clone(),
+                ..Default::default()
+            };
+            let plan = solve(
+                &snapshot,
+                catalog,
+                std::slice::from_ref(&pool),
+                std::slice::from_ref(&class),
+            );
+            let mut one = requests.clone();
+            one.pods = pods[0].requests.pods;
+            let dp = identical_dp(&template, &one, n);
+            let price = plan.total_price_per_hour();
+            let ffd = ffd_cheapest_fit(&template, &pods);
+            worst = worst.max(price / dp);
+            println!(
+                "| {name} | {n} | {price:.4} | {dp:.4} | **{:.3}** | {ffd:.4} | {:.3} |",
+                price / dp,
+                ffd / dp
+            );
+        }
+    }
+    println!("\nWorst plan / DP: {worst:.3}");
 }
 
 fn main() {
@@ -440,4 +531,5 @@ fn main() {
         Err(e) => println!("\n## Memory\ncould not run the child process: {e}"),
     }
     cost_quality(&catalog);
+    identical_sets(&catalog);
 }
