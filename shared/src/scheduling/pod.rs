@@ -38,8 +38,8 @@ impl TopologyKey {
     }
 }
 
-/// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`. `ScheduleAnyway`
-/// constraints are preferences and are not kept.
+/// A topology spread constraint. `whenUnsatisfiable: ScheduleAnyway` ones are kept apart
+/// (`PodDemand::soft_spread`): held as if required, dropped when the pod cannot schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Spread {
     pub key: TopologyKey,
@@ -71,6 +71,9 @@ pub struct PodDemand {
     pub preferred: Vec<Requirements>,
     pub tolerations: Vec<Toleration>,
     pub spread: Vec<Spread>,
+    /// `ScheduleAnyway` spread constraints, in the pod's order: the solver holds them as if
+    /// required and drops them one at a time, first first, as Karpenter does.
+    pub soft_spread: Vec<Spread>,
     pub affinity: Vec<AffinityTerm>,
     pub anti_affinity: Vec<AffinityTerm>,
 }
@@ -93,6 +96,7 @@ impl PodDemand {
             preferred: vec![],
             tolerations: vec![],
             spread: vec![],
+            soft_spread: vec![],
             affinity: vec![],
             anti_affinity: vec![],
         }
@@ -129,7 +133,8 @@ impl PodDemand {
                     Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m))
                 })
                 .collect::<Result<_, _>>()?,
-            spread: spread_constraints(spec).map_err(|(f, m)| err(&f, m))?,
+            spread: spread_constraints(spec, false).map_err(|(f, m)| err(&f, m))?,
+            soft_spread: spread_constraints(spec, true).map_err(|(f, m)| err(&f, m))?,
             affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
             anti_affinity: affinity_terms(spec, &namespace, true).map_err(|(f, m)| err(&f, m))?,
             namespace,
@@ -273,7 +278,8 @@ fn preferred_node_terms(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError>
     Ok(weighted.into_iter().map(|(_, r)| r).collect())
 }
 
-fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
+/// The `DoNotSchedule` constraints, or with `soft` the `ScheduleAnyway` ones.
+fn spread_constraints(spec: &PodSpec, soft: bool) -> Result<Vec<Spread>, FieldError> {
     let mut out = vec![];
     for (i, c) in spec
         .topology_spread_constraints
@@ -281,7 +287,7 @@ fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
         .flatten()
         .enumerate()
     {
-        if c.when_unsatisfiable != "DoNotSchedule" {
+        if (c.when_unsatisfiable == "ScheduleAnyway") != soft {
             continue;
         }
         let field = format!("spec.topologySpreadConstraints[{i}]");
@@ -424,7 +430,7 @@ mod tests {
     }
 
     #[test]
-    fn only_do_not_schedule_spread_constraints_are_kept_and_terms_default_to_the_pod_namespace() {
+    fn schedule_anyway_spread_constraints_are_kept_apart_and_terms_default_to_the_pod_namespace() {
         let p = pod(json!({
             "containers": [{"name": "a"}],
             "topologySpreadConstraints": [
@@ -438,6 +444,8 @@ mod tests {
         let d = PodDemand::from_pod(&p).unwrap();
         assert_eq!(d.spread.len(), 1);
         assert_eq!(d.spread[0].key, TopologyKey::Zone);
+        assert_eq!(d.soft_spread.len(), 1);
+        assert_eq!(d.soft_spread[0].key, TopologyKey::Hostname);
         assert_eq!(d.anti_affinity[0].namespaces, vec!["ns".to_string()]);
         assert_eq!(d.anti_affinity[0].key, TopologyKey::Hostname);
     }

@@ -1,13 +1,32 @@
-//! Preferred node affinity, as Karpenter schedules it: the heaviest preferred term is
-//! held as if it were required, ANDed into every required alternative; a pod that cannot
-//! schedule so drops it and tries the next, and finally schedules on its required terms
-//! alone. A preference that contradicts the pod's own requirements is skipped, never an
-//! error: it is only a preference.
+//! Preferences, as Karpenter schedules them: held as if required, and dropped one at a
+//! time while the pod cannot schedule. Preferred node affinity first: the heaviest term is
+//! ANDed into every required alternative, then the next, then none. Then `ScheduleAnyway`
+//! topology spreads, first first. A preference that contradicts the pod's own
+//! requirements is skipped, never an error: it is only a preference.
 
 use super::requirements::Requirements;
 use super::solver::Solver;
 
 impl Solver<'_> {
+    /// How many times pod `p` can be relaxed: level 0 holds every preference, the last
+    /// none.
+    pub(super) fn relaxations(&self, p: usize) -> usize {
+        self.pods[p].preferred.len() + self.groups.terms[p].soft
+    }
+
+    /// Moves pod `p` to relaxation `level` (called with 0, 1, 2, ... in order). False when
+    /// that level has nothing to try.
+    pub(super) fn relax_to(&mut self, p: usize, level: usize) -> bool {
+        if level <= self.pods[p].preferred.len() {
+            return self.hold_preference(p, level);
+        }
+        let terms = &mut self.groups.terms[p];
+        let first_soft = terms.spread.len() - terms.soft;
+        terms.spread.remove(first_soft);
+        terms.soft -= 1;
+        true
+    }
+
     /// The alternatives pod `p` is placed with now: its required ones, ANDed with the
     /// preferred term being held.
     pub(super) fn alternatives(&self, p: usize) -> &[Requirements] {
@@ -20,7 +39,7 @@ impl Solver<'_> {
     /// Holds pod `p`'s `level`-th preferred term (`level == preferred.len()`: none).
     /// False when that term contradicts every required alternative, so the level has
     /// nothing to try.
-    pub(super) fn hold_preference(&mut self, p: usize, level: usize) -> bool {
+    fn hold_preference(&mut self, p: usize, level: usize) -> bool {
         let pod = &self.pods[p];
         let Some(preferred) = pod.preferred.get(level) else {
             self.held[p].clear();

@@ -277,12 +277,12 @@ impl<'a> Solver<'a> {
         let mut cursor = vec![0usize; self.class_templates.len()];
         for p in order {
             let class = self.class_of[p];
-            // Held preferences first, heaviest first, then the pod's own requirements.
-            let levels = self.pods[p].preferred.len();
+            // Every preference held first, then dropped one at a time (`preferences.rs`).
+            let levels = self.relaxations(p);
             let mut placed = None;
             let mut whys = vec![];
             for level in 0..=levels {
-                if !self.hold_preference(p, level) {
+                if !self.relax_to(p, level) {
                     continue;
                 }
                 // A relaxed pod may fit a claim its class's cursor has passed.

@@ -1,4 +1,5 @@
-//! Preferred node affinity, from Karpenter's "Preferential Fallback" cases
+//! Preferred node affinity and `ScheduleAnyway` spread, from Karpenter's "Preferential
+//! Fallback" and topology cases
 //! (kubernetes-sigs/karpenter, pkg/controllers/provisioning/scheduling/suite_test.go) and
 //! the plain case of a preference that can be met. Pods are parsed from their Kubernetes
 //! spec, so weights and ordering go through `PodDemand::from_pod`.
@@ -192,4 +193,56 @@ fn a_preference_weight_outside_1_to_100_is_an_error_naming_the_field() {
         e.field,
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"
     );
+}
+
+fn spread_plan(pool: NodePool, soft: bool) -> ProvisioningPlan {
+    let pods = pods(
+        "s",
+        3,
+        |p| {
+            let p = p.label("app", "s");
+            if soft {
+                p.spread_anyway(TopologyKey::Hostname, 1, "s")
+            } else {
+                p.spread(TopologyKey::Hostname, 1, "s")
+            }
+        },
+        500,
+        GI,
+    );
+    plan_on(pool, pods)
+}
+
+#[test]
+fn a_schedule_anyway_zone_spread_that_can_be_met_is_met() {
+    let pods = pods(
+        "s",
+        3,
+        |p| p.label("app", "s").spread_anyway(TopologyKey::Zone, 1, "s"),
+        500,
+        GI,
+    );
+    let plan = plan_on(pool("default").build(), pods);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let mut zones: Vec<String> = plan.node_claims.iter().map(|c| c.zone.clone()).collect();
+    zones.sort();
+    assert_eq!(zones, ZONES);
+    for c in &plan.node_claims {
+        assert_eq!(c.zones.len(), 1, "a spread pod on an unpinned claim");
+    }
+}
+
+#[test]
+fn a_schedule_anyway_spread_the_limits_cannot_meet_is_dropped_where_do_not_schedule_leaves_pods_pending()
+ {
+    // Karpenter: "should violate max-skew when unsat = schedule anyway". One pod per node
+    // would need three nodes; the NodePool's 4 CPUs allow two.
+    let limited = || pool("default").limit("cpu", "4").build();
+    let hard = spread_plan(limited(), false);
+    assert_eq!(hard.unschedulable.len(), 1, "{:?}", hard.node_claims);
+    let soft = spread_plan(limited(), true);
+    assert!(soft.unschedulable.is_empty(), "{:?}", soft.unschedulable);
+    let placed: usize = soft.node_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 3);
+    assert!(soft.node_claims.len() <= 2, "{:?}", soft.node_claims);
 }

@@ -23,6 +23,8 @@ enum Kind {
     PreferZone,
     /// Prefers a zone no offering has, then us-east-1c: the first is relaxed, the second met.
     PreferUnmet,
+    /// A `ScheduleAnyway` zone spread this NodePool can meet: it must be met.
+    SoftZoneSpread,
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -33,7 +35,8 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::ZoneAffinity),
         Just(Kind::HostAnti),
         Just(Kind::PreferZone),
-        Just(Kind::PreferUnmet)
+        Just(Kind::PreferUnmet),
+        Just(Kind::SoftZoneSpread)
     ]
 }
 
@@ -55,6 +58,7 @@ fn build(workloads: &[(Kind, i64, i64, usize)]) -> Vec<PodDemand> {
                 Kind::HostSpread => b.spread(TopologyKey::Hostname, 1, &app),
                 Kind::ZoneAffinity => b.affinity(TopologyKey::Zone, &app),
                 Kind::HostAnti => b.anti(TopologyKey::Hostname, &app),
+                Kind::SoftZoneSpread => b.spread_anyway(TopologyKey::Zone, 1, &app),
                 Kind::PreferZone => b.prefer(ZONE_LABEL, &["us-east-1b"]),
                 Kind::PreferUnmet => b
                     .prefer(ZONE_LABEL, &["nowhere-1a"])
@@ -129,7 +133,7 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
                 Kind::HostAnti | Kind::HostSpread => {
                     assert!(n <= 1, "{n} pods of {app} ({k:?}) share a node")
                 }
-                Kind::ZoneSpread | Kind::ZoneAffinity if n > 0 => {
+                Kind::ZoneSpread | Kind::SoftZoneSpread | Kind::ZoneAffinity if n > 0 => {
                     assert_eq!(
                         c.zones.len(),
                         1,
@@ -154,7 +158,10 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
         let k = by_key[&u.pod].labels["app"].trim_start_matches("app");
         let k = workloads[k.parse::<usize>().unwrap()].0;
         assert!(
-            !matches!(k, Kind::PreferZone | Kind::PreferUnmet),
+            !matches!(
+                k,
+                Kind::PreferZone | Kind::PreferUnmet | Kind::SoftZoneSpread
+            ),
             "{} ({k:?}) left pending: {}",
             u.pod,
             u.reason
@@ -172,7 +179,7 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
             })
             .collect();
         match k {
-            Kind::ZoneSpread => {
+            Kind::ZoneSpread | Kind::SoftZoneSpread => {
                 let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
                 assert!(max - min <= 1, "{app} zone spread {counts:?}");
             }

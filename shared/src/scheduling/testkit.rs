@@ -271,6 +271,15 @@ impl PodBuilder {
         });
         self
     }
+    /// A `whenUnsatisfiable: ScheduleAnyway` spread.
+    pub fn spread_anyway(mut self, key: TopologyKey, skew: u32, app: &str) -> Self {
+        self.0.soft_spread.push(Spread {
+            key,
+            max_skew: skew,
+            selector: Self::selector(app),
+        });
+        self
+    }
     pub fn anti(mut self, key: TopologyKey, app: &str) -> Self {
         self.0.anti_affinity.push(AffinityTerm {
             key,

@@ -12,7 +12,9 @@ pub type GroupId = u16;
 /// A pod's topology terms, with selectors replaced by group ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Terms {
+    /// Required spreads, then the `soft` last ones held from `ScheduleAnyway`.
     pub spread: Vec<(GroupId, TopologyKey, u32)>,
+    pub soft: usize,
     pub affinity: Vec<(GroupId, TopologyKey)>,
     pub anti: Vec<(GroupId, TopologyKey)>,
 }
@@ -57,8 +59,10 @@ impl Groups {
                     spread: p
                         .spread
                         .iter()
+                        .chain(&p.soft_spread)
                         .map(|s| (intern(&s.selector, &own_ns), s.key, s.max_skew))
                         .collect(),
+                    soft: p.soft_spread.len(),
                     affinity: p
                         .affinity
                         .iter()
