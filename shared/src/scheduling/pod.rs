@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec};
 use thiserror::Error;
 
 use super::requirements::{Requirement, Requirements};
@@ -76,6 +76,12 @@ pub struct PodDemand {
     pub soft_spread: Vec<Spread>,
     pub affinity: Vec<AffinityTerm>,
     pub anti_affinity: Vec<AffinityTerm>,
+    /// Preferred pod affinity and anti-affinity terms, heaviest first: held as if required,
+    /// dropped one at a time, heaviest first, as Karpenter does. A held preferred
+    /// anti-affinity binds only this pod, never the pods it names (Karpenter tracks only
+    /// required anti-affinity both ways).
+    pub soft_affinity: Vec<AffinityTerm>,
+    pub soft_anti_affinity: Vec<AffinityTerm>,
 }
 
 impl PodDemand {
@@ -99,6 +105,8 @@ impl PodDemand {
             soft_spread: vec![],
             affinity: vec![],
             anti_affinity: vec![],
+            soft_affinity: vec![],
+            soft_anti_affinity: vec![],
         }
     }
 
@@ -137,6 +145,10 @@ impl PodDemand {
             soft_spread: spread_constraints(spec, true).map_err(|(f, m)| err(&f, m))?,
             affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
             anti_affinity: affinity_terms(spec, &namespace, true).map_err(|(f, m)| err(&f, m))?,
+            soft_affinity: preferred_affinity_terms(spec, &namespace, false)
+                .map_err(|(f, m)| err(&f, m))?,
+            soft_anti_affinity: preferred_affinity_terms(spec, &namespace, true)
+                .map_err(|(f, m)| err(&f, m))?,
             namespace,
             name,
         })
@@ -340,24 +352,74 @@ fn affinity_terms(
     };
     let mut out = vec![];
     for (i, t) in terms.into_iter().flatten().enumerate() {
-        let selector = match &t.label_selector {
-            Some(s) => {
-                Selector::from_k8s(s).map_err(|m| (format!("{field}[{i}].labelSelector"), m))?
-            }
-            None => continue,
-        };
-        let mut namespaces = t.namespaces.clone().unwrap_or_default();
-        if namespaces.is_empty() {
-            namespaces.push(namespace.to_string());
-        }
-        namespaces.sort();
-        out.push(AffinityTerm {
-            key: TopologyKey::parse(&t.topology_key),
-            selector,
-            namespaces,
-        });
+        out.extend(affinity_term(t, namespace, &format!("{field}[{i}]"))?);
     }
     Ok(out)
+}
+
+/// One pod (anti-)affinity term; `None` without a label selector (it matches no pods).
+fn affinity_term(
+    t: &PodAffinityTerm,
+    namespace: &str,
+    field: &str,
+) -> Result<Option<AffinityTerm>, FieldError> {
+    let selector = match &t.label_selector {
+        Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}.labelSelector"), m))?,
+        None => return Ok(None),
+    };
+    let mut namespaces = t.namespaces.clone().unwrap_or_default();
+    if namespaces.is_empty() {
+        namespaces.push(namespace.to_string());
+    }
+    namespaces.sort();
+    Ok(Some(AffinityTerm {
+        key: TopologyKey::parse(&t.topology_key),
+        selector,
+        namespaces,
+    }))
+}
+
+/// `preferredDuringSchedulingIgnoredDuringExecution` pod (anti-)affinity, heaviest first.
+fn preferred_affinity_terms(
+    spec: &PodSpec,
+    namespace: &str,
+    anti: bool,
+) -> Result<Vec<AffinityTerm>, FieldError> {
+    let affinity = spec.affinity.as_ref();
+    let (terms, field) = if anti {
+        (
+            affinity
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|p| {
+                    p.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        )
+    } else {
+        (
+            affinity
+                .and_then(|a| a.pod_affinity.as_ref())
+                .and_then(|p| {
+                    p.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
+            "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        )
+    };
+    let mut weighted = vec![];
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err((
+                format!("{field}[{i}].weight"),
+                format!("{} is outside 1..=100", t.weight),
+            ));
+        }
+        let term = affinity_term(&t.pod_affinity_term, namespace, &format!("{field}[{i}]"))?;
+        weighted.extend(term.map(|a| (t.weight, a)));
+    }
+    weighted.sort_by_key(|w| std::cmp::Reverse(w.0));
+    Ok(weighted.into_iter().map(|(_, a)| a).collect())
 }
 
 #[cfg(test)]
@@ -418,6 +480,29 @@ mod tests {
                 .unwrap()
                 .allows(Some("8"))
         );
+    }
+
+    #[test]
+    fn preferred_pod_affinity_terms_are_kept_heaviest_first_in_the_pods_namespace() {
+        let term = |app: &str, key: &str| json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key});
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "affinity": {
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": term("light", "kubernetes.io/hostname")},
+                    {"weight": 90, "podAffinityTerm": term("heavy", "topology.kubernetes.io/zone")}
+                ]},
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "podAffinityTerm": term("db", "topology.kubernetes.io/zone")}
+                ]}
+            }
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert!(d.anti_affinity.is_empty() && d.affinity.is_empty());
+        let keys: Vec<TopologyKey> = d.soft_anti_affinity.iter().map(|a| a.key).collect();
+        assert_eq!(keys, vec![TopologyKey::Zone, TopologyKey::Hostname]);
+        assert_eq!(d.soft_affinity.len(), 1);
+        assert_eq!(d.soft_affinity[0].namespaces, vec!["ns".to_string()]);
     }
 
     #[test]

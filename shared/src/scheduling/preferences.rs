@@ -1,7 +1,8 @@
 //! Preferences, as Karpenter schedules them: held as if required, and dropped one at a
-//! time while the pod cannot schedule. Preferred node affinity first: the heaviest term is
-//! ANDed into every required alternative, then the next, then none. Then `ScheduleAnyway`
-//! topology spreads, first first. A preference that contradicts the pod's own
+//! time while the pod cannot schedule, in Karpenter's order: preferred pod affinity, then
+//! preferred pod anti-affinity (heaviest term first); then preferred node affinity (the
+//! heaviest term is ANDed into every required alternative, then the next, then none); then
+//! `ScheduleAnyway` topology spreads, first first. A preference that contradicts the pod's own
 //! requirements is skipped, never an error: it is only a preference.
 
 use super::requirements::Requirements;
@@ -11,16 +12,38 @@ impl Solver<'_> {
     /// How many times pod `p` can be relaxed: level 0 holds every preference, the last
     /// none.
     pub(super) fn relaxations(&self, p: usize) -> usize {
-        self.pods[p].preferred.len() + self.groups.terms[p].soft
+        let pod = &self.pods[p];
+        pod.soft_affinity.len()
+            + pod.soft_anti_affinity.len()
+            + pod.preferred.len()
+            + pod.soft_spread.len()
     }
 
     /// Moves pod `p` to relaxation `level` (called with 0, 1, 2, ... in order). False when
     /// that level has nothing to try.
     pub(super) fn relax_to(&mut self, p: usize, level: usize) -> bool {
-        if level <= self.pods[p].preferred.len() {
-            return self.hold_preference(p, level);
-        }
+        let pods = self.pods;
+        let pod = &pods[p];
+        let pod_terms = pod.soft_affinity.len() + pod.soft_anti_affinity.len();
         let terms = &mut self.groups.terms[p];
+        if level == 0 {
+            return self.hold_preference(p, 0);
+        }
+        if level <= pod_terms {
+            if terms.soft_affinity > 0 {
+                let first = terms.affinity.len() - terms.soft_affinity;
+                terms.affinity.remove(first);
+                terms.soft_affinity -= 1;
+            } else {
+                let first = terms.anti.len() - terms.soft_anti;
+                terms.anti.remove(first);
+                terms.soft_anti -= 1;
+            }
+            return true;
+        }
+        if level - pod_terms <= pod.preferred.len() {
+            return self.hold_preference(p, level - pod_terms);
+        }
         let first_soft = terms.spread.len() - terms.soft;
         terms.spread.remove(first_soft);
         terms.soft -= 1;

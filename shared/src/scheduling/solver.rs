@@ -121,7 +121,7 @@ impl<'a> Solver<'a> {
         let mut counts = ZoneCounts::new(groups.len(), zones.len());
         let mut zone_anti_groups = vec![false; groups.len()];
         for terms in &groups.terms {
-            for (g, key) in &terms.anti {
+            for (g, key) in terms.hard_anti() {
                 if *key == TopologyKey::Zone {
                     zone_anti_groups[*g as usize] = true;
                 }
@@ -535,7 +535,7 @@ impl<'a> Solver<'a> {
             c.increment(g);
             self.counts.total[g as usize] += 1;
         }
-        for &(g, key) in &self.groups.terms[p].anti {
+        for &(g, key) in self.groups.terms[p].hard_anti() {
             if key == TopologyKey::Hostname {
                 c.anti.push(g);
             }
@@ -573,7 +573,7 @@ impl<'a> Solver<'a> {
         for &g in &self.groups.member_of[p] {
             self.counts.add(g, z);
         }
-        for &(g, key) in &self.groups.terms[p].anti {
+        for &(g, key) in self.groups.terms[p].hard_anti() {
             if key == TopologyKey::Zone {
                 self.counts.mark_anti(g, z);
             }

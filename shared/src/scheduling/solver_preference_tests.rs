@@ -1,5 +1,5 @@
-//! Preferred node affinity and `ScheduleAnyway` spread, from Karpenter's "Preferential
-//! Fallback" and topology cases
+//! Preferred node affinity, preferred pod (anti-)affinity and `ScheduleAnyway` spread,
+//! from Karpenter's "Preferential Fallback" and topology cases
 //! (kubernetes-sigs/karpenter, pkg/controllers/provisioning/scheduling/suite_test.go) and
 //! the plain case of a preference that can be met. Pods are parsed from their Kubernetes
 //! spec, so weights and ordering go through `PodDemand::from_pod`.
@@ -245,4 +245,77 @@ fn a_schedule_anyway_spread_the_limits_cannot_meet_is_dropped_where_do_not_sched
     let placed: usize = soft.node_claims.iter().map(|c| c.pods.len()).sum();
     assert_eq!(placed, 3);
     assert!(soft.node_claims.len() <= 2, "{:?}", soft.node_claims);
+}
+
+#[test]
+fn a_preferred_hostname_anti_affinity_that_can_be_met_puts_each_pod_on_its_own_node() {
+    let pods = pods(
+        "w",
+        3,
+        |p| p.label("app", "w").prefer_anti(TopologyKey::Hostname, "w"),
+        500,
+        GI,
+    );
+    let plan = plan_on(pool("default").build(), pods);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.node_claims.len(), 3, "{:?}", plan.node_claims);
+}
+
+#[test]
+fn a_preferred_anti_affinity_the_limits_cannot_meet_is_dropped_and_every_pod_schedules() {
+    // Karpenter: "should violate preferred pod anti-affinity" when it cannot be met.
+    let pods = pods(
+        "w",
+        3,
+        |p| p.label("app", "w").prefer_anti(TopologyKey::Hostname, "w"),
+        500,
+        GI,
+    );
+    let plan = plan_on(pool("default").limit("cpu", "4").build(), pods);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    let placed: usize = plan.node_claims.iter().map(|c| c.pods.len()).sum();
+    assert_eq!(placed, 3);
+}
+
+#[test]
+fn a_held_preferred_anti_affinity_binds_only_its_own_pod() {
+    // The big pod avoids app=b; an app=b pod placed after it may still join its node, as
+    // in Karpenter, which tracks only required anti-affinity both ways.
+    let big = pod("a", 1000, GI)
+        .label("app", "a")
+        .prefer_anti(TopologyKey::Hostname, "b")
+        .build();
+    let small = pod("b", 500, GI).label("app", "b").build();
+    let plan = plan_on(pool("default").build(), vec![big, small]);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.node_claims.len(), 1, "{:?}", plan.node_claims);
+}
+
+#[test]
+fn a_preferred_zone_affinity_follows_its_target_into_the_targets_zone() {
+    let db = pod("db", 500, GI)
+        .label("app", "db")
+        .select(ZONE, "us-east-1b")
+        .build();
+    let web = pod("web", 2000, GI)
+        .label("app", "web")
+        .prefer_affinity(TopologyKey::Zone, "db")
+        .build();
+    let plan = plan_on(pool("default").build(), vec![db, web]);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    for c in &plan.node_claims {
+        assert_eq!(c.zones, vec!["us-east-1b"], "{:?}", c.pods);
+    }
+}
+
+#[test]
+fn a_preferred_affinity_to_pods_that_do_not_exist_is_dropped_and_the_pod_schedules() {
+    // Karpenter: "should allow violation of preferred pod affinity".
+    let web = pod("web", 500, GI)
+        .label("app", "web")
+        .prefer_affinity(TopologyKey::Hostname, "nothing")
+        .build();
+    let plan = plan_on(pool("default").build(), vec![web]);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(plan.node_claims.len(), 1);
 }

@@ -25,6 +25,8 @@ enum Kind {
     PreferUnmet,
     /// A `ScheduleAnyway` zone spread this NodePool can meet: it must be met.
     SoftZoneSpread,
+    /// A preferred hostname anti-affinity to its own app, which new nodes always meet.
+    SoftHostAnti,
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -36,7 +38,8 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::HostAnti),
         Just(Kind::PreferZone),
         Just(Kind::PreferUnmet),
-        Just(Kind::SoftZoneSpread)
+        Just(Kind::SoftZoneSpread),
+        Just(Kind::SoftHostAnti)
     ]
 }
 
@@ -59,6 +62,7 @@ fn build(workloads: &[(Kind, i64, i64, usize)]) -> Vec<PodDemand> {
                 Kind::ZoneAffinity => b.affinity(TopologyKey::Zone, &app),
                 Kind::HostAnti => b.anti(TopologyKey::Hostname, &app),
                 Kind::SoftZoneSpread => b.spread_anyway(TopologyKey::Zone, 1, &app),
+                Kind::SoftHostAnti => b.prefer_anti(TopologyKey::Hostname, &app),
                 Kind::PreferZone => b.prefer(ZONE_LABEL, &["us-east-1b"]),
                 Kind::PreferUnmet => b
                     .prefer(ZONE_LABEL, &["nowhere-1a"])
@@ -130,7 +134,7 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
             let app = format!("app{w}");
             let n = per_app.get(app.as_str()).copied().unwrap_or(0);
             match k {
-                Kind::HostAnti | Kind::HostSpread => {
+                Kind::HostAnti | Kind::HostSpread | Kind::SoftHostAnti => {
                     assert!(n <= 1, "{n} pods of {app} ({k:?}) share a node")
                 }
                 Kind::ZoneSpread | Kind::SoftZoneSpread | Kind::ZoneAffinity if n > 0 => {
@@ -160,7 +164,7 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
         assert!(
             !matches!(
                 k,
-                Kind::PreferZone | Kind::PreferUnmet | Kind::SoftZoneSpread
+                Kind::PreferZone | Kind::PreferUnmet | Kind::SoftZoneSpread | Kind::SoftHostAnti
             ),
             "{} ({k:?}) left pending: {}",
             u.pod,

@@ -296,6 +296,24 @@ impl PodBuilder {
         });
         self
     }
+    /// A preferred pod anti-affinity term, lighter than those added before it.
+    pub fn prefer_anti(mut self, key: TopologyKey, app: &str) -> Self {
+        self.0.soft_anti_affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
+        self
+    }
+    /// A preferred pod affinity term, lighter than those added before it.
+    pub fn prefer_affinity(mut self, key: TopologyKey, app: &str) -> Self {
+        self.0.soft_affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
+        self
+    }
     pub fn build(self) -> PodDemand {
         self.0
     }
