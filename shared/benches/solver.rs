@@ -116,6 +116,15 @@ spec:
     (pool, class)
 }
 
+/// CPU time this thread has run, from the scheduler's own accounting: on a shared,
+/// loaded machine wall time includes the time other processes held the core, CPU time
+/// does not. `None` where /proc/thread-self/schedstat is missing.
+fn thread_cpu_time() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 fn median(mut xs: Vec<Duration>) -> Duration {
     xs.sort();
     xs[xs.len() / 2]
@@ -127,17 +136,21 @@ fn throughput(catalog: &Catalog) {
         "## Throughput (Karpenter benchmark shape, full bundled catalog: {} types)",
         catalog.entries.len()
     );
-    println!("| pods | runs | median | pods/s | vs Karpenter | node claims | unschedulable |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| pods | runs | median wall | median CPU | pods/s (wall) | vs Karpenter (wall) | vs Karpenter (CPU) | node claims | unschedulable |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (n, runs) in [(1_000, 9), (5_000, 7), (10_000, 5), (20_000, 5)] {
         let snapshot = Snapshot {
             pods: karpenter_shape(n, 42),
             ..Default::default()
         };
         let mut times = vec![];
+        let mut cpu = vec![];
         let mut last = None;
         for _ in 0..runs {
             let start = Instant::now();
+            let cpu_start = thread_cpu_time();
             let plan = solve(
                 &snapshot,
                 catalog,
@@ -145,25 +158,32 @@ fn throughput(catalog: &Catalog) {
                 std::slice::from_ref(&class),
             );
             times.push(start.elapsed());
+            if let (Some(a), Some(b)) = (cpu_start, thread_cpu_time()) {
+                cpu.push(b - a);
+            }
             last = Some(plan);
         }
         let m = median(times);
+        let c = if cpu.is_empty() { m } else { median(cpu) };
         let rate = n as f64 / m.as_secs_f64();
-        let anchor = match n {
+        let anchor = |t: Duration| match n {
             20_000 => format!(
                 "{:.1}x (anchor {KARPENTER_SECONDS_20K} s)",
-                KARPENTER_SECONDS_20K / m.as_secs_f64()
+                KARPENTER_SECONDS_20K / t.as_secs_f64()
             ),
             _ => format!(
                 "{:.1}x (anchor {KARPENTER_PODS_PER_SEC_10K} pods/s)",
-                rate / KARPENTER_PODS_PER_SEC_10K
+                n as f64 / t.as_secs_f64() / KARPENTER_PODS_PER_SEC_10K
             ),
         };
         let plan = last.expect("at least one run");
         println!(
-            "| {n} | {runs} | {:.1} ms | {:.0} | {anchor} | {} | {} |",
+            "| {n} | {runs} | {:.1} ms | {:.1} ms | {:.0} | {} | {} | {} | {} |",
             m.as_secs_f64() * 1000.0,
+            c.as_secs_f64() * 1000.0,
             rate,
+            anchor(m),
+            anchor(c),
             plan.node_claims.len(),
             plan.unschedulable.len()
         );
@@ -211,6 +231,10 @@ fn lp_lower_bound(
         |r: &Resources| r.pods,
     ] {
         let scale = get(demand) as f64;
+        // A dimension the pods do not ask for (memory of "1 cpu/0") bounds nothing.
+        if scale <= 0.0 {
+            continue;
+        }
         let row: Vec<_> = vars
             .iter()
             .map(|(v, cap)| (*v, get(cap) as f64 / scale))
@@ -285,9 +309,9 @@ fn cost_quality(catalog: &Catalog) {
         "\n## Cost quality (unconstrained pods; $/h of the plan / usable-capacity LP bound; target <= 1.05)"
     );
     println!(
-        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | FFD-cheapest-fit $/h | FFD / usable LP |"
+        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | FFD-cheapest-fit $/h | FFD / usable LP | plan / FFD | exact optimum $/h (identical pods) | optimum / usable LP |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rng = Rng(7);
     let mixes: Vec<(&str, Vec<(i64, i64)>)> = vec![
         (
@@ -407,16 +431,115 @@ fn cost_quality(catalog: &Catalog) {
         });
         let ffd = ffd_cheapest_fit(&template, &pods);
         let price = plan.total_price_per_hour();
+        // For identical pods the exact optimum is known: how far the bound itself is
+        // from what any plan can reach.
+        let optimum = if shapes.iter().all(|s| *s == shapes[0]) {
+            let dp = identical_dp(&template, &pods[0].requests, pods.len());
+            format!("{dp:.4} | {:.3}", dp / tight)
+        } else {
+            "- | -".to_string()
+        };
         println!(
-            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | **{:.3}** | {ffd:.4} | {:.3} |",
+            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | **{:.3}** | {ffd:.4} | {:.3} | {:.3} | {optimum} |",
             pods.len(),
             plan.node_claims.len(),
             wall.as_secs_f64() * 1000.0,
             price / bound,
             price / tight,
-            ffd / tight
+            ffd / tight,
+            price / ffd
         );
     }
+}
+
+/// The exact optimum for `n` identical pods, independent of the solver's own DP: a node of
+/// a type holds `fit` pods, and `best[m] = min over types (price + best[m - fit])` (a node
+/// may hold fewer pods than it could). An unbounded knapsack cover over the pod count.
+fn identical_dp(template: &Template, shape: &Resources, n: usize) -> f64 {
+    let mut cheapest = vec![f64::INFINITY; n + 1];
+    for ty in &template.types {
+        let Some(o) = ty.cheapest(&template.requirements) else {
+            continue;
+        };
+        let fit = [
+            (ty.free.cpu, shape.cpu),
+            (ty.free.memory, shape.memory),
+            (ty.free.pods, shape.pods),
+        ]
+        .iter()
+        .filter(|(_, e)| *e > 0)
+        .map(|(f, e)| (f / e).max(0))
+        .min()
+        .unwrap_or(n as i64)
+        .min(n as i64) as usize;
+        if fit > 0 && o.price < cheapest[fit] {
+            cheapest[fit] = o.price;
+        }
+    }
+    let mut best = vec![f64::INFINITY; n + 1];
+    best[0] = 0.0;
+    for m in 1..=n {
+        for (c, price) in cheapest.iter().enumerate().skip(1) {
+            if price.is_finite() {
+                best[m] = best[m].min(price + best[m.saturating_sub(c)]);
+            }
+        }
+    }
+    best[n]
+}
+
+fn identical_sets(catalog: &Catalog) {
+    let (pool, class) = default_pool();
+    let template = Template::build(&pool, std::slice::from_ref(&class), catalog, &[]);
+    println!(
+        "\n## Identical pods against the exact optimum (dynamic program; target plan / DP <= 1.02)"
+    );
+    println!("| shape | pods | plan $/h | DP optimum $/h | plan / DP | FFD $/h | FFD / DP |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let shapes: [(&str, i64, i64); 7] = [
+        ("250m/512Mi", 250, 512 * MI),
+        ("500m/1Gi", 500, 1024 * MI),
+        ("1 cpu/0", 1000, 0),
+        ("1 cpu/1.5Gi", 1000, 1536 * MI),
+        ("2 cpu/4Gi", 2000, 4096 * MI),
+        ("500m/8Gi", 500, 8192 * MI),
+        ("4 cpu/16Gi", 4000, 16384 * MI),
+    ];
+    let mut worst: f64 = 0.0;
+    for (name, cpu, memory) in shapes {
+        for n in [3usize, 5, 10, 17, 30] {
+            let requests = Resources {
+                cpu,
+                memory,
+                ..Default::default()
+            };
+            let pods: Vec<PodDemand> = (0..n)
+                .map(|i| PodDemand::simple("default", &format!("p{i}"), requests.clone()))
+                .collect();
+            let snapshot = Snapshot {
+                pods: pods.clone(),
+                ..Default::default()
+            };
+            let plan = solve(
+                &snapshot,
+                catalog,
+                std::slice::from_ref(&pool),
+                std::slice::from_ref(&class),
+            );
+            let mut one = requests.clone();
+            one.pods = pods[0].requests.pods;
+            let dp = identical_dp(&template, &one, n);
+            let price = plan.total_price_per_hour();
+            let ffd = ffd_cheapest_fit(&template, &pods);
+            worst = worst.max(price / dp);
+            println!(
+                "| {name} | {n} | {price:.4} | {dp:.4} | **{:.3}** | {ffd:.4} | {:.3} |",
+                price / dp,
+                ffd / dp
+            );
+        }
+    }
+    println!("\nWorst plan / DP: {worst:.3}");
 }
 
 fn main() {
@@ -440,4 +563,5 @@ fn main() {
         Err(e) => println!("\n## Memory\ncould not run the child process: {e}"),
     }
     cost_quality(&catalog);
+    identical_sets(&catalog);
 }

@@ -15,6 +15,7 @@ mod claim;
 mod finalize;
 mod packing;
 mod plan;
+mod preferences;
 mod reasons;
 mod repack;
 mod snapshot;
@@ -32,6 +33,8 @@ pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instanc
 mod packing_tests;
 #[cfg(test)]
 mod solver_cost_tests;
+#[cfg(test)]
+mod solver_preference_tests;
 #[cfg(test)]
 mod solver_props;
 #[cfg(test)]

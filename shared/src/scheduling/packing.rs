@@ -251,6 +251,44 @@ pub fn greedy(bins: &[Bin], shapes: &[(Vector, u32)]) -> Option<Vec<Node>> {
     Some(nodes)
 }
 
+/// First-fit decreasing, each new node the cheapest bin that holds the pod that opened
+/// it, then shrunk to the cheapest bin that holds what it got. The plain baseline: the
+/// repack keeps it as one option, so a plan of free pods never costs more than it.
+/// `None` when some pod fits no bin.
+pub fn first_fit_decreasing(bins: &[Bin], shapes: &[(Vector, u32)]) -> Option<Vec<Node>> {
+    let mut order: Vec<usize> = (0..shapes.len()).collect();
+    order.sort_by(|&a, &b| shapes[b].0[..2].cmp(&shapes[a].0[..2]));
+    let mut nodes: Vec<(Node, Vector)> = vec![];
+    for s in order {
+        let (v, n) = &shapes[s];
+        for _ in 0..*n {
+            let take = |left: &mut Vector| {
+                for (f, x) in left.iter_mut().zip(v) {
+                    *f -= x;
+                }
+            };
+            if let Some((node, left)) = nodes.iter_mut().find(|(_, left)| fits(v, left)) {
+                take(left);
+                node.counts[s] += 1;
+                continue;
+            }
+            let k = cheapest_holding(bins, v)?;
+            let mut left = bins[k].free;
+            take(&mut left);
+            let mut counts = vec![0; shapes.len()];
+            counts[s] = 1;
+            nodes.push((Node { bin: k, counts }, left));
+        }
+    }
+    let mut nodes: Vec<Node> = nodes.into_iter().map(|(n, _)| n).collect();
+    for node in &mut nodes {
+        if let Some(k) = cheapest_holding(bins, &used(shapes, &node.counts)) {
+            node.bin = k;
+        }
+    }
+    Some(nodes)
+}
+
 fn used(shapes: &[(Vector, u32)], counts: &[u32]) -> Vector {
     let mut out = [0i64; 4];
     for (s, &n) in counts.iter().enumerate() {

@@ -158,7 +158,7 @@ proptest! {
     }
 
     #[test]
-    fn every_greedy_node_holds_its_pods_and_every_pod_is_placed_once(
+    fn every_greedy_and_first_fit_node_holds_its_pods_and_every_pod_is_placed_once(
         bins in ladder(),
         shapes in prop::collection::vec(
             ((1i64..=12).prop_map(|c| c * 250), 0i64..=8, 1u32..=20), 1..=4),
@@ -170,7 +170,8 @@ proptest! {
         let fits_somewhere = shapes
             .iter()
             .all(|(v, _)| bins.iter().any(|b| fit_count(&b.free, v) > 0));
-        match greedy(&bins, &shapes) {
+        for packed in [greedy(&bins, &shapes), first_fit_decreasing(&bins, &shapes)] {
+        match packed {
             None => prop_assert!(!fits_somewhere),
             Some(nodes) => {
                 prop_assert!(fits_somewhere);
@@ -188,6 +189,7 @@ proptest! {
                     prop_assert!(used.iter().zip(&bins[node.bin].free).all(|(u, f)| u <= f));
                 }
             }
+        }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec};
 use thiserror::Error;
 
 use super::requirements::{Requirement, Requirements};
@@ -38,8 +38,8 @@ impl TopologyKey {
     }
 }
 
-/// A topology spread constraint with `whenUnsatisfiable: DoNotSchedule`. `ScheduleAnyway`
-/// constraints are preferences and are not kept.
+/// A topology spread constraint. `whenUnsatisfiable: ScheduleAnyway` ones are kept apart
+/// (`PodDemand::soft_spread`): held as if required, dropped when the pod cannot schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Spread {
     pub key: TopologyKey,
@@ -65,10 +65,23 @@ pub struct PodDemand {
     pub requests: Resources,
     /// Alternatives (node affinity terms are ORed), each already ANDed with nodeSelector.
     pub requirements: Vec<Requirements>,
+    /// Preferred node affinity terms, heaviest first (equal weights keep the pod's order).
+    /// The solver holds the pod to the first as if required and drops them one at a time
+    /// when it cannot schedule, as Karpenter does.
+    pub preferred: Vec<Requirements>,
     pub tolerations: Vec<Toleration>,
     pub spread: Vec<Spread>,
+    /// `ScheduleAnyway` spread constraints, in the pod's order: the solver holds them as if
+    /// required and drops them one at a time, first first, as Karpenter does.
+    pub soft_spread: Vec<Spread>,
     pub affinity: Vec<AffinityTerm>,
     pub anti_affinity: Vec<AffinityTerm>,
+    /// Preferred pod affinity and anti-affinity terms, heaviest first: held as if required,
+    /// dropped one at a time, heaviest first, as Karpenter does. A held preferred
+    /// anti-affinity binds only this pod, never the pods it names (Karpenter tracks only
+    /// required anti-affinity both ways).
+    pub soft_affinity: Vec<AffinityTerm>,
+    pub soft_anti_affinity: Vec<AffinityTerm>,
 }
 
 impl PodDemand {
@@ -86,10 +99,14 @@ impl PodDemand {
             labels: BTreeMap::new(),
             requests,
             requirements: vec![Requirements::new()],
+            preferred: vec![],
             tolerations: vec![],
             spread: vec![],
+            soft_spread: vec![],
             affinity: vec![],
             anti_affinity: vec![],
+            soft_affinity: vec![],
+            soft_anti_affinity: vec![],
         }
     }
 
@@ -114,6 +131,7 @@ impl PodDemand {
             labels: pod.metadata.labels.clone().unwrap_or_default(),
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
             requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,
+            preferred: preferred_node_terms(spec).map_err(|(f, m)| err(&f, m))?,
             tolerations: spec
                 .tolerations
                 .iter()
@@ -123,9 +141,14 @@ impl PodDemand {
                     Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m))
                 })
                 .collect::<Result<_, _>>()?,
-            spread: spread_constraints(spec).map_err(|(f, m)| err(&f, m))?,
+            spread: spread_constraints(spec, false).map_err(|(f, m)| err(&f, m))?,
+            soft_spread: spread_constraints(spec, true).map_err(|(f, m)| err(&f, m))?,
             affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
             anti_affinity: affinity_terms(spec, &namespace, true).map_err(|(f, m)| err(&f, m))?,
+            soft_affinity: preferred_affinity_terms(spec, &namespace, false)
+                .map_err(|(f, m)| err(&f, m))?,
+            soft_anti_affinity: preferred_affinity_terms(spec, &namespace, true)
+                .map_err(|(f, m)| err(&f, m))?,
             namespace,
             name,
         })
@@ -239,7 +262,36 @@ fn node_requirements(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
         .collect()
 }
 
-fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
+/// `preferredDuringSchedulingIgnoredDuringExecution`, heaviest first. A weight outside
+/// 1..=100 is what the API server rejects, so it is an error here too.
+fn preferred_node_terms(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError> {
+    let field = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
+    let terms = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let mut weighted = vec![];
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err((
+                format!("{field}[{i}].weight"),
+                format!("{} is outside 1..=100", t.weight),
+            ));
+        }
+        let reqs = term_requirements(&t.preference, &format!("{field}[{i}].preference"))?;
+        weighted.push((t.weight, reqs));
+    }
+    // Stable: equal weights keep the pod's order, as Karpenter's sort.SliceStable does.
+    weighted.sort_by_key(|w| std::cmp::Reverse(w.0));
+    Ok(weighted.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The `DoNotSchedule` constraints, or with `soft` the `ScheduleAnyway` ones.
+fn spread_constraints(spec: &PodSpec, soft: bool) -> Result<Vec<Spread>, FieldError> {
     let mut out = vec![];
     for (i, c) in spec
         .topology_spread_constraints
@@ -247,7 +299,7 @@ fn spread_constraints(spec: &PodSpec) -> Result<Vec<Spread>, FieldError> {
         .flatten()
         .enumerate()
     {
-        if c.when_unsatisfiable != "DoNotSchedule" {
+        if (c.when_unsatisfiable == "ScheduleAnyway") != soft {
             continue;
         }
         let field = format!("spec.topologySpreadConstraints[{i}]");
@@ -300,24 +352,74 @@ fn affinity_terms(
     };
     let mut out = vec![];
     for (i, t) in terms.into_iter().flatten().enumerate() {
-        let selector = match &t.label_selector {
-            Some(s) => {
-                Selector::from_k8s(s).map_err(|m| (format!("{field}[{i}].labelSelector"), m))?
-            }
-            None => continue,
-        };
-        let mut namespaces = t.namespaces.clone().unwrap_or_default();
-        if namespaces.is_empty() {
-            namespaces.push(namespace.to_string());
-        }
-        namespaces.sort();
-        out.push(AffinityTerm {
-            key: TopologyKey::parse(&t.topology_key),
-            selector,
-            namespaces,
-        });
+        out.extend(affinity_term(t, namespace, &format!("{field}[{i}]"))?);
     }
     Ok(out)
+}
+
+/// One pod (anti-)affinity term; `None` without a label selector (it matches no pods).
+fn affinity_term(
+    t: &PodAffinityTerm,
+    namespace: &str,
+    field: &str,
+) -> Result<Option<AffinityTerm>, FieldError> {
+    let selector = match &t.label_selector {
+        Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}.labelSelector"), m))?,
+        None => return Ok(None),
+    };
+    let mut namespaces = t.namespaces.clone().unwrap_or_default();
+    if namespaces.is_empty() {
+        namespaces.push(namespace.to_string());
+    }
+    namespaces.sort();
+    Ok(Some(AffinityTerm {
+        key: TopologyKey::parse(&t.topology_key),
+        selector,
+        namespaces,
+    }))
+}
+
+/// `preferredDuringSchedulingIgnoredDuringExecution` pod (anti-)affinity, heaviest first.
+fn preferred_affinity_terms(
+    spec: &PodSpec,
+    namespace: &str,
+    anti: bool,
+) -> Result<Vec<AffinityTerm>, FieldError> {
+    let affinity = spec.affinity.as_ref();
+    let (terms, field) = if anti {
+        (
+            affinity
+                .and_then(|a| a.pod_anti_affinity.as_ref())
+                .and_then(|p| {
+                    p.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
+            "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        )
+    } else {
+        (
+            affinity
+                .and_then(|a| a.pod_affinity.as_ref())
+                .and_then(|p| {
+                    p.preferred_during_scheduling_ignored_during_execution
+                        .as_ref()
+                }),
+            "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+        )
+    };
+    let mut weighted = vec![];
+    for (i, t) in terms.into_iter().flatten().enumerate() {
+        if !(1..=100).contains(&t.weight) {
+            return Err((
+                format!("{field}[{i}].weight"),
+                format!("{} is outside 1..=100", t.weight),
+            ));
+        }
+        let term = affinity_term(&t.pod_affinity_term, namespace, &format!("{field}[{i}]"))?;
+        weighted.extend(term.map(|a| (t.weight, a)));
+    }
+    weighted.sort_by_key(|w| std::cmp::Reverse(w.0));
+    Ok(weighted.into_iter().map(|(_, a)| a).collect())
 }
 
 #[cfg(test)]
@@ -381,6 +483,29 @@ mod tests {
     }
 
     #[test]
+    fn preferred_pod_affinity_terms_are_kept_heaviest_first_in_the_pods_namespace() {
+        let term = |app: &str, key: &str| json!({"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key});
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "affinity": {
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": term("light", "kubernetes.io/hostname")},
+                    {"weight": 90, "podAffinityTerm": term("heavy", "topology.kubernetes.io/zone")}
+                ]},
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "podAffinityTerm": term("db", "topology.kubernetes.io/zone")}
+                ]}
+            }
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert!(d.anti_affinity.is_empty() && d.affinity.is_empty());
+        let keys: Vec<TopologyKey> = d.soft_anti_affinity.iter().map(|a| a.key).collect();
+        assert_eq!(keys, vec![TopologyKey::Zone, TopologyKey::Hostname]);
+        assert_eq!(d.soft_affinity.len(), 1);
+        assert_eq!(d.soft_affinity[0].namespaces, vec!["ns".to_string()]);
+    }
+
+    #[test]
     fn a_bad_quantity_names_the_pod_and_field() {
         let p =
             pod(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
@@ -390,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn only_do_not_schedule_spread_constraints_are_kept_and_terms_default_to_the_pod_namespace() {
+    fn schedule_anyway_spread_constraints_are_kept_apart_and_terms_default_to_the_pod_namespace() {
         let p = pod(json!({
             "containers": [{"name": "a"}],
             "topologySpreadConstraints": [
@@ -404,6 +529,8 @@ mod tests {
         let d = PodDemand::from_pod(&p).unwrap();
         assert_eq!(d.spread.len(), 1);
         assert_eq!(d.spread[0].key, TopologyKey::Zone);
+        assert_eq!(d.soft_spread.len(), 1);
+        assert_eq!(d.soft_spread[0].key, TopologyKey::Hostname);
         assert_eq!(d.anti_affinity[0].namespaces, vec!["ns".to_string()]);
         assert_eq!(d.anti_affinity[0].key, TopologyKey::Hostname);
     }

@@ -7,8 +7,9 @@
 //! a c6a.2xlarge and a c6a.xlarge hold them for $0.459/h). Pods whose only constraint is
 //! their size can move freely between claims of the same NodePool and requirements, so
 //! those claims are packed again: exactly when the pods are identical
-//! (`packing::identical_optimum`), by the dual-priced greedy otherwise, and the cheaper of
-//! that and what first-fit-decreasing found is kept.
+//! (`packing::identical_optimum`), by the dual-priced greedy and by plain
+//! first-fit-decreasing otherwise, and the cheapest of those and what the solver's own
+//! first-fit-decreasing found is kept.
 
 use std::collections::HashMap;
 
@@ -131,6 +132,9 @@ impl Solver<'_> {
             );
         }
         if let Some(nodes) = packing::greedy(&bins, &shapes) {
+            options.push(nodes);
+        }
+        if let Some(nodes) = packing::first_fit_decreasing(&bins, &shapes) {
             options.push(nodes);
         }
         let Some(best) = options

@@ -77,6 +77,9 @@ pub(super) struct Solver<'a> {
     class_nodes: Vec<usize>,
     class_full_scan: Vec<bool>,
     smallest: (i64, i64),
+    /// The node-affinity alternatives a pod is being placed with while a preferred term
+    /// is held as required (`preferences.rs`); empty: its own required alternatives.
+    pub(super) held: Vec<Vec<Requirements>>,
     pub(super) unschedulable: Vec<(usize, Vec<Why>)>,
 }
 
@@ -118,7 +121,7 @@ impl<'a> Solver<'a> {
         let mut counts = ZoneCounts::new(groups.len(), zones.len());
         let mut zone_anti_groups = vec![false; groups.len()];
         for terms in &groups.terms {
-            for (g, key) in &terms.anti {
+            for (g, key) in terms.hard_anti() {
                 if *key == TopologyKey::Zone {
                     zone_anti_groups[*g as usize] = true;
                 }
@@ -232,6 +235,7 @@ impl<'a> Solver<'a> {
             class_nodes,
             class_full_scan,
             smallest,
+            held: vec![vec![]; pods.len()],
             unschedulable: vec![],
         }
     }
@@ -273,32 +277,33 @@ impl<'a> Solver<'a> {
         let mut cursor = vec![0usize; self.class_templates.len()];
         for p in order {
             let class = self.class_of[p];
-            let start = if self.class_full_scan[class] {
-                0
-            } else {
-                cursor[class]
-            };
-            let from = self.open.partition_point(|&c| c < start);
+            // Every preference held first, then dropped one at a time (`preferences.rs`).
+            let levels = self.relaxations(p);
             let mut placed = None;
-            for i in from..self.open.len() {
-                let ci = self.open[i];
-                if self.claims[ci].closed {
+            let mut whys = vec![];
+            for level in 0..=levels {
+                if !self.relax_to(p, level) {
                     continue;
                 }
-                if let Some(pl) = self.try_place(p, ci) {
-                    self.place(p, ci, pl);
-                    placed = Some(ci);
-                    break;
+                // A relaxed pod may fit a claim its class's cursor has passed.
+                let start = if self.class_full_scan[class] || level > 0 {
+                    0
+                } else {
+                    cursor[class]
+                };
+                match self.place_anywhere(p, start) {
+                    Ok(ci) => {
+                        if level == 0 {
+                            cursor[class] = ci;
+                        }
+                        placed = Some(ci);
+                        break;
+                    }
+                    Err(w) => whys = w,
                 }
             }
             if placed.is_none() {
-                match self.open_claim(p) {
-                    Ok(ci) => placed = Some(ci),
-                    Err(whys) => self.unschedulable.push((p, whys)),
-                }
-            }
-            if let Some(ci) = placed {
-                cursor[class] = ci;
+                self.unschedulable.push((p, whys));
             }
             if self.open.len() > 64
                 && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2
@@ -308,6 +313,23 @@ impl<'a> Solver<'a> {
                 self.open.retain(|&c| !claims[c].closed);
             }
         }
+    }
+
+    /// Places pod `p` on the first open claim from `start` that takes it, or on a new
+    /// claim; the reasons every NodePool refused it otherwise.
+    fn place_anywhere(&mut self, p: usize, start: usize) -> Result<usize, Vec<Why>> {
+        let from = self.open.partition_point(|&c| c < start);
+        for i in from..self.open.len() {
+            let ci = self.open[i];
+            if self.claims[ci].closed {
+                continue;
+            }
+            if let Some(pl) = self.try_place(p, ci) {
+                self.place(p, ci, pl);
+                return Ok(ci);
+            }
+        }
+        self.open_claim(p)
     }
 
     fn try_place(&self, p: usize, ci: usize) -> Option<Placement> {
@@ -341,8 +363,8 @@ impl<'a> Solver<'a> {
             Some(n) => {
                 let node = &self.snapshot.nodes[n];
                 if first_untolerated(&node.taints, &pod.tolerations).is_some()
-                    || !pod
-                        .requirements
+                    || !self
+                        .alternatives(p)
                         .iter()
                         .any(|alt| alt.matches_labels(&node.labels))
                 {
@@ -356,7 +378,7 @@ impl<'a> Solver<'a> {
                     return None;
                 }
                 let mut chosen = None;
-                for alt in &pod.requirements {
+                for alt in self.alternatives(p) {
                     if alt.is_empty() {
                         chosen = Some((None, false));
                         break;
@@ -513,7 +535,7 @@ impl<'a> Solver<'a> {
             c.increment(g);
             self.counts.total[g as usize] += 1;
         }
-        for &(g, key) in &self.groups.terms[p].anti {
+        for &(g, key) in self.groups.terms[p].hard_anti() {
             if key == TopologyKey::Hostname {
                 c.anti.push(g);
             }
@@ -551,7 +573,7 @@ impl<'a> Solver<'a> {
         for &g in &self.groups.member_of[p] {
             self.counts.add(g, z);
         }
-        for &(g, key) in &self.groups.terms[p].anti {
+        for &(g, key) in self.groups.terms[p].hard_anti() {
             if key == TopologyKey::Zone {
                 self.counts.mark_anti(g, z);
             }
@@ -580,7 +602,7 @@ impl<'a> Solver<'a> {
                 });
                 continue;
             }
-            for alt in &pod.requirements {
+            for alt in self.alternatives(p) {
                 if let Err(conflict) = t.requirements.compatible(alt, defined_by_instance) {
                     whys.push(Why::Requirement {
                         pool: t.nodepool.clone(),
@@ -784,6 +806,7 @@ struct ClassKey {
     namespace: String,
     requests: Resources,
     requirements: Vec<Requirements>,
+    preferred: Vec<Requirements>,
     tolerations: Vec<super::taints::Toleration>,
     terms: Terms,
     member_of: Vec<GroupId>,
@@ -795,6 +818,7 @@ impl ClassKey {
             namespace: pod.namespace.clone(),
             requests: pod.requests.clone(),
             requirements: pod.requirements.clone(),
+            preferred: pod.preferred.clone(),
             tolerations: pod.tolerations.clone(),
             terms: terms.clone(),
             member_of: member_of.to_vec(),

@@ -10,6 +10,7 @@ use crate::catalog::Catalog;
 use crate::resources::Resources;
 
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
+const ZONE_LABEL: &str = crate::api::labels::ZONE;
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -18,6 +19,14 @@ enum Kind {
     HostSpread,
     ZoneAffinity,
     HostAnti,
+    /// Prefers us-east-1b, which the NodePool offers: the preference must be met.
+    PreferZone,
+    /// Prefers a zone no offering has, then us-east-1c: the first is relaxed, the second met.
+    PreferUnmet,
+    /// A `ScheduleAnyway` zone spread this NodePool can meet: it must be met.
+    SoftZoneSpread,
+    /// A preferred hostname anti-affinity to its own app, which new nodes always meet.
+    SoftHostAnti,
 }
 
 fn kind() -> impl Strategy<Value = Kind> {
@@ -26,7 +35,11 @@ fn kind() -> impl Strategy<Value = Kind> {
         Just(Kind::ZoneSpread),
         Just(Kind::HostSpread),
         Just(Kind::ZoneAffinity),
-        Just(Kind::HostAnti)
+        Just(Kind::HostAnti),
+        Just(Kind::PreferZone),
+        Just(Kind::PreferUnmet),
+        Just(Kind::SoftZoneSpread),
+        Just(Kind::SoftHostAnti)
     ]
 }
 
@@ -48,6 +61,12 @@ fn build(workloads: &[(Kind, i64, i64, usize)]) -> Vec<PodDemand> {
                 Kind::HostSpread => b.spread(TopologyKey::Hostname, 1, &app),
                 Kind::ZoneAffinity => b.affinity(TopologyKey::Zone, &app),
                 Kind::HostAnti => b.anti(TopologyKey::Hostname, &app),
+                Kind::SoftZoneSpread => b.spread_anyway(TopologyKey::Zone, 1, &app),
+                Kind::SoftHostAnti => b.prefer_anti(TopologyKey::Hostname, &app),
+                Kind::PreferZone => b.prefer(ZONE_LABEL, &["us-east-1b"]),
+                Kind::PreferUnmet => b
+                    .prefer(ZONE_LABEL, &["nowhere-1a"])
+                    .prefer(ZONE_LABEL, &["us-east-1c"]),
             };
             out.push(b.build());
         }
@@ -115,10 +134,10 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
             let app = format!("app{w}");
             let n = per_app.get(app.as_str()).copied().unwrap_or(0);
             match k {
-                Kind::HostAnti | Kind::HostSpread => {
+                Kind::HostAnti | Kind::HostSpread | Kind::SoftHostAnti => {
                     assert!(n <= 1, "{n} pods of {app} ({k:?}) share a node")
                 }
-                Kind::ZoneSpread | Kind::ZoneAffinity if n > 0 => {
+                Kind::ZoneSpread | Kind::SoftZoneSpread | Kind::ZoneAffinity if n > 0 => {
                     assert_eq!(
                         c.zones.len(),
                         1,
@@ -128,9 +147,29 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
                         .entry((app.clone(), c.zone.clone()))
                         .or_default() += n;
                 }
+                Kind::PreferZone if n > 0 => {
+                    assert_eq!(c.zones, vec!["us-east-1b"], "{app} off its preferred zone")
+                }
+                Kind::PreferUnmet if n > 0 => {
+                    assert_eq!(c.zones, vec!["us-east-1c"], "{app} off its met preference")
+                }
                 _ => {}
             }
         }
+    }
+    // A preference never leaves a pod pending: this NodePool can hold every pod.
+    for u in &plan.unschedulable {
+        let k = by_key[&u.pod].labels["app"].trim_start_matches("app");
+        let k = workloads[k.parse::<usize>().unwrap()].0;
+        assert!(
+            !matches!(
+                k,
+                Kind::PreferZone | Kind::PreferUnmet | Kind::SoftZoneSpread | Kind::SoftHostAnti
+            ),
+            "{} ({k:?}) left pending: {}",
+            u.pod,
+            u.reason
+        );
     }
     for (w, (k, ..)) in workloads.iter().enumerate() {
         let app = format!("app{w}");
@@ -144,7 +183,7 @@ fn check(workloads: &[(Kind, i64, i64, usize)], cat: &Catalog) {
             })
             .collect();
         match k {
-            Kind::ZoneSpread => {
+            Kind::ZoneSpread | Kind::SoftZoneSpread => {
                 let (max, min) = (counts.iter().max().unwrap(), counts.iter().min().unwrap());
                 assert!(max - min <= 1, "{app} zone spread {counts:?}");
             }

@@ -229,6 +229,16 @@ impl PodBuilder {
         }
         self
     }
+    /// A preferred node-affinity term lighter than every one added before it.
+    pub fn prefer(mut self, k: &str, values: &[&str]) -> Self {
+        let mut term = super::requirements::Requirements::new();
+        term.add(
+            k,
+            Requirement::in_values(values.iter().map(|v| v.to_string())),
+        );
+        self.0.preferred.push(term);
+        self
+    }
     pub fn tolerate(mut self, k: &str, v: &str) -> Self {
         self.0.tolerations.push(Toleration {
             key: k.into(),
@@ -261,6 +271,15 @@ impl PodBuilder {
         });
         self
     }
+    /// A `whenUnsatisfiable: ScheduleAnyway` spread.
+    pub fn spread_anyway(mut self, key: TopologyKey, skew: u32, app: &str) -> Self {
+        self.0.soft_spread.push(Spread {
+            key,
+            max_skew: skew,
+            selector: Self::selector(app),
+        });
+        self
+    }
     pub fn anti(mut self, key: TopologyKey, app: &str) -> Self {
         self.0.anti_affinity.push(AffinityTerm {
             key,
@@ -271,6 +290,24 @@ impl PodBuilder {
     }
     pub fn affinity(mut self, key: TopologyKey, app: &str) -> Self {
         self.0.affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
+        self
+    }
+    /// A preferred pod anti-affinity term, lighter than those added before it.
+    pub fn prefer_anti(mut self, key: TopologyKey, app: &str) -> Self {
+        self.0.soft_anti_affinity.push(AffinityTerm {
+            key,
+            selector: Self::selector(app),
+            namespaces: vec!["default".into()],
+        });
+        self
+    }
+    /// A preferred pod affinity term, lighter than those added before it.
+    pub fn prefer_affinity(mut self, key: TopologyKey, app: &str) -> Self {
+        self.0.soft_affinity.push(AffinityTerm {
             key,
             selector: Self::selector(app),
             namespaces: vec!["default".into()],

@@ -12,9 +12,15 @@ pub type GroupId = u16;
 /// A pod's topology terms, with selectors replaced by group ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Terms {
+    /// Required spreads, then the `soft` last ones held from `ScheduleAnyway`.
     pub spread: Vec<(GroupId, TopologyKey, u32)>,
+    pub soft: usize,
+    /// Required terms, then the `soft_affinity` (`soft_anti`) last ones held from
+    /// preferred terms.
     pub affinity: Vec<(GroupId, TopologyKey)>,
     pub anti: Vec<(GroupId, TopologyKey)>,
+    pub soft_affinity: usize,
+    pub soft_anti: usize,
 }
 
 impl Terms {
@@ -23,6 +29,11 @@ impl Terms {
     /// identical pod stopped.
     pub fn needs_full_scan(&self) -> bool {
         self.spread.iter().any(|s| s.1 == TopologyKey::Zone) || !self.affinity.is_empty()
+    }
+
+    /// The anti-affinity terms other pods must respect too: the required ones.
+    pub fn hard_anti(&self) -> &[(GroupId, TopologyKey)] {
+        &self.anti[..self.anti.len() - self.soft_anti]
     }
 
     pub fn has_zone_terms(&self) -> bool {
@@ -57,18 +68,24 @@ impl Groups {
                     spread: p
                         .spread
                         .iter()
+                        .chain(&p.soft_spread)
                         .map(|s| (intern(&s.selector, &own_ns), s.key, s.max_skew))
                         .collect(),
+                    soft: p.soft_spread.len(),
                     affinity: p
                         .affinity
                         .iter()
+                        .chain(&p.soft_affinity)
                         .map(|a| (intern(&a.selector, &a.namespaces), a.key))
                         .collect(),
                     anti: p
                         .anti_affinity
                         .iter()
+                        .chain(&p.soft_anti_affinity)
                         .map(|a| (intern(&a.selector, &a.namespaces), a.key))
                         .collect(),
+                    soft_affinity: p.soft_affinity.len(),
+                    soft_anti: p.soft_anti_affinity.len(),
                 }
             })
             .collect();
