@@ -468,6 +468,7 @@ async fn drain(world: &World, source: &EventSource) -> anyhow::Result<()> {
         on_node(world)
     );
     let fleets_before = world.front.calls("CreateFleet").len();
+    let requests_before = world.sim.requests().len();
     let sent = Instant::now();
     spot_warning(world, &instance).await?;
     let mut worst_unavailable = 0;
@@ -539,7 +540,20 @@ async fn drain(world: &World, source: &EventSource) -> anyhow::Result<()> {
         from(replacement_ready),
         from(Some(drained)),
     );
-    // How the pods left: evictions the budget allowed vs deletions near the deadline.
+    // How the pods left: evictions (the budget's 429s included) vs deletions near the
+    // deadline. Only this drain's chain talks to the API server meanwhile.
+    let requests = world.sim.requests();
+    let count = |what: &str| {
+        requests[requests_before..]
+            .iter()
+            .filter(|r| *r == what)
+            .count()
+    };
+    println!(
+        "API requests meanwhile: {} POST pods/eviction (allowed and refused), {} DELETE pods",
+        count("POST pods/eviction"),
+        count("DELETE pods")
+    );
     let notes: Vec<String> = world
         .sim
         .list_json("events.k8s.io/v1", "Event")
