@@ -13,7 +13,7 @@ help:
 	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
 	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
 	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
-	@echo "make bench   solver and provisioner benchmarks (figures go to BENCHMARKS.md by hand)"
+	@echo "make bench   solver, provisioner, interruption and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
 	@echo "make package the three Lambda zips for ARCH=x86_64 (default) or ARCH=arm64 under target/lambda/<arch>/"
 	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account and the SAM CLI)"
@@ -58,10 +58,13 @@ demo: setup
 	$(CARGO) test $(TEST_SELECTION) --no-run --quiet
 	NODEWRIGHT_DEMO_KEEP=$(KEEP) $(TARGET_DIR)/debug/nodewright-demo
 
-# The provisioner benchmark runs the release binary as Lambda would, so it is built first.
+# The function benchmarks run the release binaries as Lambda would, so they are built first.
+# --workspace, not -p: a -p build resolves features differently and rebuilds the AWS SDK.
 bench: setup release
-	$(CARGO) bench -p nodewright --bench solver
-	$(CARGO) bench -p nodewright-world --bench provisioner
+	$(CARGO) bench --workspace --bench solver
+	$(CARGO) bench --workspace --bench provisioner
+	$(CARGO) bench --workspace --bench interruption
+	$(CARGO) bench --workspace --bench cold_start
 
 release:
 	$(CARGO) build --release -p nodewright-provisioner -p nodewright-interruption -p nodewright-sweeper

@@ -15,8 +15,10 @@
 //!
 //! Emulated: the Lambda Runtime API (`nodewright_world::lambda_api`), AWS (moto, seen
 //! through the world's front, which records when CreateFleet reached it) and Kubernetes
-//! (the simulated cluster, serving the Lease). moto and the simulated cluster answer on
-//! loopback, so EC2's and the API server's own latency are not in these figures.
+//! (the simulated cluster, serving the Lease; its clock is brought up to real time after
+//! each sample, so launched nodes join and their pods bind between samples). moto and the
+//! simulated cluster answer on loopback, so EC2's and the API server's own latency are not
+//! in these figures.
 //!
 //! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`.
 
@@ -32,6 +34,7 @@ use nodewright_world::world::World;
 use nodewright_world::world::provisioner::scheduled_event;
 use serde_json::{Value, json};
 
+/// Pods measured; `NODEWRIGHT_BENCH_SAMPLES` overrides it for a quick smoke run.
 const LATENCY_SAMPLES: usize = 200;
 const PENDING_PODS: usize = 5_000;
 /// EventBridge Scheduler's `rate(1 minute)`.
@@ -68,7 +71,7 @@ apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata: {name: default}
 spec:
-  role: CLUSTER-node
+  role: NODE_ROLE
   amiSelectorTerms: [{alias: al2023@latest}]
   subnetSelectorTerms: [{tags: {karpenter.sh/discovery: CLUSTER}}]
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: CLUSTER}}]
@@ -83,6 +86,13 @@ fn binary() -> PathBuf {
         PathBuf::from,
     );
     target.join("release").join("provisioner")
+}
+
+fn latency_samples() -> usize {
+    std::env::var("NODEWRIGHT_BENCH_SAMPLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(LATENCY_SAMPLES)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -105,10 +115,12 @@ fn pod(name: &str, cpu: &str, memory: &str, pool: &str) -> Value {
 /// One container of the function: its own Runtime API and process, busy while an
 /// invocation runs in it.
 struct Container {
+    name: String,
     api: RuntimeApi,
     process: FunctionProcess,
     log: PathBuf,
     busy: std::sync::atomic::AtomicBool,
+    invocations: std::sync::atomic::AtomicUsize,
 }
 
 async fn start_container(
@@ -126,10 +138,12 @@ async fn start_container(
     let log = dir.join(format!("{name}.log"));
     let process = FunctionProcess::spawn(&binary(), &api, settings.memory_mb, &env, &log)?;
     Ok(Container {
+        name: name.to_string(),
         api,
         process,
         log,
         busy: false.into(),
+        invocations: 0.into(),
     })
 }
 
@@ -152,6 +166,8 @@ struct Invocations {
     durations: Vec<Duration>,
     containers: usize,
     throttled: usize,
+    /// One line per invocation: container, cold or warm, duration, what its summary says.
+    lines: Vec<String>,
 }
 
 /// Starts an invocation every minute, as Lambda routes it.
@@ -165,6 +181,7 @@ fn schedule(
     tokio::spawn(async move {
         let cap = settings.reserved_concurrency.unwrap_or(1000) as usize;
         let mut containers: Vec<Arc<Container>> = vec![];
+        let began = Instant::now();
         let mut tick = tokio::time::interval(SCHEDULE);
         loop {
             tick.tick().await;
@@ -194,16 +211,40 @@ fn schedule(
                 }
             };
             container.busy.store(true, Ordering::SeqCst);
-            record.lock().unwrap().started += 1;
+            let first = container.invocations.fetch_add(1, Ordering::SeqCst) == 0;
+            let number = {
+                let mut r = record.lock().unwrap();
+                r.started += 1;
+                r.started
+            };
             let (record, timeout) = (record.clone(), settings.timeout);
+            let at = began.elapsed();
             tokio::spawn(async move {
                 let started = Instant::now();
                 let outcome = container.invoke(timeout).await;
-                record.lock().unwrap().durations.push(started.elapsed());
+                let took = started.elapsed();
+                let line = match &outcome {
+                    Ok(s) => format!(
+                        "  invocation {number:2} at {:5.1} s on {}{}: {:.1} s, lease acquired {} \
+                         (standby checks {}, released {}), {} polls, {} watch wake-ups, {} \
+                         instances launched",
+                        at.as_secs_f64(),
+                        container.name,
+                        if first { " (cold)" } else { "" },
+                        took.as_secs_f64(),
+                        s["lease"]["acquired"],
+                        s["lease"]["standbyChecks"],
+                        s["lease"]["released"],
+                        s["polls"],
+                        s["watchWakeups"],
+                        s["launchedInstances"].as_array().map_or(0, Vec::len),
+                    ),
+                    Err(e) => format!("  invocation {number:2} on {}: {e:#}", container.name),
+                };
+                let mut r = record.lock().unwrap();
+                r.durations.push(took);
+                r.lines.push(line);
                 container.busy.store(false, Ordering::SeqCst);
-                if let Err(e) = outcome {
-                    eprintln!("{e:#}");
-                }
             });
         }
     })
@@ -225,7 +266,7 @@ async fn latency(
     );
     let mut samples = vec![];
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
-    while samples.len() < LATENCY_SAMPLES {
+    while samples.len() < latency_samples() {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -255,6 +296,12 @@ async fn latency(
             sample.as_secs_f64()
         );
         samples.push(sample);
+        // The nodes launched so far join, and their pods bind, as in a cluster: the pending
+        // set stays what it would be, and no instance outlives the provisioner's
+        // JOIN_DEADLINE (15 min) unjoined, which would launch its pod again. Done between
+        // samples, so the simulated cluster's work is outside every measured window.
+        world.catch_up_clock();
+        world.sim.step().await;
     }
     // The invocations still running count to their end: wait for them, starting no more.
     scheduler.abort();
@@ -329,10 +376,17 @@ async fn main() -> anyhow::Result<()> {
         ..SimConfig::default()
     };
     let world = Arc::new(World::start("bench-cluster", config).await?);
-    world.apply_yaml(&CONFIG.replace("CLUSTER", &world.seeded.cluster))?;
+    world.apply_yaml(
+        &CONFIG
+            .replace("CLUSTER", &world.seeded.cluster)
+            .replace("NODE_ROLE", &world.stack.node_role_name),
+    )?;
     let dir = std::env::temp_dir().join(format!("nodewright-bench-{}", std::process::id()));
 
-    println!("\npending -> CreateFleet, {LATENCY_SAMPLES} pods, one-minute schedule:");
+    println!(
+        "\npending -> CreateFleet, {} pods, one-minute schedule:",
+        latency_samples()
+    );
     let (samples, invocations, wall) = latency(world.clone(), &settings, &dir).await?;
     let over_3s = samples.iter().filter(|s| s.as_secs_f64() > 3.0).count();
     println!(
@@ -344,6 +398,9 @@ async fn main() -> anyhow::Result<()> {
         samples[0].as_secs_f64(),
         samples[samples.len() - 1].as_secs_f64()
     );
+    for line in &invocations.lines {
+        println!("{line}");
+    }
     let busy: Duration = invocations.durations.iter().sum();
     let mean = busy.as_secs_f64() / invocations.durations.len().max(1) as f64;
     let mut durations = invocations.durations.clone();

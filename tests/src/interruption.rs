@@ -7,7 +7,7 @@
 //! minutes per retry; receive counts, the redrive to the dead-letter queue and
 //! `DelaySeconds` are moto's own.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -32,6 +32,28 @@ pub const REGION: &str = "us-east-1";
 pub type Replacer = Mutex<Provisioner<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter>>>;
 /// The handler's state, borrowing the provisioning core of a [`ProvisionerState`].
 pub type InterruptionState<'a> = State<KubeCluster, Ec2Adapter, &'a Replacer, SqsQueue>;
+
+/// One received batch, as the emulated event source mapping holds it until the function
+/// answered.
+#[derive(Debug)]
+pub struct Batch {
+    /// The SQS event Lambda invokes the function with (`Records`).
+    pub event: Value,
+    /// When ReceiveMessage returned it.
+    pub received_at: Instant,
+    pub bodies: Vec<Value>,
+    messages: Vec<aws_sdk_sqs::types::Message>,
+}
+
+impl Batch {
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+}
 
 /// What one delivery did.
 #[derive(Debug, Default)]
@@ -112,6 +134,34 @@ impl World {
         state: &InterruptionState<'_>,
         wait: Duration,
     ) -> anyhow::Result<Delivery> {
+        let Some(batch) = self.receive_batch(wait).await? else {
+            return Ok(Delivery::default());
+        };
+        let event: SqsEvent = serde_json::from_value(batch.event.clone())
+            .context("an SQS event as Lambda builds it")?;
+        let response: SqsBatchResponse = nodewright_interruption::handler(
+            LambdaEvent::new(event, lambda_runtime::Context::default()),
+            state,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("the handler failed: {e}"))?;
+        let failed: Vec<String> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.clone())
+            .collect();
+        self.settle(&batch, &failed).await?;
+        Ok(Delivery {
+            received: batch.messages.len(),
+            failed,
+            bodies: batch.bodies,
+        })
+    }
+
+    /// The first half of the emulated event source mapping: one ReceiveMessage (up to ten
+    /// messages, waiting up to `wait` for the first) turned into the SQS event Lambda
+    /// invokes the function with; `None` when nothing arrived.
+    pub async fn receive_batch(&self, wait: Duration) -> anyhow::Result<Option<Batch>> {
         let sqs = aws_sdk_sqs::Client::new(&self.sdk);
         let out = sqs
             .receive_message()
@@ -122,13 +172,10 @@ impl World {
             .send()
             .await
             .context("ReceiveMessage against moto")?;
-        let messages = out.messages();
-        let mut delivery = Delivery {
-            received: messages.len(),
-            ..Delivery::default()
-        };
+        let received_at = Instant::now();
+        let messages = out.messages().to_vec();
         if messages.is_empty() {
-            return Ok(delivery);
+            return Ok(None);
         }
         let records: Vec<Value> = messages
             .iter()
@@ -152,30 +199,25 @@ impl World {
                 })
             })
             .collect();
-        delivery.bodies = messages
+        let bodies = messages
             .iter()
             .filter_map(|m| serde_json::from_str(m.body().unwrap_or_default()).ok())
             .collect();
-        let event: SqsEvent = serde_json::from_value(json!({ "Records": records }))
-            .context("an SQS event as Lambda builds it")?;
-        let response: SqsBatchResponse = nodewright_interruption::handler(
-            LambdaEvent::new(event, lambda_runtime::Context::default()),
-            state,
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("the handler failed: {e}"))?;
-        delivery.failed = response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.clone())
-            .collect();
-        for m in messages {
+        Ok(Some(Batch {
+            event: json!({ "Records": records }),
+            received_at,
+            bodies,
+            messages,
+        }))
+    }
+
+    /// The second half: messages reported as failed (`batchItemFailures` ids) are made
+    /// visible again at once, the others deleted.
+    pub async fn settle(&self, batch: &Batch, failed: &[String]) -> anyhow::Result<()> {
+        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
+        for m in &batch.messages {
             let handle = m.receipt_handle().unwrap_or_default();
-            if delivery
-                .failed
-                .iter()
-                .any(|id| Some(id.as_str()) == m.message_id())
-            {
+            if failed.iter().any(|id| Some(id.as_str()) == m.message_id()) {
                 sqs.change_message_visibility()
                     .queue_url(&self.stack.queue_url)
                     .receipt_handle(handle)
@@ -192,7 +234,7 @@ impl World {
                     .context("DeleteMessage against moto")?;
             }
         }
-        Ok(delivery)
+        Ok(())
     }
 
     /// Messages in the dead-letter queue (read without consuming them for long).

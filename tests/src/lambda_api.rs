@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use axum::Router;
@@ -37,6 +37,8 @@ struct Queue {
     waiting: VecDeque<(String, Value, Duration)>,
     answers: HashMap<String, oneshot::Sender<Outcome>>,
     init_error: Option<Value>,
+    /// When the runtime first asked for an invocation: the end of its cold start.
+    first_next: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -116,6 +118,12 @@ impl RuntimeApi {
             .with_context(|| format!("invocation {id} was never answered"))
     }
 
+    /// When the function first asked for an invocation (`GET .../invocation/next`), if it
+    /// has: a process started against this API has finished its init then.
+    pub fn first_next(&self) -> Option<Instant> {
+        self.api.queue.lock().ok().and_then(|q| q.first_next)
+    }
+
     /// What the function reported to `/runtime/init/error`, if anything.
     pub fn init_error(&self) -> Option<Value> {
         self.api
@@ -135,6 +143,9 @@ impl Drop for RuntimeApi {
 }
 
 async fn next(State(api): State<Arc<Api>>) -> Response {
+    if let Ok(mut q) = api.queue.lock() {
+        q.first_next.get_or_insert_with(Instant::now);
+    }
     loop {
         let notified = api.arrived.notified();
         let item = api

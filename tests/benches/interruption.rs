@@ -1,0 +1,693 @@
+//! The interruption function's release binary, run as Lambda runs it (`make bench`):
+//!
+//! 1. over `REPETITIONS` spot interruption warnings, each for another node: message
+//!    received → node tainted (target: at most 1 s) and → replacement CreateFleet (target:
+//!    at most 2 s);
+//! 2. the time to drain a 30-pod node whose pods a PodDisruptionBudget lets go one at a
+//!    time, after a spot interruption warning (two minutes before the instance goes).
+//!
+//! Each warning goes through moto's EventBridge (PutEvents), whose rule puts it on the
+//! stack's queue. An emulated SQS event source mapping receives batches from the queue
+//! (ReceiveMessage, long polling), hands each batch to an idle container of the function,
+//! else to a new one, as Lambda does, through an emulated Runtime API
+//! (`nodewright_world::lambda_api`), and deletes the messages the function did not report
+//! as failed. "Message received" is the moment that ReceiveMessage returned the warning to
+//! the event source mapping: the invocation is queued on the Runtime API right after it,
+//! where a warm container's runtime is already waiting for it.
+//!
+//! Emulated: the Lambda Runtime API and the event source mapping, AWS (moto, seen through
+//! the world's front, which records when CreateFleet reached it) and Kubernetes (the
+//! simulated cluster, on a real-time clock, stepped every `SIM_STEP`: graceful deletion,
+//! ReplicaSets, scheduling, nodes joining `boot_delay` + `ready_delay` after launch). moto
+//! and the simulated cluster answer on loopback, so EC2's and the API server's own latency
+//! are not in these figures.
+//!
+//! The binary is `$NODEWRIGHT_INTERRUPTION_BIN`, else `<target>/release/interruption`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use jiff::Timestamp;
+use nodewright::provision::BatchWindow;
+use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::template::{FunctionSettings, Template};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{invoke, quick};
+use serde_json::{Value, json};
+
+const FUNCTION: &str = "InterruptionFunction";
+const SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
+/// Spot warnings measured, one node each.
+const REPETITIONS: usize = 20;
+/// Pods on the node drained under the PodDisruptionBudget.
+const DRAIN_PODS: usize = 30;
+const SIM_STEP: Duration = Duration::from_millis(250);
+
+/// The node of latency warning `i`: a NodePool and a one-pod Deployment of its own. One
+/// pool for all would measure something else: the core's replacement plans the
+/// interrupted node's pods against capacity in flight without the pending pods that
+/// capacity was launched for, so the second warning's pod is nominated onto the first
+/// warning's replacement and nothing is launched for it (see BENCHMARKS.md).
+fn latency_node(i: usize) -> String {
+    format!(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: latency-{i}}}
+spec:
+  template:
+    metadata: {{labels: {{bench: latency-{i}}}}}
+    spec:
+      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+      requirements:
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [spot]}}
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m, r]}}
+        - {{key: karpenter.k8s.aws/instance-cpu, operator: In, values: ["8"]}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: latency-{i}, namespace: default}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: latency, victim: "{i}"}}}}
+  template:
+    metadata: {{labels: {{app: latency, victim: "{i}"}}}}
+    spec:
+      nodeSelector: {{bench: latency-{i}}}
+      containers: [{{name: c, image: pause, resources: {{requests: {{cpu: "7", memory: 1Gi}}}}}}]
+"#
+    )
+}
+
+const CONFIG: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: drain}
+spec:
+  template:
+    metadata: {labels: {bench: drain}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [c6a.8xlarge]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: NODE_ROLE
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: CLUSTER}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: CLUSTER}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: drain, namespace: default}
+spec:
+  replicas: DRAIN_PODS
+  selector: {matchLabels: {app: drain}}
+  template:
+    metadata: {labels: {app: drain}}
+    spec:
+      nodeSelector: {bench: drain}
+      containers: [{name: c, image: pause, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: drain, namespace: default}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: drain}}
+"#;
+
+fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("NODEWRIGHT_INTERRUPTION_BIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || nodewright_world::moto::workspace_root().join("target"),
+        PathBuf::from,
+    );
+    target.join("release").join("interruption")
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// One container of the function: its own Runtime API and process, busy while an
+/// invocation runs in it.
+struct Container {
+    name: String,
+    api: RuntimeApi,
+    _process: FunctionProcess,
+    log: PathBuf,
+    busy: AtomicBool,
+    invocations: AtomicUsize,
+}
+
+/// How a warning reached the function.
+#[derive(Debug, Clone)]
+struct Receipt {
+    at: Instant,
+    container: String,
+    /// The container's first invocation: its provisioning core has no catalog yet.
+    first_in_container: bool,
+    /// The container was started for this batch (its process start and init are on the
+    /// path).
+    cold: bool,
+}
+
+/// The emulated SQS event source mapping and the containers it routes batches to.
+struct EventSource {
+    world: Arc<World>,
+    settings: FunctionSettings,
+    dir: PathBuf,
+    containers: tokio::sync::Mutex<Vec<Arc<Container>>>,
+    /// Spot warnings received, by instance id.
+    receipts: Mutex<BTreeMap<String, Receipt>>,
+    invocations: AtomicUsize,
+    failures: Mutex<Vec<String>>,
+}
+
+impl EventSource {
+    async fn container(&self) -> anyhow::Result<(Arc<Container>, bool)> {
+        let mut containers = self.containers.lock().await;
+        if let Some(c) = containers
+            .iter()
+            .find(|c| !c.busy.swap(true, Ordering::SeqCst))
+        {
+            return Ok((c.clone(), false));
+        }
+        let name = format!("interruption-{}", containers.len());
+        let api = RuntimeApi::start().await?;
+        let mut env = self.world.deployed_env(FUNCTION, &self.dir)?;
+        env.push(("AWS_LAMBDA_LOG_STREAM_NAME", name.clone()));
+        let log = self.dir.join(format!("{name}.log"));
+        let process = FunctionProcess::spawn(&binary(), &api, self.settings.memory_mb, &env, &log)?;
+        let container = Arc::new(Container {
+            name,
+            api,
+            _process: process,
+            log,
+            busy: true.into(),
+            invocations: 0.into(),
+        });
+        containers.push(container.clone());
+        Ok((container, true))
+    }
+
+    /// Receives and dispatches batches until `stop`.
+    async fn run(self: Arc<Self>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+        while !stop.load(Ordering::SeqCst) {
+            let Some(batch) = self.world.receive_batch(Duration::from_secs(1)).await? else {
+                continue;
+            };
+            let (container, cold) = self.container().await?;
+            let first = container.invocations.fetch_add(1, Ordering::SeqCst) == 0;
+            for body in &batch.bodies {
+                if body["detail-type"] == SPOT_WARNING
+                    && let Some(id) = body["detail"]["instance-id"].as_str()
+                {
+                    self.receipts.lock().unwrap().insert(
+                        id.to_string(),
+                        Receipt {
+                            at: batch.received_at,
+                            container: container.name.clone(),
+                            first_in_container: first,
+                            cold,
+                        },
+                    );
+                }
+            }
+            self.invocations.fetch_add(1, Ordering::SeqCst);
+            let this = self.clone();
+            tokio::spawn(async move {
+                let outcome = container
+                    .api
+                    .invoke(batch.event.clone(), this.settings.timeout)
+                    .await;
+                let failed: Vec<String> = match outcome {
+                    Ok(Outcome::Response(v)) => v["batchItemFailures"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|f| f["itemIdentifier"].as_str().map(str::to_string))
+                        .collect(),
+                    Ok(Outcome::Error(e)) => {
+                        this.failures.lock().unwrap().push(format!(
+                            "{}: {e} (log {})",
+                            container.name,
+                            container.log.display()
+                        ));
+                        vec![]
+                    }
+                    Err(e) => {
+                        this.failures
+                            .lock()
+                            .unwrap()
+                            .push(format!("{}: {e:#}", container.name));
+                        vec![]
+                    }
+                };
+                if !failed.is_empty() {
+                    this.failures.lock().unwrap().push(format!(
+                        "{}: messages reported failed: {failed:?} (log {})",
+                        container.name,
+                        container.log.display()
+                    ));
+                }
+                if let Err(e) = this.world.settle(&batch, &failed).await {
+                    this.failures.lock().unwrap().push(format!("{e:#}"));
+                }
+                container.busy.store(false, Ordering::SeqCst);
+            });
+        }
+        Ok(())
+    }
+}
+
+fn pods(world: &World, app: &str) -> Vec<Value> {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .collect()
+}
+
+fn running(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"].is_string()
+}
+
+fn ready_and_not_deleting(pod: &Value) -> bool {
+    pod["metadata"]["deletionTimestamp"].is_null()
+        && pod["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn tainted(world: &World, node: &str) -> bool {
+    world.sim.get_json("v1", "Node", "", node).is_some_and(|n| {
+        n["spec"]["taints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["key"] == "nodewright.io/disrupted")
+    })
+}
+
+/// `(node name, instance id)` of every node running a pod of `app`, busiest first.
+fn nodes_running(world: &World, app: &str) -> Vec<(String, String)> {
+    let pods = pods(world, app);
+    let mut nodes: Vec<(usize, String, String)> = world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .filter_map(|n| {
+            let name = n["metadata"]["name"].as_str()?.to_string();
+            let id = n["spec"]["providerID"]
+                .as_str()?
+                .rsplit('/')
+                .next()?
+                .to_string();
+            let count = pods
+                .iter()
+                .filter(|p| running(p) && p["spec"]["nodeName"] == name.as_str())
+                .count();
+            (count > 0).then_some((count, name, id))
+        })
+        .collect();
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.0));
+    nodes.into_iter().map(|(_, n, i)| (n, i)).collect()
+}
+
+async fn spot_warning(world: &World, instance_id: &str) -> anyhow::Result<()> {
+    world
+        .put_event(
+            "aws.ec2",
+            SPOT_WARNING,
+            json!({"instance-id": instance_id, "instance-action": "terminate"}),
+            Timestamp::now(),
+        )
+        .await
+}
+
+async fn wait_until(
+    what: &str,
+    within: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let until = Instant::now() + within;
+    while !done() {
+        anyhow::ensure!(Instant::now() < until, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+struct Sample {
+    taint: Duration,
+    fleet: Duration,
+    receipt: Receipt,
+}
+
+/// One spot warning per latency node, one at a time.
+async fn latency(world: &World, source: &EventSource) -> anyhow::Result<Vec<Sample>> {
+    let victims = nodes_running(world, "latency");
+    anyhow::ensure!(
+        victims.len() >= REPETITIONS,
+        "{} latency nodes, {REPETITIONS} needed",
+        victims.len()
+    );
+    let mut samples = vec![];
+    for (i, (node, instance)) in victims.into_iter().take(REPETITIONS).enumerate() {
+        let fleets_before = world.front.calls("CreateFleet").len();
+        spot_warning(world, &instance).await?;
+        let until = Instant::now() + Duration::from_secs(60);
+        let mut tainted_at = None;
+        let (fleet_at, receipt) = loop {
+            if tainted_at.is_none() && tainted(world, &node) {
+                tainted_at = Some(Instant::now());
+            }
+            let fleet = world
+                .front
+                .calls("CreateFleet")
+                .get(fleets_before)
+                .map(|c| c.at);
+            let receipt = source.receipts.lock().unwrap().get(&instance).cloned();
+            if let (Some(_), Some(fleet), Some(receipt)) = (tainted_at, fleet, receipt) {
+                break (fleet, receipt);
+            }
+            anyhow::ensure!(
+                Instant::now() < until,
+                "warning {i} for {node} ({instance}): tainted {tainted_at:?}, CreateFleet {fleet:?}; \
+                 failures {:?}; logs in {}",
+                source.failures.lock().unwrap(),
+                source.dir.display()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let tainted_at = tainted_at.context("checked above")?;
+        let sample = Sample {
+            taint: tainted_at.saturating_duration_since(receipt.at),
+            fleet: fleet_at.saturating_duration_since(receipt.at),
+            receipt,
+        };
+        println!(
+            "  warning {:2}: tainted {:.3} s, CreateFleet {:.3} s ({}{}{})",
+            i + 1,
+            sample.taint.as_secs_f64(),
+            sample.fleet.as_secs_f64(),
+            sample.receipt.container,
+            if sample.receipt.cold { ", cold" } else { "" },
+            if sample.receipt.first_in_container {
+                ", first invocation"
+            } else {
+                ""
+            },
+        );
+        samples.push(sample);
+        // The next warning once no CreateFleet came for 3 s, so each CreateFleet is the
+        // one of its warning.
+        loop {
+            let n = world.front.calls("CreateFleet").len();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            if world.front.calls("CreateFleet").len() == n {
+                break;
+            }
+        }
+        let fleets = world.front.calls("CreateFleet").len() - fleets_before;
+        if fleets != 1 {
+            println!("    ({fleets} CreateFleet calls for this warning)");
+        }
+    }
+    Ok(samples)
+}
+
+fn summary(name: &str, mut values: Vec<Duration>, target: f64) {
+    if values.is_empty() {
+        println!("{name}: no samples");
+        return;
+    }
+    values.sort();
+    println!(
+        "{name} over {} warnings: median {:.3} s, p90 {:.3} s, min {:.3} s, max {:.3} s; target <= {target} s",
+        values.len(),
+        percentile(&values, 0.5).as_secs_f64(),
+        percentile(&values, 0.9).as_secs_f64(),
+        values[0].as_secs_f64(),
+        values[values.len() - 1].as_secs_f64(),
+    );
+}
+
+/// A spot warning for the node running the `drain` pods; follows them until none is left.
+async fn drain(world: &World, source: &EventSource) -> anyhow::Result<()> {
+    let (node, instance) = nodes_running(world, "drain")
+        .into_iter()
+        .next()
+        .context("no node runs the drain pods")?;
+    let on_node = |world: &World| {
+        pods(world, "drain")
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == node.as_str())
+            .count()
+    };
+    anyhow::ensure!(
+        on_node(world) == DRAIN_PODS,
+        "{} of the {DRAIN_PODS} drain pods on {node}",
+        on_node(world)
+    );
+    let fleets_before = world.front.calls("CreateFleet").len();
+    let requests_before = world.sim.requests().len();
+    let sent = Instant::now();
+    spot_warning(world, &instance).await?;
+    let mut worst_unavailable = 0;
+    let mut first_gone = None;
+    let mut replacement_ready = None;
+    let until = sent + Duration::from_secs(180);
+    loop {
+        let pods = pods(world, "drain");
+        let healthy = pods.iter().filter(|p| ready_and_not_deleting(p)).count();
+        worst_unavailable = worst_unavailable.max(DRAIN_PODS.saturating_sub(healthy));
+        let left = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == node.as_str())
+            .count();
+        if first_gone.is_none() && left < DRAIN_PODS {
+            first_gone = Some(Instant::now());
+        }
+        let elsewhere = pods
+            .iter()
+            .filter(|p| ready_and_not_deleting(p) && p["spec"]["nodeName"] != node.as_str())
+            .count();
+        if replacement_ready.is_none() && elsewhere > 0 {
+            replacement_ready = Some(Instant::now());
+        }
+        if left == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < until,
+            "{left} pods still on {node} {:?} after the warning; failures {:?}",
+            until - sent,
+            source.failures.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let drained = Instant::now();
+    let receipt = source
+        .receipts
+        .lock()
+        .unwrap()
+        .get(&instance)
+        .cloned()
+        .context("the warning was never received")?;
+    let from = |t: Option<Instant>| {
+        t.map_or("never".to_string(), |t| {
+            format!(
+                "{:.1} s",
+                t.saturating_duration_since(receipt.at).as_secs_f64()
+            )
+        })
+    };
+    let fleet = world
+        .front
+        .calls("CreateFleet")
+        .get(fleets_before)
+        .map(|c| c.at);
+    let healthy_now = pods(world, "drain")
+        .iter()
+        .filter(|p| running(p) && p["spec"]["nodeName"] != node.as_str())
+        .count();
+    println!(
+        "drain of {DRAIN_PODS} pods (PDB maxUnavailable 1, deadline 120 s after the warning): \
+         received {:.2} s after PutEvents; from receipt: replacement CreateFleet {}, first pod \
+         off the node {}, first pod Ready elsewhere {}, node empty {}; at most {worst_unavailable} \
+         pods unavailable at once; {healthy_now} running elsewhere when the node was empty",
+        receipt.at.saturating_duration_since(sent).as_secs_f64(),
+        from(fleet),
+        from(first_gone),
+        from(replacement_ready),
+        from(Some(drained)),
+    );
+    // How the pods left: evictions (the budget's 429s included) vs deletions near the
+    // deadline. Only this drain's chain talks to the API server meanwhile.
+    let requests = world.sim.requests();
+    let count = |what: &str| {
+        requests[requests_before..]
+            .iter()
+            .filter(|r| *r == what)
+            .count()
+    };
+    println!(
+        "API requests meanwhile: {} POST pods/eviction (allowed and refused), {} DELETE pods",
+        count("POST pods/eviction"),
+        count("DELETE pods")
+    );
+    let notes: Vec<String> = world
+        .sim
+        .list_json("events.k8s.io/v1", "Event")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == node.as_str())
+        .filter_map(|e| e["note"].as_str().map(str::to_string))
+        .collect();
+    println!("events on the node: {notes:#?}");
+    Ok(())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    // The harness's own logs (the in-process provisioner that sets the nodes up):
+    // `RUST_LOG=nodewright=info`.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .try_init();
+    let bin = binary();
+    std::fs::metadata(&bin)
+        .with_context(|| format!("{} (build it with `make release`)", bin.display()))?;
+    let settings = Template::load()?.function_settings(FUNCTION)?;
+    println!(
+        "binary {}; as template.yaml deploys it: timeout {:?}, {} MB",
+        bin.display(),
+        settings.timeout,
+        settings.memory_mb
+    );
+    let config = SimConfig {
+        clock: SimClock::real_time(1.0),
+        crds_installed: true,
+        ..SimConfig::default()
+    };
+    println!(
+        "simulated cluster on real time: nodes register {:?} after launch and are Ready {:?} later",
+        config.boot_delay, config.ready_delay
+    );
+    let world = Arc::new(World::start("bench-interruption", config).await?);
+    let _stepping = world.sim.run_in_background(SIM_STEP);
+    world.apply_yaml(
+        &CONFIG
+            .replace("CLUSTER", &world.seeded.cluster)
+            .replace("NODE_ROLE", &world.stack.node_role_name)
+            .replace("DRAIN_PODS", &DRAIN_PODS.to_string()),
+    )?;
+    for i in 0..REPETITIONS {
+        world.apply_yaml(&latency_node(i))?;
+    }
+    // The nodes to interrupt, launched by the provisioner (in process: not measured).
+    let batch = BatchWindow {
+        idle: Duration::from_millis(500),
+        max: Duration::from_secs(3),
+    };
+    let provisioner = world
+        .provisioner(quick(Duration::from_secs(8)), batch)
+        .await?;
+    wait_until("pods pending", Duration::from_secs(10), || {
+        pods(&world, "latency").len() == REPETITIONS && pods(&world, "drain").len() == DRAIN_PODS
+    })
+    .await?;
+    let launched = invoke(&provisioner).await?;
+    let all_running = |world: &World| {
+        pods(world, "latency").iter().all(running) && pods(world, "drain").iter().all(running)
+    };
+    if let Err(e) = wait_until("every pod running", Duration::from_secs(150), || {
+        all_running(&world)
+    })
+    .await
+    {
+        let count = |app| pods(&world, app).iter().filter(|p| running(p)).count();
+        anyhow::bail!(
+            "{e}: {} of {REPETITIONS} latency pods and {} of {DRAIN_PODS} drain pods running on \
+             {} nodes; the provisioner's invocation: {launched}",
+            count("latency"),
+            count("drain"),
+            world.sim.list_json("v1", "Node").len()
+        );
+    }
+    drop(provisioner);
+
+    let dir = std::env::temp_dir().join(format!("nodewright-bench-{}", std::process::id()));
+    let source = Arc::new(EventSource {
+        world: world.clone(),
+        settings,
+        dir: dir.clone(),
+        containers: Vec::new().into(),
+        receipts: Mutex::default(),
+        invocations: 0.into(),
+        failures: Mutex::default(),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mapping = tokio::spawn(source.clone().run(stop.clone()));
+
+    println!("\nspot warning received -> node tainted / replacement CreateFleet:");
+    let samples = latency(&world, &source).await?;
+    summary(
+        "received -> tainted",
+        samples.iter().map(|s| s.taint).collect(),
+        1.0,
+    );
+    summary(
+        "received -> CreateFleet",
+        samples.iter().map(|s| s.fleet).collect(),
+        2.0,
+    );
+    let warm: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| !s.receipt.first_in_container)
+        .collect();
+    summary(
+        "received -> tainted, warm containers only",
+        warm.iter().map(|s| s.taint).collect(),
+        1.0,
+    );
+    summary(
+        "received -> CreateFleet, warm containers only",
+        warm.iter().map(|s| s.fleet).collect(),
+        2.0,
+    );
+
+    // The latency warnings' drains and follow-ups end by their deadlines; the drain is
+    // measured alone.
+    println!("\nwaiting for the latency warnings' follow-ups to end (their 120 s deadlines)");
+    tokio::time::sleep(Duration::from_secs(125)).await;
+    drain(&world, &source).await?;
+
+    stop.store(true, Ordering::SeqCst);
+    mapping.await??;
+    println!(
+        "\n{} invocations on {} containers; failures: {:?}",
+        source.invocations.load(Ordering::SeqCst),
+        source.containers.lock().await.len(),
+        source.failures.lock().unwrap()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! The environment any function of the deployed stack runs with in the local world, for
+//! running its release binary as Lambda runs it (see `lambda_api`).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use crate::world::World;
+
+impl World {
+    /// What Lambda gives `function` (a logical id of `template.yaml`): every variable the
+    /// deployed function holds, as moto's stack resolved it, and its execution role's
+    /// temporary credentials; plus what only the local world needs: the AWS SDK through
+    /// [`World::front`] and a kubeconfig for the simulated cluster (written into `dir`).
+    pub fn deployed_env(&self, function: &str, dir: &Path) -> anyhow::Result<Vec<(&str, String)>> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, self.sim.kubeconfig_yaml())
+            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let credentials = self
+            .function_credentials
+            .get(function)
+            .with_context(|| format!("the stack has no {function}"))?;
+        let deployed = self.stack.deployed.function(function)?;
+        let mut env: Vec<(&str, String)> = deployed
+            .environment
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .collect();
+        env.extend(crate::moto::sdk_env(self.front.url(), credentials));
+        env.push(("KUBECONFIG", kubeconfig.display().to_string()));
+        Ok(env)
+    }
+}
