@@ -5,9 +5,9 @@ mod eks_token;
 mod explain;
 mod plan;
 mod rbac;
-mod sweep_plan;
 mod status;
 mod status_view;
+mod sweep_plan;
 mod table;
 mod validate;
 

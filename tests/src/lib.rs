@@ -3,11 +3,11 @@
 
 pub mod aws_faults;
 pub mod aws_front;
-pub mod ec2_consistency;
 pub mod deployed_env;
+pub mod ec2_consistency;
 pub mod ec2_idempotency;
-pub mod fleet_faults;
 pub mod emf;
+pub mod fleet_faults;
 pub mod interruption;
 pub mod kube_sim;
 pub mod kubectl;

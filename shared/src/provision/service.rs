@@ -293,6 +293,15 @@ where
             .list_owned()
             .await
             .map_err(aws_err("listing owned instances"))?;
+        self.unseen.forget_registered(&nodes);
+        let unlisted = self.unseen.unlisted(&owned);
+        if !unlisted.is_empty() {
+            // A launch that joined and was terminated before any poll listed it is not in
+            // flight; one EC2 does not describe yet is (on error, keep counting it).
+            if let Ok(states) = self.aws.states(&unlisted).await {
+                self.unseen.forget_terminated(&states);
+            }
+        }
         let owned = self.unseen.merge(owned, now);
 
         for (node, claim) in missing_nodeclaim_labels(&nodes, &owned) {

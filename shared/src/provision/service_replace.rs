@@ -150,6 +150,8 @@ where
             .list_owned()
             .await
             .map_err(aws_err("listing owned instances"))?;
+        self.unseen.forget_registered(&nodes);
+        self.unseen.forget_registered(&going);
         owned = self.unseen.merge(owned, now);
         owned.retain(|i| !going_instances.contains(&i.id));
         let super::Launchable {

@@ -53,6 +53,45 @@ impl UnseenLaunches {
         listed
     }
 
+    /// Forgets the launches whose Node has registered: EC2 has shown that instance to the
+    /// node (it joined), so from now on the list alone speaks for it. Without this, an
+    /// instance that joined and was terminated before any poll listed it would count as
+    /// capacity in flight for the rest of the window, and its pods would wait.
+    pub fn forget_registered(&mut self, nodes: &[k8s_openapi::api::core::v1::Node]) {
+        if self.launched.is_empty() {
+            return;
+        }
+        for node in nodes {
+            let id = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(crate::kube::parse_provider_id);
+            if let Some(id) = id {
+                self.launched.remove(&id.instance_id);
+            }
+        }
+    }
+
+    /// The launches remembered that `listed` (the live owned instances) lacks: each is
+    /// either not visible yet or already terminated, which only a describe by id tells.
+    pub fn unlisted(&self, listed: &[OwnedInstance]) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .launched
+            .keys()
+            .filter(|id| !listed.iter().any(|i| &i.id == *id))
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Forgets the launches EC2 describes as terminated: they were seen, and are gone.
+    pub fn forget_terminated(&mut self, states: &HashMap<String, InstanceState>) {
+        self.launched
+            .retain(|id, _| states.get(id) != Some(&InstanceState::Terminated));
+    }
+
     pub fn len(&self) -> usize {
         self.launched.len()
     }
@@ -122,6 +161,47 @@ mod tests {
         assert_eq!(ids(&merged), [("i-new", InstanceState::Terminated)]);
         assert!(unseen.is_empty());
         assert!(unseen.merge(Vec::new(), t0).is_empty());
+    }
+
+    #[test]
+    fn a_launch_whose_node_registered_is_forgotten_even_if_the_list_never_showed_it() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        unseen.record(&launched("i-0123456789abcdef0"), BTreeMap::new(), t0);
+        unseen.record(&launched("i-new"), BTreeMap::new(), t0);
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "ip-10-0-0-4.ec2.internal"},
+            "spec": {"providerID": "aws:///us-east-1a/i-0123456789abcdef0"}
+        }))
+        .unwrap();
+        unseen.forget_registered(&[node]);
+        // Terminated meanwhile, so not listed: it is not capacity any more.
+        assert_eq!(
+            ids(&unseen.merge(Vec::new(), t0)),
+            [("i-new", InstanceState::Pending)]
+        );
+    }
+
+    #[test]
+    fn a_launch_described_as_terminated_is_forgotten_and_one_not_described_yet_is_kept() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        unseen.record(&launched("i-gone"), BTreeMap::new(), t0);
+        unseen.record(&launched("i-new"), BTreeMap::new(), t0);
+        unseen.record(&launched("i-up"), BTreeMap::new(), t0);
+        let live = vec![listed("i-up", InstanceState::Running)];
+        assert_eq!(unseen.unlisted(&live), ["i-gone", "i-new"]);
+        unseen.forget_terminated(&HashMap::from([(
+            "i-gone".to_string(),
+            InstanceState::Terminated,
+        )]));
+        assert_eq!(
+            ids(&unseen.merge(live, t0)),
+            [
+                ("i-new", InstanceState::Pending),
+                ("i-up", InstanceState::Running)
+            ]
+        );
     }
 
     #[test]
