@@ -14,7 +14,8 @@ use crate::catalog::Catalog;
 use crate::kube::{InFlight, parse_provider_id};
 use crate::scheduling::{PodDemand, Template};
 
-fn node_instance_ids(nodes: &[Node]) -> HashSet<String> {
+/// The EC2 instance ids behind `nodes`, from their provider IDs.
+pub(crate) fn node_instance_ids(nodes: &[Node]) -> HashSet<String> {
     nodes
         .iter()
         .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())

@@ -129,12 +129,7 @@ where
         let (going, nodes): (Vec<_>, Vec<_>) = nodes
             .into_iter()
             .partition(|n| n.metadata.name.as_deref() == Some(node));
-        let going_instances: Vec<String> = going
-            .iter()
-            .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
-            .filter_map(crate::kube::parse_provider_id)
-            .map(|p| p.instance_id)
-            .collect();
+        let going_instances = crate::provision::in_flight::node_instance_ids(&going);
         let daemon_sets = self
             .kube
             .daemon_sets()

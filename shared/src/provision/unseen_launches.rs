@@ -61,16 +61,8 @@ impl UnseenLaunches {
         if self.launched.is_empty() {
             return;
         }
-        for node in nodes {
-            let id = node
-                .spec
-                .as_ref()
-                .and_then(|s| s.provider_id.as_deref())
-                .and_then(crate::kube::parse_provider_id);
-            if let Some(id) = id {
-                self.launched.remove(&id.instance_id);
-            }
-        }
+        let registered = super::in_flight::node_instance_ids(nodes);
+        self.launched.retain(|id, _| !registered.contains(id));
     }
 
     /// The launches remembered that `listed` (the live owned instances) lacks: each is
