@@ -74,29 +74,29 @@ release:
 	done
 
 # Lambda zips (`bootstrap` at the root, as provided.al2023 wants it) for the template's
-# Architecture parameter. x86_64 builds natively. arm64 (Graviton, cheaper per GB-second)
-# needs the Rust target (`rustup target add aarch64-unknown-linux-gnu`) and a cross linker
-# (Debian's gcc-aarch64-linux-gnu, installed here when missing); then
-# `make package ARCH=arm64` and deploy with `Architecture=arm64`.
+# Architecture parameter, built by cargo-lambda (from PyPI, into .venv/lambda) with zig as
+# the linker for either architecture. The Rust standard library of the target is added
+# with rustup when missing (it downloads from static.rust-lang.org).
 ARCH ?= x86_64
 RUST_TARGET_x86_64 := x86_64-unknown-linux-gnu
 RUST_TARGET_arm64 := aarch64-unknown-linux-gnu
 RUST_TARGET := $(or $(RUST_TARGET_$(ARCH)),$(error ARCH=$(ARCH): use x86_64 or arm64))
+LAMBDA_ARCH_FLAG_x86_64 := --x86-64
+LAMBDA_ARCH_FLAG_arm64 := --arm64
 FUNCTIONS := provisioner interruption sweeper
+# The profile the packages are built with: `release` (fat LTO) for deploys; CI checks
+# that the arm64 path builds with a quicker one (see .ci/run).
+PACKAGE_PROFILE ?= release
 
-package:
-ifeq ($(ARCH),arm64)
-	@command -v aarch64-linux-gnu-gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc-aarch64-linux-gnu; }
-	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-		$(CARGO) build --release --target $(RUST_TARGET) $(FUNCTIONS:%=-p nodewright-%)
-else
-	$(CARGO) build --release --target $(RUST_TARGET) $(FUNCTIONS:%=-p nodewright-%)
-endif
+package: lambda-venv
+	@rustup target list --installed | grep -qx $(RUST_TARGET) || rustup target add $(RUST_TARGET)
+	PATH="$(abspath $(LAMBDA_VENV))/bin:$$PATH" $(CARGO) lambda build --profile $(PACKAGE_PROFILE) \
+		$(LAMBDA_ARCH_FLAG_$(ARCH)) $(FUNCTIONS:%=--bin %) $(FUNCTIONS:%=-p nodewright-%)
 	@for f in $(FUNCTIONS); do \
 		d=$(TARGET_DIR)/lambda/$(ARCH)/$$f; mkdir -p $$d; \
-		cp $(TARGET_DIR)/$(RUST_TARGET)/release/$$f $$d/bootstrap; \
+		cp $(TARGET_DIR)/lambda/$$f/bootstrap $$d/bootstrap; \
 		rm -f $$d.zip; (cd $$d && $(PYTHON) -m zipfile -c ../$$f.zip bootstrap); \
-		ls -l $$d/bootstrap $$d.zip; \
+		file $$d/bootstrap 2>/dev/null || true; ls -l $$d/bootstrap $$d.zip; \
 	done
 
 # `sam build` runs `make build-<LogicalId>` for each function (BuildMethod: makefile) with

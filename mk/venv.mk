@@ -19,9 +19,13 @@ SAM_TRANSLATOR_VERSION ?= 1.115.0
 # older boto3/botocore, and the tests compare the EKS token with the botocore moto brings.
 CFN_LINT_VERSION ?= 1.58.0
 CHECKOV_VERSION ?= 3.3.30
+# cargo-lambda builds the Lambda packages (`make package`), as AWS's Rust guide does; the
+# PyPI wheel brings zig, its cross linker, so arm64 builds need no cross gcc.
+CARGO_LAMBDA_VERSION ?= 1.9.2
 PYTHON ?= python3
 VENV ?= .venv
 LINT_VENV ?= $(VENV)/lint
+LAMBDA_VENV ?= $(VENV)/lambda
 
 .PHONY: venv
 venv: $(VENV)/.stamp
@@ -48,3 +52,13 @@ $(LINT_VENV)/.stamp: mk/venv.mk
 	$(LINT_VENV)/bin/cfn-lint --version >/dev/null
 	$(LINT_VENV)/bin/checkov --version >/dev/null
 	echo "cfn-lint==$(CFN_LINT_VERSION) checkov==$(CHECKOV_VERSION)" > $@
+
+.PHONY: lambda-venv
+lambda-venv: $(LAMBDA_VENV)/.stamp
+
+$(LAMBDA_VENV)/.stamp: mk/venv.mk
+	test -x $(LAMBDA_VENV)/bin/python || $(PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		"cargo-lambda==$(CARGO_LAMBDA_VERSION)"
+	$(LAMBDA_VENV)/bin/cargo-lambda lambda --version >/dev/null
+	echo "cargo-lambda==$(CARGO_LAMBDA_VERSION)" > $@

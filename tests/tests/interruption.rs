@@ -50,12 +50,14 @@ async fn step(world: &World, seconds: u64) {
 /// The getting-started pool on spot, its `inflate` pods running on nodes the provisioner
 /// launched.
 async fn running_spot_workload(world: &World) -> ProvisionerState {
-    let pool = world
-        .example_edited(
-            "getting-started.yaml",
-            &[(r#"values: ["on-demand"]"#, r#"values: ["spot"]"#)],
-        )
-        .unwrap();
+    running_spot_workload_with(world, &[]).await
+}
+
+/// As [`running_spot_workload`], with more edits to the example.
+async fn running_spot_workload_with(world: &World, edits: &[(&str, &str)]) -> ProvisionerState {
+    let mut all = vec![(r#"values: ["on-demand"]"#, r#"values: ["spot"]"#)];
+    all.extend_from_slice(edits);
+    let pool = world.example_edited("getting-started.yaml", &all).unwrap();
     world.apply_yaml(&pool).unwrap();
     world.sim.step().await;
     let provisioner = world
@@ -530,5 +532,112 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
         replacements.len(),
         1,
         "the follow-up launches the replacement the dead invocation did not: {replacements:?}"
+    );
+}
+
+/// The node names running `inflate` pods, busiest first, with their instance ids.
+fn inflate_nodes(world: &World) -> Vec<(String, String)> {
+    let pods = inflate_pods(world);
+    let mut nodes: Vec<(usize, String, String)> = world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .filter_map(|n| {
+            let name = n["metadata"]["name"].as_str()?.to_string();
+            let id = n["spec"]["providerID"]
+                .as_str()?
+                .rsplit('/')
+                .next()?
+                .to_string();
+            let on = pods
+                .iter()
+                .filter(|p| p["spec"]["nodeName"] == name.as_str())
+                .count();
+            (on > 0).then_some((on, name, id))
+        })
+        .collect();
+    nodes.sort_by(|a, b| b.0.cmp(&a.0));
+    nodes.into_iter().map(|(_, n, i)| (n, i)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_spot_warnings_in_one_nodepool_each_get_capacity_for_their_pods() {
+    let world = start("e2e-spot-two").await;
+    // 4-vCPU nodes hold three of the ten 1-CPU pods each: several nodes in one NodePool.
+    let four_cpus = concat!(
+        "values: [\"2\"]\n",
+        "        - key: karpenter.k8s.aws/instance-cpu\n",
+        "          operator: In\n",
+        "          values: [\"4\"]"
+    );
+    let provisioner = running_spot_workload_with(&world, &[(r#"values: ["2"]"#, four_cpus)]).await;
+    let state = world.interruption(&provisioner).await.unwrap();
+    let victims = inflate_nodes(&world);
+    assert!(
+        victims.len() >= 2,
+        "the test needs two nodes running inflate pods: {victims:?}"
+    );
+    let victims = &victims[..2];
+
+    // Both warnings before either replacement registers: the first node's replacement is
+    // capacity in flight, already spoken for by the first node's pods.
+    let emitted = Timestamp::now();
+    let deadline = emitted + SignedDuration::from_secs(120);
+    for (_, id) in victims {
+        spot_warning(&world, id, emitted).await;
+    }
+    let mut received = 0;
+    while received < 2 {
+        let d = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
+        assert!(d.received > 0, "the second warning never arrived");
+        assert!(d.failed.is_empty(), "{d:?}");
+        received += d.received;
+    }
+
+    // No provisioner runs from here on: the pods of both nodes must find room on what the
+    // interruption function launched for them.
+    let on_victims = |world: &World| {
+        inflate_pods(world)
+            .iter()
+            .filter(|p| {
+                victims
+                    .iter()
+                    .any(|(n, _)| p["spec"]["nodeName"] == n.as_str())
+            })
+            .count()
+    };
+    let mut moved_at = None;
+    for _ in 0..40 {
+        step(&world, 10).await;
+        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+        let (total, running) = inflate(&world);
+        if on_victims(&world) == 0 && running == total {
+            moved_at = Some(Timestamp::now());
+            break;
+        }
+    }
+    let (total, running) = inflate(&world);
+    let moved_at = moved_at.unwrap_or_else(|| {
+        let nodes: Vec<String> = world
+            .sim
+            .list_json("v1", "Node")
+            .iter()
+            .map(|n| {
+                let name = &n["metadata"]["name"];
+                let on = inflate_pods(&world)
+                    .iter()
+                    .filter(|p| &p["spec"]["nodeName"] == name)
+                    .count();
+                format!("{name} {} ({on} pods)", n["metadata"]["labels"]["node.kubernetes.io/instance-type"])
+            })
+            .collect();
+        panic!(
+            "{running}/{total} inflate pods running, {} still on the warned nodes; nodes: {nodes:?}",
+            on_victims(&world)
+        )
+    });
+    assert!(
+        moved_at < deadline,
+        "moved at {moved_at}, deadline {deadline}"
     );
 }

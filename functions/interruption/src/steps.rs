@@ -31,9 +31,9 @@ use nodewright::provision::{Offering, Replacement};
 use super::act::{ActError, Outcome, aws_err, kube_err};
 use super::{AWAIT_REPLACEMENT, REPLACEMENT_RECHECK, State};
 
-/// On the node: the replacement instances launched for it (comma-separated, `none` when
-/// its pods fit on existing capacity), so a second event does not launch again.
-pub const REPLACEMENT_ANNOTATION: &str = "nodewright.io/replacement";
+/// On the node: the replacement instances launched for it, so a second event does not
+/// launch again (and another node's replacement does not count them as free room).
+pub use nodewright::api::labels::REPLACEMENT_ANNOTATION;
 /// Bounds a follow-up chain that never ends (a drain held forever without a deadline):
 /// at one look every five seconds, about a day.
 const MAX_ROUNDS: u32 = 17_280;

@@ -59,6 +59,9 @@ pub mod labels {
     pub const NODECLAIM: &str = "nodewright.io/nodeclaim";
     pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
     pub const DISRUPTED_TAINT: &str = "nodewright.io/disrupted";
+    /// On a node being replaced: the instances launched for its pods (comma-separated,
+    /// `none` when its pods fit on existing capacity).
+    pub const REPLACEMENT_ANNOTATION: &str = "nodewright.io/replacement";
     pub const OWNERSHIP_TAG: &str = "nodewright.io/cluster";
 
     pub const SPOT: &str = "spot";

@@ -167,12 +167,17 @@ pub fn existing_nodes(
     out
 }
 
-fn in_flight_node(f: &InFlight) -> ExistingNode {
+/// The name the solver knows capacity in flight by, until its Node registers.
+pub fn in_flight_name(f: &InFlight) -> String {
     let claim = if f.nodeclaim.is_empty() {
         &f.instance_id
     } else {
         &f.nodeclaim
     };
+    format!("nodeclaim/{claim}")
+}
+
+fn in_flight_node(f: &InFlight) -> ExistingNode {
     // The labels the kubelet and nodewright's user data will set, so affinity and topology
     // see the future node as they will see the real one.
     let mut node_labels = f.labels.clone();
@@ -189,7 +194,7 @@ fn in_flight_node(f: &InFlight) -> ExistingNode {
     fill(labels::CAPACITY_TYPE, f.capacity_type.map(|c| c.as_str()));
     fill(labels::NODECLAIM, Some(&f.nodeclaim));
     ExistingNode {
-        name: format!("nodeclaim/{claim}"),
+        name: in_flight_name(f),
         nodepool: f.nodepool.clone(),
         instance_type: f.instance_type.clone(),
         zone: f.zone.clone(),

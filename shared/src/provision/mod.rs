@@ -15,6 +15,7 @@ pub mod on_demand_prices;
 mod profiles;
 pub mod service;
 mod shared_unavailable;
+mod spoken_for;
 pub mod template_gc;
 mod unavailable;
 pub mod unseen_launches;

@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::in_flight::in_flight;
+use super::super::spoken_for;
 use super::super::unavailable::Exclusion;
 use super::{ClaimOutcome, ProvisionError, Provisioner};
 use crate::aws::{
@@ -183,6 +184,23 @@ where
             now,
         );
         snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
+        // Room other pods are on their way to is theirs first; what is left is what this
+        // node's pods may be nominated to.
+        let pending = self
+            .kube
+            .pending_pods()
+            .await
+            .map_err(kube_err("pending pods"))?;
+        let spoken = spoken_for::spoken_for(node, &nodes, &bound, pending);
+        spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
+        if !spoken.pods.is_empty() {
+            // Their pod errors are not this replacement's: the provisioner reports them.
+            let (mut before, _) = Snapshot::from_k8s(&spoken.pods, &daemon_sets);
+            before.nodes = std::mem::take(&mut snapshot.nodes);
+            let theirs = solve(&before, &catalog, &pools, &classes);
+            spoken_for::book(&mut before.nodes, &before.pods, &theirs.nominations);
+            snapshot.nodes = before.nodes;
+        }
         let plan = solve(&snapshot, &catalog, &pools, &classes);
         report.claims = plan.node_claims.len();
         report.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();
