@@ -22,10 +22,14 @@ CHECKOV_VERSION ?= 3.3.30
 # cargo-lambda builds the Lambda packages (`make package`), as AWS's Rust guide does; the
 # PyPI wheel brings zig, its cross linker, so arm64 builds need no cross gcc.
 CARGO_LAMBDA_VERSION ?= 1.9.2
+# The SAM CLI for `make deploy` (sam build, sam deploy), in a venv of its own: it pins its
+# own aws-sam-translator and boto3.
+SAM_CLI_VERSION ?= 1.170.0
 PYTHON ?= python3
 VENV ?= .venv
 LINT_VENV ?= $(VENV)/lint
 LAMBDA_VENV ?= $(VENV)/lambda
+SAM_VENV ?= $(VENV)/sam
 
 .PHONY: venv
 venv: $(VENV)/.stamp
@@ -62,3 +66,13 @@ $(LAMBDA_VENV)/.stamp: mk/venv.mk
 		"cargo-lambda==$(CARGO_LAMBDA_VERSION)"
 	$(LAMBDA_VENV)/bin/cargo-lambda lambda --version >/dev/null
 	echo "cargo-lambda==$(CARGO_LAMBDA_VERSION)" > $@
+
+.PHONY: sam-venv
+sam-venv: $(SAM_VENV)/.stamp
+
+$(SAM_VENV)/.stamp: mk/venv.mk
+	test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		"aws-sam-cli==$(SAM_CLI_VERSION)"
+	$(SAM_VENV)/bin/sam --version >/dev/null
+	echo "aws-sam-cli==$(SAM_CLI_VERSION)" > $@
