@@ -181,7 +181,8 @@ mod tests {
     fn what_is_on_its_way_besides_the_replaced_nodes_own_pods() {
         // (case, nodes as (name, tainted, recorded replacement), expected pods, instances)
         type NodeRow<'a> = (&'a str, bool, Option<&'a str>);
-        let cases: [(&str, Vec<NodeRow>, Vec<&str>, Vec<&str>); 5] = [
+        type Case<'a> = (&'a str, Vec<NodeRow<'a>>, Vec<&'a str>, Vec<&'a str>);
+        let cases: [Case; 5] = [
             (
                 "the replaced node's own pods and recorded replacement stay its own",
                 vec![("a", true, Some("i-r1"))],
