@@ -556,7 +556,7 @@ fn inflate_nodes(world: &World) -> Vec<(String, String)> {
             (on > 0).then_some((on, name, id))
         })
         .collect();
-    nodes.sort_by(|a, b| b.0.cmp(&a.0));
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.0));
     nodes.into_iter().map(|(_, n, i)| (n, i)).collect()
 }
 
