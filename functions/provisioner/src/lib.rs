@@ -323,21 +323,8 @@ impl Summary {
 /// past the function's timeout.
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
-    K: nodewright::kube::PodSource
-        + nodewright::kube::PendingPodWatch
-        + nodewright::kube::NodeSource
-        + nodewright::kube::ConfigSource
-        + nodewright::kube::EventSink
-        + nodewright::kube::NodeOps,
-    A: nodewright::aws::InstanceTypeSource
-        + nodewright::aws::NetworkDiscovery
-        + nodewright::aws::ImageResolver
-        + nodewright::aws::Fleet
-        + nodewright::aws::LaunchTemplates
-        + nodewright::aws::InstanceInventory
-        + nodewright::aws::OnDemandPriceSource
-        + nodewright::aws::InstanceProfiles
-        + Sync,
+    K: nodewright::kube::Cluster + nodewright::kube::PendingPodWatch,
+    A: nodewright::aws::Cloud + nodewright::aws::OnDemandPriceSource,
 {
     let started = Instant::now();
     let poll_interval = state.config.poll_interval;

@@ -16,6 +16,7 @@ mod existing;
 mod pending;
 mod ports;
 mod provider_id;
+mod sides;
 mod state_config_map;
 
 pub use cache::{CachedConfig, Clock, DEFAULT_CONFIG_TTL, SystemClock};
@@ -37,4 +38,5 @@ pub use ports::{
     PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
+pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

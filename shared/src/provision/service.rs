@@ -22,14 +22,11 @@ use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
 use super::unseen_launches::UnseenLaunches;
 use crate::api::{EC2NodeClass, NodePool, labels};
-use crate::aws::{
-    AwsError, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
-    LaunchTemplates, NetworkDiscovery, OnDemandPriceSource, Subnet, pick_subnet_per_zone,
-};
+use crate::aws::{AwsError, Cloud, Image, OnDemandPriceSource, Subnet, pick_subnet_per_zone};
 use crate::catalog::CatalogError;
 use crate::kube::{
-    ConfigOrigin, ConfigSource, EventSink, EventType, InFlight, KubeError, NodeOps, NodeSource,
-    ObjectKind, PodRef, PodSource, existing_nodes, usable,
+    Cluster, ConfigOrigin, EventType, InFlight, KubeError, ObjectKind, PodRef, existing_nodes,
+    usable,
 };
 use crate::lease::MayAct;
 use crate::scheduling::{Snapshot, solve};
@@ -158,15 +155,8 @@ pub(super) enum ClaimOutcome {
 
 impl<K, A> Provisioner<K, A>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    K: Cluster,
+    A: Cloud,
 {
     /// A provisioner whose on-demand prices start from the bundled us-east-1 table, until
     /// [`Provisioner::refresh_prices`] brings the region's own (see [`super::live_catalog`]).

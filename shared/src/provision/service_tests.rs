@@ -11,12 +11,16 @@ use k8s_openapi::api::core::v1::Node;
 use super::*;
 use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
 use crate::aws::{
-    ApiError, ErrorClass, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef,
-    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, OwnedLaunchTemplate, SecurityGroup,
-    SpotPrice, TerminateOutcome, TypeOffering,
+    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, ImageResolver,
+    InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec,
+    LaunchTemplates, LaunchedInstance, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
+    SecurityGroup, SpotPrice, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
-use crate::kube::{ConfigLoad, ConfigOrigin, DefaultPoolParams, default_pool_inputs};
+use crate::kube::{
+    ConfigLoad, ConfigOrigin, ConfigSource, DefaultPoolParams, EventSink, NodeOps, NodeSource,
+    PodSource, default_pool_inputs,
+};
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
@@ -435,14 +439,7 @@ fn settings() -> ProvisionerSettings {
 /// role is `demo-node`, its profile `demo-node-profile`.
 fn provisioner_over<A>(pending: Vec<Pod>, aws: A, node_role: &str) -> Provisioner<FakeCluster, A>
 where
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    A: Cloud,
 {
     let cluster = FakeCluster {
         pending,
