@@ -109,7 +109,7 @@ where
     let message = match parse(body, Some(&state.settings.origin)) {
         Err(e) => {
             telemetry::interruption_message("unreadable");
-            tracing::error!(message_id, error = %e, "unparsable message; dropped");
+            tracing::error!(message_id, error = %nodewright::error_chain(&e), "unparsable message; dropped");
             return true;
         }
         Ok(Parsed::Ignored(i)) if i.reason.is_suspicious() => {

@@ -213,5 +213,4 @@ fn same_document(problem_document: &str, described: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

@@ -19,7 +19,7 @@ mod provider_id;
 mod sides;
 mod state_config_map;
 
-pub use cache::{CachedConfig, Clock, DEFAULT_CONFIG_TTL, SystemClock};
+pub use cache::{CachedConfig, Clock, ConfigMemo, DEFAULT_CONFIG_TTL, SystemClock};
 pub use cluster::{ClusterSettings, KubeCluster};
 pub use config::{
     ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,

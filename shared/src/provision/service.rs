@@ -675,21 +675,15 @@ fn pod_key(p: &Pod) -> String {
     )
 }
 
-#[path = "service_launch.rs"]
 mod launch_claim;
 
-#[path = "service_gc.rs"]
 mod gc;
 
-#[path = "service_shared.rs"]
 mod shared;
 
-#[path = "service_fleet_cost.rs"]
 mod fleet_cost_of_owned;
 
-#[path = "service_replace.rs"]
 pub mod replace;
 
 #[cfg(test)]
-#[path = "service_tests.rs"]
 mod tests;

@@ -167,7 +167,7 @@ where
         };
         let spec = match launch_template_spec(&input) {
             Ok(s) => s,
-            Err(e) => return ClaimOutcome::Failed(e.to_string()),
+            Err(e) => return ClaimOutcome::Failed(crate::error_chain(&e)),
         };
         let template = match self.aws.ensure_launch_template(&spec).await {
             Ok(t) => t,

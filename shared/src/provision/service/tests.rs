@@ -599,5 +599,4 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
     }
 }
 
-#[path = "service_profile_gc_tests.rs"]
 mod profile_and_gc;
