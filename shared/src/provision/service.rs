@@ -25,7 +25,7 @@ use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{AwsError, Cloud, Image, OnDemandPriceSource, Subnet, pick_subnet_per_zone};
 use crate::catalog::CatalogError;
 use crate::kube::{
-    Cluster, ConfigOrigin, EventType, InFlight, KubeError, ObjectKind, PodRef, existing_nodes,
+    Cluster, ConfigOrigin, EventType, InFlight, KubeError, ObjectRef, PodRef, existing_nodes,
     usable,
 };
 use crate::lease::MayAct;
@@ -102,8 +102,8 @@ pub struct Provisioner<K, A> {
     first_seen: HashMap<String, SystemTime>,
     /// Pending pods some solve already planned for; only others open the batching window.
     handled: HashSet<String>,
-    /// (object, reason, message) already reported, so each poll does not repeat them.
-    warned: HashSet<(String, String)>,
+    /// (what, reason) already reported, so each poll does not repeat them.
+    warned: HashSet<(Warned, String)>,
     template_gc: TemplateGc,
     profiles: ProfileCache,
     /// Per node claim, which launch attempt (ClientToken) this container is at.
@@ -117,6 +117,14 @@ pub struct Provisioner<K, A> {
     /// Where exclusions are shared with the other functions (see
     /// [`Provisioner::set_shared_exclusions`]).
     shared_unavailable: Option<Arc<dyn SharedExclusions>>,
+}
+
+/// What a warning already given was about: a pending pod (by uid, forgotten once the pod is
+/// no longer pending) or a configuration object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Warned {
+    Pod { uid: String },
+    Object(ObjectRef),
 }
 
 /// Per poll, what each usable EC2NodeClass resolves to.
@@ -245,8 +253,10 @@ where
         let uids: HashSet<String> = pending.iter().map(pod_uid).collect();
         self.first_seen.retain(|uid, _| uids.contains(uid));
         self.handled.retain(|uid| uids.contains(uid));
-        self.warned
-            .retain(|(object, _)| !object.starts_with("pod:") || uids.contains(&object[4..]));
+        self.warned.retain(|(about, _)| match about {
+            Warned::Pod { uid } => uids.contains(uid),
+            Warned::Object(_) => true,
+        });
         if pending.is_empty() {
             return Ok(report);
         }
@@ -476,7 +486,7 @@ where
                 continue;
             };
             let uid = pod_uid(pod);
-            if self.warned.insert((format!("pod:{uid}"), reason.clone())) {
+            if self.warned.insert((Warned::Pod { uid }, reason.clone())) {
                 tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
                 telemetry::pod_not_provisioned();
                 self.kube
@@ -511,18 +521,22 @@ where
         }
     }
 
-    async fn report_dropped(&mut self, object: &str, why: &str) {
-        if !self.warned.insert((object.to_string(), why.to_string())) {
+    async fn report_dropped(&mut self, object: &ObjectRef, why: &str) {
+        if !self
+            .warned
+            .insert((Warned::Object(object.clone()), why.to_string()))
+        {
             return;
         }
-        tracing::warn!(object, reason = why, "configuration skipped");
-        let (kind, name) = match object.split_once('/') {
-            Some(("EC2NodeClass", name)) => (ObjectKind::EC2NodeClass, name),
-            Some((_, name)) => (ObjectKind::NodePool, name),
-            None => (ObjectKind::NodePool, object),
-        };
+        tracing::warn!(%object, reason = why, "configuration skipped");
         self.kube
-            .object_event(kind, name, "InvalidConfiguration", why, EventType::Warning)
+            .object_event(
+                object.kind,
+                &object.name,
+                "InvalidConfiguration",
+                why,
+                EventType::Warning,
+            )
             .await;
     }
 
@@ -602,14 +616,14 @@ where
                 }
                 Ok(_) => {
                     self.report_dropped(
-                        &format!("EC2NodeClass/{name}"),
+                        &ObjectRef::node_class(&name),
                         "spec.subnetSelectorTerms: no subnet matches",
                     )
                     .await
                 }
                 Err(e) => {
                     self.report_dropped(
-                        &format!("EC2NodeClass/{name}"),
+                        &ObjectRef::node_class(&name),
                         &format!("subnet discovery failed: {e}"),
                     )
                     .await

@@ -19,7 +19,7 @@ use crate::aws::{
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
 use crate::kube::{
     ConfigLoad, ConfigOrigin, ConfigSource, DefaultPoolParams, EventSink, NodeOps, NodeSource,
-    PodSource, default_pool_inputs,
+    ObjectKind, PodSource, default_pool_inputs,
 };
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
