@@ -6,6 +6,9 @@
 //!
 //! Order matters for crashes: the follow-up that continues a drain is queued before the
 //! pods are touched, so an invocation that dies mid-drain is resumed by it.
+//!
+//! Past ~450 lines on purpose: one executor per action, kept together because they share the
+//! follow-up and re-check helpers and their crash-ordering rules.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

@@ -12,6 +12,9 @@
 //! one of them poll and launch at a time. The holder renews it while polling, re-checks it
 //! right before each CreateFleet and releases it when it ends; the others check it every
 //! [`coverage::STANDBY_RECHECK`] and take over at once.
+//!
+//! Past ~450 lines: the handler's loop, its configuration and its summary; the loop is being
+//! reshaped (issue 15), after which the configuration can move to a file of its own.
 
 pub mod coverage;
 pub mod deadline;

@@ -5,6 +5,9 @@
 //! NodePool's `terminationGracePeriod` as the hard limit), terminating its instance (only
 //! with this cluster's ownership tag; the EC2 adapter refuses any other) and deleting the
 //! Node. Every step is safe to repeat.
+//!
+//! Past ~450 lines on purpose: starting and continuing a removal share one sequence
+//! (annotate, taint, drain, terminate, delete) and its re-checks.
 
 use std::collections::BTreeMap;
 

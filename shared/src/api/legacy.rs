@@ -16,6 +16,9 @@
 //!   v1alpha5 documented "if omitted, the feature is disabled and nodes will never expire"
 //!   (v1 would otherwise default to 720h and start replacing nodes).
 //! - The kubelet configuration moves to the EC2NodeClass, as in Karpenter v1.
+//!
+//! Past ~450 lines on purpose: the v1alpha5 types and their field-by-field conversion to v1
+//! are read side by side, as Karpenter's change list is.
 
 use std::collections::BTreeMap;
 

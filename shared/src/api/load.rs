@@ -3,6 +3,9 @@
 //! Every document is first turned into a `serde_json::Value` and then into its typed struct
 //! through `serde_path_to_error`, so a mistake is reported with the field path it sits at.
 //! One bad document never stops the others from loading: each failure becomes a [`Problem`].
+//!
+//! Past ~450 lines on purpose: every kind's loading goes through one dispatcher and its
+//! error reporting; the diagnostics vocabulary lives apart, in `diagnostics.rs`.
 
 use std::path::Path;
 
