@@ -17,6 +17,7 @@ use super::batch::{Batch, BatchWindow};
 use super::discovery::{Discovered, terms_key};
 use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
 use super::live_catalog::LiveCatalog;
+use super::next_round::{launched_in_flight, next_round};
 use super::node_template::ClusterFacts;
 use super::on_demand_prices::PriceRefresh;
 use super::profiles::ProfileCache;
@@ -406,22 +407,9 @@ where
                         for i in &instances {
                             telemetry::launched(&i.instance_type, &i.zone, i.capacity_type);
                             report.launched_instances.push(i.id.clone());
-                            launched_now.push(InFlight {
-                                instance_id: i.id.clone(),
-                                instance_type: i.instance_type.clone(),
-                                zone: i.zone.clone(),
-                                capacity_type: Some(i.capacity_type),
-                                nodepool: Some(claim.nodepool.clone()),
-                                nodeclaim: nodeclaim.clone(),
-                                labels: claim.labels.clone(),
-                                taints: claim.taints.clone(),
-                                capacity: catalog
-                                    .get(&i.instance_type)
-                                    .map(|e| e.instance_type.capacity(None))
-                                    .unwrap_or_default(),
-                                allocatable: claim.allocatable.clone(),
-                            });
                         }
+                        launched_now
+                            .extend(launched_in_flight(claim, &instances, &nodeclaim, &catalog));
                     }
                     ClaimOutcome::AlreadyLaunched => {}
                     ClaimOutcome::NoCapacity => {
@@ -468,9 +456,7 @@ where
                 break;
             }
             self.unavailable.apply(&mut catalog, now);
-            snapshot.pods.retain(|d| retry.contains(&d.key()));
-            let mut extra = existing_nodes(&[], &HashMap::new(), &launched_now);
-            snapshot.nodes.append(&mut extra);
+            snapshot = next_round(snapshot, &retry, &launched_now);
         }
 
         report.unschedulable_pods = unschedulable.len();
