@@ -69,7 +69,7 @@ fn inputs(text: &str) -> Vec<Input> {
 fn explain(input: &Input, origin: Option<&Origin>) -> Value {
     let mut row = match parse(&input.body, origin) {
         Err(e) => json!({
-            "kind": "invalid", "instance_ids": [], "action": "none", "reason": e.to_string(),
+            "kind": "invalid", "instance_ids": [], "action": "none", "reason": nodewright::error_chain(&e),
         }),
         Ok(Parsed::Ignored(i)) => json!({
             "kind": "ignored",

@@ -3,17 +3,18 @@
 pub mod api;
 pub mod aws;
 pub mod catalog;
+pub mod clock;
 pub mod disruption;
 pub mod drain;
 pub mod eks;
 mod error_chain;
 pub mod interruption;
 pub mod kube;
-pub mod launch;
 pub mod lease;
 pub mod provision;
 pub mod resources;
 pub mod scheduling;
 pub mod telemetry;
+pub mod userdata;
 
 pub use error_chain::error_chain;

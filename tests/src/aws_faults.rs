@@ -6,17 +6,14 @@
 //! As EC2 does for an `instant` fleet, a request is served from the overrides that still
 //! have capacity; the ones that do not come back as per-override errors.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use nodewright::api::SelectorTerm;
+use nodewright::aws::delegate::port;
 use nodewright::aws::{
-    AwsError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, InstanceInventory,
-    InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec, LaunchTemplates, NetworkDiscovery,
-    OwnedInstance, OwnedLaunchTemplate, SecurityGroup, SpotPrice, Subnet, TerminateOutcome,
-    TypeOffering,
+    AwsError, Delegate, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest,
 };
-use nodewright::catalog::{CapacityType, InstanceType};
+use nodewright::catalog::CapacityType;
 
 type Offering = (String, String, CapacityType);
 
@@ -85,63 +82,17 @@ impl<E: Fleet + Sync> Fleet for WithFaults<E> {
     }
 }
 
-impl<E: InstanceTypeSource + Sync> InstanceTypeSource for WithFaults<E> {
-    async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
-        self.inner.instance_types().await
-    }
-    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
-        self.inner.offerings().await
-    }
-    async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
-        self.inner.spot_prices().await
-    }
-}
+/// Every port but [`Fleet`] goes straight to the real adapter (see
+/// [`nodewright::aws::delegate`]).
+pub trait PassedThrough {}
+impl PassedThrough for port::InstanceTypes {}
+impl PassedThrough for port::Network {}
+impl PassedThrough for port::LaunchTemplates {}
+impl PassedThrough for port::Inventory {}
 
-impl<E: NetworkDiscovery + Sync> NetworkDiscovery for WithFaults<E> {
-    async fn subnets(&self, terms: &[SelectorTerm]) -> Result<Vec<Subnet>, AwsError> {
-        self.inner.subnets(terms).await
-    }
-    async fn security_groups(
-        &self,
-        terms: &[SelectorTerm],
-    ) -> Result<Vec<SecurityGroup>, AwsError> {
-        self.inner.security_groups(terms).await
-    }
-}
-
-impl<E: LaunchTemplates + Sync> LaunchTemplates for WithFaults<E> {
-    async fn ensure_launch_template(
-        &self,
-        spec: &LaunchTemplateSpec,
-    ) -> Result<LaunchTemplateRef, AwsError> {
-        self.inner.ensure_launch_template(spec).await
-    }
-    async fn list_launch_templates(&self) -> Result<Vec<OwnedLaunchTemplate>, AwsError> {
-        self.inner.list_launch_templates().await
-    }
-    async fn delete_launch_template(&self, name: &str) -> Result<(), AwsError> {
-        self.inner.delete_launch_template(name).await
-    }
-}
-
-impl<E: InstanceInventory + Sync> InstanceInventory for WithFaults<E> {
-    async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
-        self.inner.list_owned().await
-    }
-    async fn terminate(&self, ids: &[String]) -> Result<TerminateOutcome, AwsError> {
-        self.inner.terminate(ids).await
-    }
-    async fn create_tags(
-        &self,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> Result<(), AwsError> {
-        self.inner.create_tags(ids, tags).await
-    }
-    async fn states(
-        &self,
-        ids: &[String],
-    ) -> Result<std::collections::HashMap<String, nodewright::aws::InstanceState>, AwsError> {
-        self.inner.states(ids).await
+impl<E, X: PassedThrough> Delegate<X> for WithFaults<E> {
+    type To = E;
+    fn delegate(&self) -> &E {
+        &self.inner
     }
 }

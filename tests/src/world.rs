@@ -343,12 +343,7 @@ pub mod provisioner {
             wrap: impl FnOnce(Ec2Adapter) -> E,
         ) -> anyhow::Result<ProvisionerState<E>>
         where
-            E: nodewright::aws::InstanceTypeSource
-                + nodewright::aws::NetworkDiscovery
-                + nodewright::aws::Fleet
-                + nodewright::aws::LaunchTemplates
-                + nodewright::aws::InstanceInventory
-                + Sync,
+            AwsPorts<E, ImageAdapter>: nodewright::aws::Cloud,
         {
             let cluster = self.seeded.cluster.clone();
             let mut kube_config = self.sim.config().await?;
@@ -405,14 +400,7 @@ pub mod provisioner {
     /// target: a JSON payload and a context.
     pub async fn invoke<E>(state: &ProvisionerState<E>) -> anyhow::Result<Value>
     where
-        AwsPorts<E, ImageAdapter>: nodewright::aws::InstanceTypeSource
-            + nodewright::aws::NetworkDiscovery
-            + nodewright::aws::ImageResolver
-            + nodewright::aws::Fleet
-            + nodewright::aws::LaunchTemplates
-            + nodewright::aws::InstanceInventory
-            + nodewright::aws::InstanceProfiles
-            + Sync,
+        AwsPorts<E, ImageAdapter>: nodewright::aws::Cloud,
     {
         let event = LambdaEvent::new(scheduled_event(), Context::default());
         nodewright_provisioner::handler(event, state)

@@ -6,14 +6,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use nodewright::api::NodePool;
 use nodewright::api::labels::NODEPOOL;
-use nodewright::aws::{AwsError, FollowUpQueue, InstanceInventory, InstanceOwnership, is_owned};
+use nodewright::aws::{AwsError, FollowUpQueue, OwnedInstances, is_owned};
 use nodewright::disruption::pool_budgets;
 use nodewright::interruption::{
     Action, Detail, Message, NodeFacts, REBALANCE_ANNOTATION, RebalancePolicy, action_for,
 };
 use nodewright::kube::{
-    ConfigSource, EventSink, EventType, KubeError, NodeOps, NodeRemoval, NodeSource, ObjectKind,
-    PodEviction, parse_provider_id, usable,
+    ConfigSource, EventType, KubeError, NodeDisruption, ObjectKind, parse_provider_id, usable,
 };
 use nodewright::provision::{ProvisionError, Replacement};
 
@@ -84,8 +83,8 @@ pub(crate) async fn handle<K, E, R, Q>(
     now: Timestamp,
 ) -> Result<Outcome, ActError>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink + ConfigSource,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption + ConfigSource,
+    E: OwnedInstances,
     R: Replacement,
     Q: FollowUpQueue,
 {

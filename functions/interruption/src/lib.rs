@@ -18,9 +18,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{FollowUpQueue, InstanceInventory, InstanceOwnership};
+use nodewright::aws::{FollowUpQueue, OwnedInstances};
 use nodewright::interruption::{Origin, Parsed, parse};
-use nodewright::kube::{ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction};
+use nodewright::kube::{ConfigSource, NodeDisruption};
 use nodewright::provision::Replacement;
 use nodewright::telemetry::{self, Decision};
 
@@ -57,8 +57,8 @@ pub async fn handler<K, E, R, Q>(
     state: &State<K, E, R, Q>,
 ) -> Result<SqsBatchResponse, Error>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink + ConfigSource,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption + ConfigSource,
+    E: OwnedInstances,
     R: Replacement,
     Q: FollowUpQueue,
 {
@@ -90,8 +90,8 @@ where
 /// Handles one message; `false` when it should be delivered again.
 async fn handle_record<K, E, R, Q>(record: &SqsMessage, state: &State<K, E, R, Q>) -> bool
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink + ConfigSource,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption + ConfigSource,
+    E: OwnedInstances,
     R: Replacement,
     Q: FollowUpQueue,
 {
@@ -109,7 +109,7 @@ where
     let message = match parse(body, Some(&state.settings.origin)) {
         Err(e) => {
             telemetry::interruption_message("unreadable");
-            tracing::error!(message_id, error = %e, "unparsable message; dropped");
+            tracing::error!(message_id, error = %nodewright::error_chain(&e), "unparsable message; dropped");
             return true;
         }
         Ok(Parsed::Ignored(i)) if i.reason.is_suspicious() => {

@@ -6,6 +6,9 @@
 //!
 //! Order matters for crashes: the follow-up that continues a drain is queued before the
 //! pods are touched, so an invocation that dies mid-drain is resumed by it.
+//!
+//! Past ~450 lines on purpose: one executor per action, kept together because they share the
+//! follow-up and re-check helpers and their crash-ordering rules.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -15,7 +18,7 @@ use nodewright::api::labels::{
     CAPACITY_TYPE, DISRUPTED_TAINT, INSTANCE_TYPE, NODEPOOL, SPOT, ZONE,
 };
 use nodewright::api::{Taint, TaintEffect};
-use nodewright::aws::{FollowUpQueue, InstanceInventory, InstanceOwnership};
+use nodewright::aws::{FollowUpQueue, InstanceInventory, OwnedInstances};
 use nodewright::catalog::CapacityType;
 use nodewright::disruption::BudgetRule;
 use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
@@ -23,8 +26,8 @@ use nodewright::interruption::{
     Action, Detail, FollowUp, Gate, Message, Reason, Step, pool_nodes, rebalance_gate,
 };
 use nodewright::kube::{
-    ConfigSource, EventSink, EventType, NodeOps, NodeRemoval, NodeSource, ObjectKind, PodEviction,
-    PodRef, Readiness, parse_provider_id, readiness,
+    ConfigSource, EventSink, EventType, NodeDisruption, NodeRemoval, NodeSource, ObjectKind,
+    PodEviction, PodRef, Readiness, parse_provider_id, readiness,
 };
 use nodewright::provision::{Offering, Replacement};
 
@@ -86,8 +89,8 @@ pub(crate) async fn run<K, E, R, Q>(
     now: Timestamp,
 ) -> Result<Outcome, ActError>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink + ConfigSource,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption + ConfigSource,
+    E: OwnedInstances,
     R: Replacement,
     Q: FollowUpQueue,
 {
@@ -242,8 +245,8 @@ async fn replace_and_drain<K, E, R, Q>(
     now: Timestamp,
 ) -> Result<Outcome, ActError>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink + ConfigSource,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption + ConfigSource,
+    E: OwnedInstances,
     R: Replacement,
     Q: FollowUpQueue,
 {
@@ -380,8 +383,8 @@ async fn drain<K, E, R, Q>(
     now: Timestamp,
 ) -> Result<Outcome, ActError>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption,
+    E: OwnedInstances,
     Q: FollowUpQueue,
 {
     let target = chain.target;
@@ -457,8 +460,8 @@ async fn await_replacement<K, E, R, Q>(
     now: Timestamp,
 ) -> Result<Outcome, ActError>
 where
-    K: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink,
-    E: InstanceOwnership + InstanceInventory + Sync,
+    K: NodeDisruption,
+    E: OwnedInstances,
     Q: FollowUpQueue,
 {
     let nodes = state

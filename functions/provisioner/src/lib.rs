@@ -12,6 +12,9 @@
 //! one of them poll and launch at a time. The holder renews it while polling, re-checks it
 //! right before each CreateFleet and releases it when it ends; the others check it every
 //! [`coverage::STANDBY_RECHECK`] and take over at once.
+//!
+//! Past ~450 lines: the handler's loop, its configuration and its summary; the loop is being
+//! reshaped (issue 15), after which the configuration can move to a file of its own.
 
 pub mod coverage;
 pub mod deadline;
@@ -323,21 +326,8 @@ impl Summary {
 /// past the function's timeout.
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
-    K: nodewright::kube::PodSource
-        + nodewright::kube::PendingPodWatch
-        + nodewright::kube::NodeSource
-        + nodewright::kube::ConfigSource
-        + nodewright::kube::EventSink
-        + nodewright::kube::NodeOps,
-    A: nodewright::aws::InstanceTypeSource
-        + nodewright::aws::NetworkDiscovery
-        + nodewright::aws::ImageResolver
-        + nodewright::aws::Fleet
-        + nodewright::aws::LaunchTemplates
-        + nodewright::aws::InstanceInventory
-        + nodewright::aws::OnDemandPriceSource
-        + nodewright::aws::InstanceProfiles
-        + Sync,
+    K: nodewright::kube::Cluster + nodewright::kube::PendingPodWatch,
+    A: nodewright::aws::Cloud + nodewright::aws::OnDemandPriceSource,
 {
     let started = Instant::now();
     let poll_interval = state.config.poll_interval;

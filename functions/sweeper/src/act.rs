@@ -5,6 +5,9 @@
 //! NodePool's `terminationGracePeriod` as the hard limit), terminating its instance (only
 //! with this cluster's ownership tag; the EC2 adapter refuses any other) and deleting the
 //! Node. Every step is safe to repeat.
+//!
+//! Past ~450 lines on purpose: starting and continuing a removal share one sequence
+//! (annotate, taint, drain, terminate, delete) and its re-checks.
 
 use std::collections::BTreeMap;
 
@@ -12,14 +15,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
 use nodewright::api::{Taint, TaintEffect};
-use nodewright::aws::{AwsError, InstanceInventory, InstanceOwnership, InstanceState};
+use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
     Command, EMPTY_SINCE_ANNOTATION, PROVISIONER_NAME, Plan, Reason, Snapshot,
 };
 use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
 use nodewright::kube::{
-    EventSink, EventType, KubeError, NodeOps, NodeRemoval, NodeSource, ObjectKind, PodEviction,
-    parse_provider_id,
+    EventType, KubeError, NodeDisruption, ObjectKind, PodEviction, parse_provider_id,
 };
 use nodewright::lease::LeaseError;
 use serde::Serialize;
@@ -106,8 +108,8 @@ pub(crate) async fn carry_out<K, E>(
     now: Timestamp,
 ) -> Result<Report, SweepError>
 where
-    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption,
+    E: OwnedInstances,
 {
     let mut report = Report {
         commands: plan.commands.clone(),
@@ -339,8 +341,8 @@ async fn start_removal<K, E>(
     report: &mut Report,
 ) -> Result<(), SweepError>
 where
-    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption,
+    E: OwnedInstances,
 {
     let nodes = state
         .kube
@@ -404,8 +406,8 @@ async fn continue_removal<K, E>(
     report: &mut Report,
 ) -> Result<(), SweepError>
 where
-    K: NodeSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption,
+    E: OwnedInstances,
 {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let pool = labels

@@ -17,14 +17,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
-use nodewright::aws::{InstanceInventory, InstanceOwnership};
+use nodewright::aws::OwnedInstances;
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::kube::{
-    Clock, ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction, PodSource,
-};
+use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PodSource};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use serde_json::{Value, json};
 
@@ -83,8 +81,8 @@ impl<K, E> State<K, E> {
 /// local world. Answers a summary of what was done (also logged).
 pub async fn handler<K, E>(event: LambdaEvent<Value>, state: &State<K, E>) -> Result<Value, Error>
 where
-    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption + ConfigSource + PodSource,
+    E: OwnedInstances,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -101,8 +99,8 @@ where
 /// does nothing and says who holds it; one that holds it releases it when done.
 pub async fn sweep<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
 where
-    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption + ConfigSource + PodSource,
+    E: OwnedInstances,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -129,8 +127,8 @@ where
 /// One sweep: read, decide, act.
 async fn sweep_held<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
 where
-    K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
-    E: InstanceInventory + InstanceOwnership + Sync,
+    K: NodeDisruption + ConfigSource + PodSource,
+    E: OwnedInstances,
 {
     let config = state
         .kube

@@ -18,7 +18,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
-use super::load::{FieldError, explain_serde};
+use super::diagnostics::FieldError;
+use super::load::explain_serde;
 
 /// Enough for any document a person writes; a bound so a pathological one cannot loop long.
 const MAX_ERRORS: usize = 50;

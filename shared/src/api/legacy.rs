@@ -16,6 +16,9 @@
 //!   v1alpha5 documented "if omitted, the feature is disabled and nodes will never expire"
 //!   (v1 would otherwise default to 720h and start replacing nodes).
 //! - The kubelet configuration moves to the EC2NodeClass, as in Karpenter v1.
+//!
+//! Past ~450 lines on purpose: the v1alpha5 types and their field-by-field conversion to v1
+//! are read side by side, as Karpenter's change list is.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
-use super::load::Note;
+use super::diagnostics::Note;
 use super::{
     AmiSelectorTerm, BlockDeviceMapping, ConsolidationPolicy, Disruption, Duration, EC2NodeClass,
     EC2NodeClassSpec, KubeletConfiguration, Meta, MetadataOptions, NillableDuration,
@@ -31,8 +34,10 @@ use super::{
     NodeSelectorRequirement, Operator, Quantity, SelectorTerm, Taint, TemplateMeta, labels,
 };
 
+/// The legacy `karpenter.sh/v1alpha5` `Provisioner` kind, converted to a v1 NodePool on load;
+/// named apart from the service that provisions, [`crate::provision::Provisioner`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Provisioner {
+pub struct V1Alpha5Provisioner {
     #[serde(default)]
     pub metadata: Meta,
     pub spec: ProvisionerSpec,
@@ -188,7 +193,7 @@ pub struct ConvertedNodeTemplate {
 }
 
 /// Converts a v1alpha5 Provisioner; the errors are the reasons it cannot be.
-pub fn convert_provisioner(p: &Provisioner) -> Result<ConvertedProvisioner, Vec<Note>> {
+pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvisioner, Vec<Note>> {
     let s = &p.spec;
     let mut errors = Vec::new();
     let mut notes = Vec::new();
@@ -619,7 +624,6 @@ pub fn render_v1_yaml(
 }
 
 #[cfg(test)]
-#[path = "legacy_tests.rs"]
 mod tests;
 
 /// The requirements Karpenter's v1alpha5 defaulting added to a Provisioner that did not

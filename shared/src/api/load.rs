@@ -3,8 +3,10 @@
 //! Every document is first turned into a `serde_json::Value` and then into its typed struct
 //! through `serde_path_to_error`, so a mistake is reported with the field path it sits at.
 //! One bad document never stops the others from loading: each failure becomes a [`Problem`].
+//!
+//! Past ~450 lines on purpose: every kind's loading goes through one dispatcher and its
+//! error reporting; the diagnostics vocabulary lives apart, in `diagnostics.rs`.
 
-use std::fmt;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
@@ -14,77 +16,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::legacy::{self, AWSNodeTemplate, Provisioner};
+use super::diagnostics::{FieldError, Note, Problem, Severity, Source, describe};
+use super::legacy::{self, AWSNodeTemplate, V1Alpha5Provisioner};
 use super::{EC2NodeClass, KubeletConfiguration, NodePool, defaults, workloads};
-
-/// How bad a problem is: an `Error` makes the input unusable (`plan` fails), a `Warning` is
-/// worth telling but does not stop anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// One thing wrong with the inputs, located by file, document and field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: String,
-    /// `NodePool/default (document 2)`; empty when the problem is about the whole file.
-    pub document: String,
-    /// A field path such as `spec.template.spec.requirements[0].operator`; empty when the
-    /// problem is about the whole document.
-    pub field: String,
-    pub message: String,
-    pub severity: Severity,
-}
-
-impl Problem {
-    pub fn is_error(&self) -> bool {
-        self.severity == Severity::Error
-    }
-}
-
-impl fmt::Display for Problem {
-    /// `{file}: {document}: {field}: {message}`, leaving out the parts that are empty.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for part in [&self.file, &self.document, &self.field] {
-            if !part.is_empty() {
-                write!(f, "{part}: ")?;
-            }
-        }
-        f.write_str(&self.message)
-    }
-}
-
-/// Where a loaded NodePool or EC2NodeClass came from. `kind` is the kind as written, so a
-/// NodePool converted from a `Provisioner` says `Provisioner`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Source {
-    pub file: String,
-    /// 1-based document number within the file.
-    pub index: usize,
-    pub kind: String,
-    pub name: String,
-}
-
-impl Source {
-    /// `NodePool/default (document 2)`.
-    pub fn describe(&self) -> String {
-        describe(&self.kind, &self.name, self.index, None)
-    }
-}
-
-fn describe(kind: &str, name: &str, index: usize, item: Option<usize>) -> String {
-    let at = match item {
-        Some(i) => format!("document {index}, item {}", i + 1),
-        None => format!("document {index}"),
-    };
-    match (kind.is_empty(), name.is_empty()) {
-        (true, _) => at,
-        (false, true) => format!("{kind} ({at})"),
-        (false, false) => format!("{kind}/{name} ({at})"),
-    }
-}
 
 /// A kubelet configuration from a v1alpha5 Provisioner that references an AWSNodeTemplate not
 /// loaded yet; it is moved onto the EC2NodeClass when that arrives (Karpenter v1 keeps kubelet
@@ -327,23 +261,26 @@ impl Inputs {
                     }
                 })
             }
-            "Provisioner" => parse_reporting::<Provisioner>(value, &mut field_errors, false)
-                .and_then(|p| {
-                    let converted =
-                        legacy::convert_provisioner(&p).map_err(first_error(&mut notes))?;
-                    notes.extend(converted.notes);
-                    let mut np = converted.node_pool;
-                    defaults::default_node_pool(&mut np);
-                    if let Some(nc) = converted.node_class {
-                        self.add_node_class(nc, source.clone(), problems, &document);
-                    }
-                    if let Some(kubelet) = converted.kubelet_for_ref {
-                        let class = np.spec.template.spec.node_class_ref.name.clone();
-                        self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
-                    }
-                    self.add_node_pool(np, source.clone());
-                    Ok(())
-                }),
+            "Provisioner" => parse_reporting::<V1Alpha5Provisioner>(
+                value,
+                &mut field_errors,
+                false,
+            )
+            .and_then(|p| {
+                let converted = legacy::convert_provisioner(&p).map_err(first_error(&mut notes))?;
+                notes.extend(converted.notes);
+                let mut np = converted.node_pool;
+                defaults::default_node_pool(&mut np);
+                if let Some(nc) = converted.node_class {
+                    self.add_node_class(nc, source.clone(), problems, &document);
+                }
+                if let Some(kubelet) = converted.kubelet_for_ref {
+                    let class = np.spec.template.spec.node_class_ref.name.clone();
+                    self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
+                }
+                self.add_node_pool(np, source.clone());
+                Ok(())
+            }),
             "AWSNodeTemplate" => {
                 parse_reporting::<AWSNodeTemplate>(value, &mut field_errors, false).and_then(|t| {
                     let converted =
@@ -537,38 +474,6 @@ fn parse_reporting<T: DeserializeOwned>(
     }
 }
 
-/// A mistake at one field of one object, before it is placed in a file and document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
-
-/// A remark made while converting or loading one object: an error or a warning at a field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    pub field: String,
-    pub message: String,
-    pub severity: Severity,
-}
-
-impl Note {
-    pub fn error(field: impl Into<String>, message: impl Into<String>) -> Note {
-        Note {
-            field: field.into(),
-            message: message.into(),
-            severity: Severity::Error,
-        }
-    }
-    pub fn warning(field: impl Into<String>, message: impl Into<String>) -> Note {
-        Note {
-            field: field.into(),
-            message: message.into(),
-            severity: Severity::Warning,
-        }
-    }
-}
-
 /// The names between backticks in a serde message (`unknown variant `X`, expected ...`).
 fn backticked(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()
@@ -647,5 +552,4 @@ pub fn explain_serde(path: &str, raw: &str) -> FieldError {
 }
 
 #[cfg(test)]
-#[path = "load_tests.rs"]
 mod tests;

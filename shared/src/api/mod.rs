@@ -3,6 +3,7 @@
 //! `v1alpha1` AWSNodeTemplate converted to v1 on load.
 
 pub mod defaults;
+pub mod diagnostics;
 mod duration;
 mod every_error;
 pub mod legacy;
@@ -13,8 +14,9 @@ mod quantity;
 pub mod validation;
 pub mod workloads;
 
+pub use diagnostics::{Problem, Severity, Source};
 pub use duration::{Duration, NillableDuration};
-pub use load::{Inputs, Problem, Severity, Source};
+pub use load::Inputs;
 pub use nodeclass::*;
 pub use nodepool::*;
 pub use quantity::Quantity;

@@ -11,7 +11,8 @@ pub use nodeclass::node_class_errors;
 pub use syntax::{cron_error, label_key_error, label_value_error, restricted_key};
 
 use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
-use super::load::{FieldError, Inputs, Problem, Severity, Source};
+use super::diagnostics::{FieldError, Problem, Severity, Source};
+use super::load::Inputs;
 use super::{Budget, NodePool, NodeSelectorRequirement, Operator, Taint};
 
 /// Karpenter's CRD bound on `minValues`.
@@ -387,5 +388,4 @@ fn budget_errors(b: &Budget) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
-#[path = "validation_tests.rs"]
 mod tests;

@@ -20,10 +20,7 @@ use super::convert::tag_spec;
 use super::errors::{AwsError, ErrorClass, api, classify_error};
 use super::launch_templates::LaunchTemplateRef;
 use super::ports::Fleet;
-
-/// Karpenter's `maxInstanceTypes`: at most 60 instance types are offered to one launch,
-/// which keeps the request within CreateFleet's override limits.
-pub const MAX_INSTANCE_TYPES: usize = 60;
+use crate::scheduling::MAX_INSTANCE_TYPES;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FleetOverride {

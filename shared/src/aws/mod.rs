@@ -2,6 +2,8 @@
 //! one module per AWS resource. SDK types are converted to the core's own types as they
 //! arrive and never reach a decision.
 
+pub mod cloud;
+pub mod delegate;
 pub mod errors;
 pub mod fleet;
 pub mod fleet_errors;
@@ -19,6 +21,8 @@ pub mod queue;
 
 mod convert;
 
+pub use cloud::{Cloud, OwnedInstances};
+pub use delegate::Delegate;
 pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code, classify_error};
 pub use fleet::{FleetError, FleetOutcome, FleetOverride, FleetRequest, LaunchedInstance};
 pub use fleet_errors::{Reach, quota_group, reach};

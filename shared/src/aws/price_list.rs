@@ -137,5 +137,4 @@ struct Dimension {
 }
 
 #[cfg(test)]
-#[path = "price_list_tests.rs"]
 mod tests;

@@ -198,5 +198,4 @@ impl OnDemandPriceSource for BundledPrices {
 }
 
 #[cfg(test)]
-#[path = "pricing_tests.rs"]
 mod tests;

@@ -300,5 +300,4 @@ fn ceil_div(n: i64, d: i64) -> i64 {
 }
 
 #[cfg(test)]
-#[path = "allocatable_tests.rs"]
 mod tests;

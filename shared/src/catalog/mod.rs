@@ -144,9 +144,7 @@ pub struct Catalog {
 /// What can go wrong building a catalog or applying a kubelet configuration to it.
 #[derive(Debug, Error)]
 pub enum CatalogError {
-    #[error(
-        "bundled instance catalog (shared/data/instance-types.json) is not valid JSON: {source}"
-    )]
+    #[error("bundled instance catalog (shared/data/instance-types.json) is not valid JSON")]
     BundledData {
         #[source]
         source: serde_json::Error,

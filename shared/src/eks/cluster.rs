@@ -40,7 +40,7 @@ pub enum ClusterError {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaError {
-    #[error("cluster certificate authority data is not base64: {0}")]
+    #[error("cluster certificate authority data is not base64")]
     NotBase64(#[source] base64::DecodeError),
     #[error(
         "cluster certificate authority data is base64 but not a PEM certificate bundle \

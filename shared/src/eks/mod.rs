@@ -16,4 +16,4 @@ pub use kube_client::{
     KubeClientError, client_with_tokens, eks_client, function_client, install_crypto_provider,
 };
 pub use token::{Token, TokenError, presign};
-pub use token_source::{Clock, SystemClock, TokenSource};
+pub use token_source::TokenSource;

@@ -13,7 +13,8 @@ use sha2::Digest as _;
 
 use super::cluster::{CaError, ClusterError, cluster_from_sdk, decode_certificate_authority};
 use super::token::{TokenError, presign, presigned_url, token_from_url};
-use super::token_source::{Clock, TokenSource};
+use super::token_source::TokenSource;
+use crate::clock::Clock;
 
 const AKID: &str = "AKIDEXAMPLE";
 const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -210,8 +211,8 @@ impl ManualClock {
 }
 
 impl Clock for ManualClock {
-    fn now(&self) -> SystemTime {
-        *self.0.lock().unwrap()
+    fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::try_from(*self.0.lock().unwrap()).unwrap()
     }
 }
 

@@ -11,26 +11,13 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use tokio::sync::Mutex;
 
+use crate::clock::{Clock, SystemClock};
+
 use super::token::{Token, TokenError, presign};
 
 /// Re-mint when the cached token has less than this left. One minute covers a request in
 /// flight plus clock skew between the Lambda host and the EKS authenticator.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
-
-/// Where "now" comes from.
-pub trait Clock: Send + Sync + fmt::Debug {
-    fn now(&self) -> SystemTime;
-}
-
-/// The real clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Cached {
@@ -88,7 +75,7 @@ impl TokenSource {
     /// The cached token while it has more than [`REFRESH_MARGIN`] left, otherwise a new one.
     pub async fn token(&self) -> Result<Token, TokenError> {
         let mut cached = self.cached.lock().await;
-        let now = self.clock.now();
+        let now = SystemTime::from(self.clock.now());
         if let Some(c) = cached.as_ref()
             && now < c.refresh_at
         {

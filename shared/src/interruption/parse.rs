@@ -87,11 +87,12 @@ impl fmt::Display for IgnoreReason {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParseError {
-    #[error("not an EventBridge event: {path}: {source}")]
+    /// serde's message is part of this one (it names the missing or mistyped field the
+    /// path cannot), so it is not also a `source` that a chain would print again.
+    #[error("not an EventBridge event: {path}: {serde}")]
     Envelope {
         path: String,
-        #[source]
-        source: serde_json::Error,
+        serde: serde_json::Error,
     },
     #[error("{detail_type}: {field}: {message}")]
     Field {
@@ -166,7 +167,7 @@ pub fn parse(body: &str, origin: Option<&Origin>) -> Result<Parsed, ParseError> 
     let event: EventBridgeEvent<Value> =
         serde_path_to_error::deserialize(de).map_err(|e| ParseError::Envelope {
             path: e.path().to_string(),
-            source: e.into_inner(),
+            serde: e.into_inner(),
         })?;
     let ignored = |reason| {
         Ok(Parsed::Ignored(Ignored {

@@ -6,52 +6,54 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+pub use crate::clock::{Clock, SystemClock};
+
 use super::config::ConfigLoad;
 use super::error::KubeError;
 use super::ports::ConfigSource;
-
-/// Wall-clock time, injected so tests can move it.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> Timestamp;
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
 
 /// How long a loaded configuration is reused: short enough that an edited NodePool takes
 /// effect within a couple of polls.
 pub const DEFAULT_CONFIG_TTL: Duration = Duration::from_secs(30);
 
-/// Reuses the last successful load of `inner` for `ttl`. Failures are not cached, so the
-/// next call tries again.
-pub struct CachedConfig<S> {
-    inner: S,
+/// The last successful load and when, reused for `ttl`; a zero `ttl` reuses nothing.
+/// Failures are not kept, so the next call tries again. [`CachedConfig`] puts one in front
+/// of any [`ConfigSource`]; [`super::KubeCluster`] keeps one for its own loads.
+pub struct ConfigMemo {
     clock: Arc<dyn Clock>,
     ttl: Duration,
     last: Mutex<Option<(Timestamp, ConfigLoad)>>,
 }
 
-impl<S: ConfigSource> CachedConfig<S> {
-    pub fn new(inner: S) -> Self {
-        Self::with_clock(inner, Arc::new(SystemClock), DEFAULT_CONFIG_TTL)
-    }
-
-    pub fn with_clock(inner: S, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
-        CachedConfig {
-            inner,
+impl ConfigMemo {
+    pub fn new(clock: Arc<dyn Clock>, ttl: Duration) -> Self {
+        ConfigMemo {
             clock,
             ttl,
             last: Mutex::new(None),
         }
     }
 
-    /// Forgets the cached load (after a change nodewright itself made, for example).
+    /// The remembered load while it is fresh, else `load`'s answer (remembered if it is
+    /// one).
+    pub async fn get_or_load<F>(&self, load: F) -> Result<ConfigLoad, KubeError>
+    where
+        F: Future<Output = Result<ConfigLoad, KubeError>>,
+    {
+        if self.ttl.is_zero() {
+            return load.await;
+        }
+        if let Some(load) = self.fresh() {
+            return Ok(load);
+        }
+        let loaded = load.await?;
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some((self.clock.now(), loaded.clone()));
+        }
+        Ok(loaded)
+    }
+
+    /// Forgets the remembered load (after a change nodewright itself made, for example).
     pub fn invalidate(&self) {
         if let Ok(mut last) = self.last.lock() {
             *last = None;
@@ -65,7 +67,7 @@ impl<S: ConfigSource> CachedConfig<S> {
 }
 
 /// The cached load when it is younger than `ttl` at `now`.
-pub(super) fn fresh(
+fn fresh(
     last: Option<&(Timestamp, ConfigLoad)>,
     now: Timestamp,
     ttl: Duration,
@@ -76,16 +78,33 @@ pub(super) fn fresh(
     (age >= jiff::SignedDuration::ZERO && age.unsigned_abs() < ttl).then(|| load.clone())
 }
 
+/// Reuses the last successful load of `inner` for `ttl` (see [`ConfigMemo`]).
+pub struct CachedConfig<S> {
+    inner: S,
+    memo: ConfigMemo,
+}
+
+impl<S: ConfigSource> CachedConfig<S> {
+    pub fn new(inner: S) -> Self {
+        Self::with_clock(inner, Arc::new(SystemClock), DEFAULT_CONFIG_TTL)
+    }
+
+    pub fn with_clock(inner: S, clock: Arc<dyn Clock>, ttl: Duration) -> Self {
+        CachedConfig {
+            inner,
+            memo: ConfigMemo::new(clock, ttl),
+        }
+    }
+
+    /// Forgets the cached load (after a change nodewright itself made, for example).
+    pub fn invalidate(&self) {
+        self.memo.invalidate();
+    }
+}
+
 impl<S: ConfigSource> ConfigSource for CachedConfig<S> {
     async fn load(&self) -> Result<ConfigLoad, KubeError> {
-        if let Some(load) = self.fresh() {
-            return Ok(load);
-        }
-        let loaded = self.inner.load().await?;
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some((self.clock.now(), loaded.clone()));
-        }
-        Ok(loaded)
+        self.memo.get_or_load(self.inner.load()).await
     }
 }
 

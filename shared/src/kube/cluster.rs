@@ -16,8 +16,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::cache::{Clock, SystemClock};
-use super::config::ConfigLoad;
+use super::cache::{Clock, ConfigMemo, SystemClock};
 use super::config::{DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE, DefaultPoolParams};
 use super::error::{KubeError, RetryPolicy};
 use super::pending::{
@@ -73,7 +72,7 @@ pub struct KubeCluster {
     /// events go straight to core/v1.
     pub(super) core_events_only: Arc<AtomicBool>,
     /// The last configuration loaded and when, reused for `settings.config_ttl`.
-    pub(super) config_memo: Arc<std::sync::Mutex<Option<(jiff::Timestamp, ConfigLoad)>>>,
+    pub(super) config_memo: Arc<ConfigMemo>,
 }
 
 /// Field manager recorded on our patches, so `kubectl` shows who changed a node.
@@ -87,12 +86,13 @@ impl KubeCluster {
     }
 
     pub fn with_clock(client: Client, settings: ClusterSettings, clock: Arc<dyn Clock>) -> Self {
+        let config_memo = Arc::new(ConfigMemo::new(clock.clone(), settings.config_ttl));
         KubeCluster {
             client,
             settings,
+            config_memo,
             clock,
             core_events_only: Arc::new(AtomicBool::new(false)),
-            config_memo: Arc::default(),
         }
     }
 

@@ -163,18 +163,7 @@ impl ConfigSource for KubeCluster {
     /// passed over (say, a ConfigMap whose only NodePool failed to parse as YAML) are kept
     /// in the result so they are still reported.
     async fn load(&self) -> Result<ConfigLoad, KubeError> {
-        let ttl = self.settings.config_ttl;
-        if !ttl.is_zero() {
-            let memo = self.config_memo.lock().ok().and_then(|m| m.clone());
-            if let Some(load) = super::cache::fresh(memo.as_ref(), self.clock.now(), ttl) {
-                return Ok(load);
-            }
-        }
-        let load = self.load_uncached().await?;
-        if let Ok(mut memo) = self.config_memo.lock() {
-            *memo = Some((self.clock.now(), load.clone()));
-        }
-        Ok(load)
+        self.config_memo.get_or_load(self.load_uncached()).await
     }
 }
 

@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use crate::api::{EC2NodeClass, NodePool};
 use crate::api::{Inputs, Problem, Source};
 
+use super::ports::ObjectKind;
+
 /// Where the configuration of one load came from, in DESIGN's priority order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigOrigin {
@@ -129,8 +131,38 @@ pub fn default_pool_inputs(params: &DefaultPoolParams) -> (Inputs, Vec<Problem>)
     (inputs, problems)
 }
 
+/// A NodePool or an EC2NodeClass by kind and name: what [`usable`] says it dropped, and
+/// what an event about it is attached to. Shown as `Kind/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub kind: ObjectKind,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn node_pool(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: ObjectKind::NodePool,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn node_class(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: ObjectKind::EC2NodeClass,
+            name: name.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind.kind(), self.name)
+    }
+}
+
 /// The NodePools and EC2NodeClasses that can be used, and why each other one was dropped,
-/// as `(kind/name, message)`. A document with an Error-level problem is dropped; so is a
+/// as `(object, message)`. A document with an Error-level problem is dropped; so is a
 /// NodePool whose nodeClassRef names a class that was dropped or never loaded.
 ///
 /// Problems are matched to documents by the `document` string the loader writes, which is
@@ -138,7 +170,7 @@ pub fn default_pool_inputs(params: &DefaultPoolParams) -> (Inputs, Vec<Problem>)
 pub fn usable(
     inputs: &Inputs,
     problems: &[Problem],
-) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<(String, String)>) {
+) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<(ObjectRef, String)>) {
     let errors: Vec<&Problem> = problems
         .iter()
         .filter(|p| p.is_error() && !p.document.is_empty())
@@ -164,7 +196,7 @@ pub fn usable(
     let mut classes = Vec::new();
     for (i, nc) in inputs.node_classes.iter().enumerate() {
         match errors_of(inputs.node_class_sources.get(i)) {
-            Some(why) => dropped.push((format!("EC2NodeClass/{}", nc.metadata.name), why)),
+            Some(why) => dropped.push((ObjectRef::node_class(&nc.metadata.name), why)),
             None => classes.push(nc.clone()),
         }
     }
@@ -172,7 +204,7 @@ pub fn usable(
 
     let mut pools = Vec::new();
     for (i, np) in inputs.node_pools.iter().enumerate() {
-        let key = format!("NodePool/{}", np.metadata.name);
+        let key = ObjectRef::node_pool(&np.metadata.name);
         if let Some(why) = errors_of(inputs.node_pool_sources.get(i)) {
             dropped.push((key, why));
             continue;
@@ -213,5 +245,4 @@ fn same_document(problem_document: &str, described: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

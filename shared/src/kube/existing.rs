@@ -244,5 +244,4 @@ fn resources(map: Option<&BTreeMap<String, K8sQuantity>>) -> Resources {
 }
 
 #[cfg(test)]
-#[path = "existing_tests.rs"]
 mod tests;

@@ -16,14 +16,15 @@ mod existing;
 mod pending;
 mod ports;
 mod provider_id;
+mod sides;
 mod state_config_map;
 
-pub use cache::{CachedConfig, Clock, DEFAULT_CONFIG_TTL, SystemClock};
+pub use cache::{CachedConfig, Clock, ConfigMemo, DEFAULT_CONFIG_TTL, SystemClock};
 pub use cluster::{ClusterSettings, KubeCluster};
 pub use config::{
     ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,
-    DEFAULT_POOL_FILE, DefaultPoolParams, cluster_file, config_map_file, default_pool_documents,
-    default_pool_inputs, holds_node_pool, usable,
+    DEFAULT_POOL_FILE, DefaultPoolParams, ObjectRef, cluster_file, config_map_file,
+    default_pool_documents, default_pool_inputs, holds_node_pool, usable,
 };
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
 pub use error::{KubeError, RetryPolicy};
@@ -37,4 +38,5 @@ pub use ports::{
     PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
+pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

@@ -100,7 +100,7 @@ impl PodRef {
 }
 
 /// Cluster-scoped objects events can be about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
     NodePool,
     EC2NodeClass,

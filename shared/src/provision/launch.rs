@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{Taint, labels};
-use crate::aws::fleet::MAX_INSTANCE_TYPES;
 use crate::aws::{FleetOverride, FleetRequest, LaunchTemplateRef, Subnet};
 use crate::catalog::Catalog;
+use crate::scheduling::MAX_INSTANCE_TYPES;
 use crate::scheduling::PlannedClaim;
 
 /// Instance tag naming the NodePool a node was launched for.
@@ -136,5 +136,4 @@ pub fn node_taints(claim: &PlannedClaim) -> Vec<Taint> {
 }
 
 #[cfg(test)]
-#[path = "launch_tests.rs"]
 mod tests;

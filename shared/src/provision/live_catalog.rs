@@ -264,5 +264,4 @@ pub fn price_table(catalog: &Catalog) -> BTreeMap<(String, String, CapacityType)
 }
 
 #[cfg(test)]
-#[path = "live_catalog_tests.rs"]
 mod tests;

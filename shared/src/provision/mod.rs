@@ -9,6 +9,7 @@ pub mod fleet_cost;
 pub mod in_flight;
 pub mod launch;
 pub mod live_catalog;
+pub mod next_round;
 pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::api::{EC2NodeClassSpec, Taint};
 use crate::aws::launch_templates::{BlockDevice, MetadataOptions};
 use crate::aws::{AmiAlias, LaunchTemplateSpec, role_name};
-use crate::launch::userdata::{AmiFamily, NodeBootstrap, UserDataError, render_user_data};
+use crate::userdata::{AmiFamily, NodeBootstrap, UserDataError, render_user_data};
 
 /// What the cluster tells every node (from DescribeCluster).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub enum NodeTemplateError {
         field: &'static str,
         reason: String,
     },
-    #[error("EC2NodeClass {class}: user data: {source}")]
+    #[error("EC2NodeClass {class}: user data")]
     UserData {
         class: String,
         #[source]

@@ -162,5 +162,4 @@ impl OnDemandPrices {
 }
 
 #[cfg(test)]
-#[path = "on_demand_prices_tests.rs"]
 mod tests;

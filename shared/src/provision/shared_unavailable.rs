@@ -173,5 +173,4 @@ pub fn merge(
 }
 
 #[cfg(test)]
-#[path = "shared_unavailable_tests.rs"]
 mod tests;

@@ -8,8 +8,10 @@ use crate::api::Taint;
 use crate::catalog::CapacityType;
 use crate::resources::Resources;
 
-/// CreateFleet accepts at most this many launch-template overrides per request type; more
-/// candidates would be cut by the API anyway (EC2 API reference, CreateFleet).
+/// Karpenter's `maxInstanceTypes`: at most 60 instance types are offered to one launch. The
+/// solver keeps a claim's candidates within it, the fleet request is cut to it
+/// (`provision::launch`), and the EC2 adapter refuses a request past it
+/// (`aws::fleet`): one number, defined here.
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
 #[derive(Debug, Clone, PartialEq)]

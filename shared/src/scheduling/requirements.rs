@@ -6,6 +6,9 @@
 //! whether the label may be absent altogether. Absence is explicit because it is what makes
 //! `NotIn` and `DoesNotExist` compatible with a node that never carries the label, while
 //! `In`, `Exists`, `Gt` and `Lt` need the label to be there.
+//!
+//! Past ~450 lines on purpose: the algebra (intersect, compatible, display) and its
+//! conversions from API operators and node labels are one vocabulary, read together.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

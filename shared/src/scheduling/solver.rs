@@ -8,6 +8,10 @@
 //! pods, cheapest first, so a half-full claim shrinks to the smallest type that fits.
 //! Claims holding only pods free of constraints are then packed again for price
 //! (`repack.rs`).
+//!
+//! One file past ~450 lines on purpose: packing, the per-claim type choice and nominating
+//! pods onto existing and in-flight capacity share the solver's private state, and splitting
+//! them would make that state public to the module for no reader's benefit.
 
 use std::collections::{BTreeMap, HashMap};
 

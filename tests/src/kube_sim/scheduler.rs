@@ -445,5 +445,4 @@ pub fn set_condition(
 }
 
 #[cfg(test)]
-#[path = "scheduler_tests.rs"]
 mod tests;

@@ -1,6 +1,6 @@
 //! EC2NodeClass rules, after the `karpenter.k8s.aws/v1` CRD's validations.
 
-use crate::api::load::FieldError;
+use crate::api::diagnostics::FieldError;
 use crate::api::{AmiSelectorTerm, EC2NodeClass, SelectorTerm};
 
 /// AMI families an alias may name (`family@version`).

@@ -8,23 +8,13 @@ use super::super::template_gc::{
     MAX_TEMPLATE_DELETES_PER_RUN, TEMPLATE_GRACE, templates_to_delete,
 };
 use super::Provisioner;
-use crate::aws::{
-    ErrorClass, Fleet, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
-    LaunchTemplates, NetworkDiscovery,
-};
-use crate::kube::{ConfigSource, EventSink, NodeOps, NodeSource, PodSource};
+use crate::aws::{Cloud, ErrorClass};
+use crate::kube::Cluster;
 
 impl<K, A> Provisioner<K, A>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    K: Cluster,
+    A: Cloud,
 {
     /// Deletes the templates [`templates_to_delete`] names; returns the deleted names.
     pub(super) async fn collect_launch_templates(&mut self, now: SystemTime) -> Vec<String> {

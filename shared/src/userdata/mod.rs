@@ -71,7 +71,7 @@ pub enum UserDataError {
         "EC2NodeClass userData looks like MIME (starts with MIME-Version:/Content-Type:) but {0}"
     )]
     BadMime(String),
-    #[error("EC2NodeClass userData for Bottlerocket is not valid TOML: {0}")]
+    #[error("EC2NodeClass userData for Bottlerocket is not valid TOML")]
     BadToml(#[source] Box<toml::de::Error>),
     #[error("EC2NodeClass userData for Bottlerocket: {0}")]
     BadBottlerocketSettings(String),

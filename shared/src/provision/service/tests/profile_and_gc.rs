@@ -1,5 +1,5 @@
 //! Service tests for instance profiles of EC2NodeClass roles and for launch template
-//! collection, over the fakes of `service_tests.rs`.
+//! collection, over the fakes of `service/tests.rs`.
 
 use super::*;
 use crate::provision::template_gc::{TEMPLATE_GC_INTERVAL, TEMPLATE_GRACE};

@@ -11,12 +11,16 @@ use k8s_openapi::api::core::v1::Node;
 use super::*;
 use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
 use crate::aws::{
-    ApiError, ErrorClass, FleetError, FleetOutcome, FleetRequest, LaunchTemplateRef,
-    LaunchTemplateSpec, LaunchedInstance, OwnedInstance, OwnedLaunchTemplate, SecurityGroup,
-    SpotPrice, TerminateOutcome, TypeOffering,
+    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, ImageResolver,
+    InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec,
+    LaunchTemplates, LaunchedInstance, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
+    SecurityGroup, SpotPrice, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
-use crate::kube::{ConfigLoad, ConfigOrigin, DefaultPoolParams, default_pool_inputs};
+use crate::kube::{
+    ConfigLoad, ConfigOrigin, ConfigSource, DefaultPoolParams, EventSink, NodeOps, NodeSource,
+    ObjectKind, PodSource, default_pool_inputs,
+};
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
@@ -435,14 +439,7 @@ fn settings() -> ProvisionerSettings {
 /// role is `demo-node`, its profile `demo-node-profile`.
 fn provisioner_over<A>(pending: Vec<Pod>, aws: A, node_role: &str) -> Provisioner<FakeCluster, A>
 where
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    A: Cloud,
 {
     let cluster = FakeCluster {
         pending,
@@ -602,5 +599,4 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
     }
 }
 
-#[path = "service_profile_gc_tests.rs"]
 mod profile_and_gc;

@@ -22,11 +22,10 @@ use super::super::unavailable::{Exclusion, UNAVAILABLE_TTL, exclusion_for};
 use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
 use crate::api::EC2NodeClass;
 use crate::aws::{
-    AwsError, ErrorClass, Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles,
-    InstanceState, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
+    AwsError, Cloud, ErrorClass, Image, InstanceInventory, InstanceProfiles, InstanceState,
 };
 use crate::catalog::{CapacityType, Catalog};
-use crate::kube::{ConfigSource, EventSink, EventType, NodeOps, NodeSource, PodRef, PodSource};
+use crate::kube::{Cluster, EventType, PodRef};
 use crate::scheduling::PlannedClaim;
 
 /// New attempts one launch may start in a poll after replays of dead launches; more means
@@ -35,15 +34,8 @@ const MAX_DEAD_REPLAYS: usize = 2;
 
 impl<K, A> Provisioner<K, A>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    K: Cluster,
+    A: Cloud,
 {
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn launch(
@@ -175,7 +167,7 @@ where
         };
         let spec = match launch_template_spec(&input) {
             Ok(s) => s,
-            Err(e) => return ClaimOutcome::Failed(e.to_string()),
+            Err(e) => return ClaimOutcome::Failed(crate::error_chain(&e)),
         };
         let template = match self.aws.ensure_launch_template(&spec).await {
             Ok(t) => t,
@@ -363,7 +355,6 @@ where
 
 impl<K, A> Provisioner<K, A>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
     A: InstanceProfiles + Sync,
 {
     /// The instance profile for a class's `role`: from this container's memory, else

@@ -6,7 +6,7 @@ use super::*;
 /// product attribute, an on-demand term and a reserved term beside it); the SKU and offer
 /// codes are placeholders, the price is the region's published Linux rate.
 const M5_LARGE_EU_CENTRAL_1: &str =
-    include_str!("testdata/price-list-item-m5.large-eu-central-1.json");
+    include_str!("../testdata/price-list-item-m5.large-eu-central-1.json");
 
 /// The sample with one edit applied, as the JSON string GetProducts would carry.
 fn sample_with(edit: impl FnOnce(&mut Value)) -> String {

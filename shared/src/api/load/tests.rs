@@ -135,7 +135,7 @@ fn lists_json_and_workloads_load_together() {
 fn loaded_objects_carry_their_source_and_karpenters_defaults() {
     let (inputs, problems) = load(&format!(
         "{POOL}\n---\n{}",
-        include_str!("testdata/provisioner1.input.yaml")
+        include_str!("../testdata/provisioner1.input.yaml")
     ));
     assert_eq!(problems, []);
     assert_eq!(

@@ -5,9 +5,6 @@
 //
 // The crate root sits in tests/, so its modules are found by explicit path.
 
-#[path = "interruption_scenarios/budget.rs"]
 mod budget;
-#[path = "interruption_scenarios/health.rs"]
 mod health;
-#[path = "interruption_scenarios/shared_exclusion.rs"]
 mod shared_exclusion;

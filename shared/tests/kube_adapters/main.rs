@@ -1,8 +1,9 @@
 //! `KubeCluster` against an emulated Kubernetes API server (see `emulated_api`): what the
-//! adapters send (selectors, pagination, patches, events) and how they react to the answers,
-//! until the simulated cluster (tests/src/kube_sim) is available.
+//! adapters send (selectors, pagination, patches, events) and how they react to the answers.
+//! The simulated cluster (`tests/src/kube_sim`) is in the `nodewright-world` crate, which
+//! depends on this one, so this crate's own tests cannot use it; the same adapters are also
+//! exercised against the simulated cluster by the world's scenarios (`tests/tests/`).
 
-#[path = "kube_adapters/emulated_api.rs"]
 mod emulated_api;
 
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! User data tests: golden files per family x custom user data, and the merge rules.
 //!
-//! Golden files live in `shared/src/launch/testdata/`; `UPDATE_GOLDEN=1 cargo test -p
-//! nodewright --lib launch::` rewrites them (then read the diff).
+//! Golden files live in `shared/src/userdata/testdata/`; `UPDATE_GOLDEN=1 cargo test
+//! --workspace --lib userdata::` rewrites them (then read the diff).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use super::mime::{MimeArchive, NODE_CONFIG_CONTENT_TYPE, SHELL_CONTENT_TYPE};
 use super::{AmiFamily, NodeBootstrap, UserDataError, render_user_data};
 
 fn testdata() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/launch/testdata")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/userdata/testdata")
 }
 
 fn input_file(name: &str) -> String {

@@ -1,5 +1,6 @@
 use super::*;
-use crate::api::load::{Severity, parse};
+use crate::api::Severity;
+use crate::api::load::parse;
 
 /// Converts every Provisioner and AWSNodeTemplate of a file, in document order.
 fn convert_file(text: &str) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<Note>) {
@@ -69,7 +70,7 @@ fn legacy_fields_the_seeds_do_not_use_convert_to_v1() {
     assert_eq!(notes[0].severity, Severity::Warning);
 }
 
-fn provisioner(spec: &str) -> Provisioner {
+fn provisioner(spec: &str) -> V1Alpha5Provisioner {
     let yaml = format!("metadata: {{name: p}}\nspec: {spec}");
     parse(serde_yaml::from_str(&yaml).unwrap()).unwrap()
 }

@@ -15,14 +15,9 @@ use super::super::in_flight::in_flight;
 use super::super::spoken_for;
 use super::super::unavailable::Exclusion;
 use super::{ClaimOutcome, ProvisionError, Provisioner};
-use crate::aws::{
-    Fleet, Image, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource,
-    LaunchTemplates, NetworkDiscovery,
-};
+use crate::aws::{Cloud, Image};
 use crate::catalog::CapacityType;
-use crate::kube::{
-    ConfigSource, EventSink, NodeOps, NodeSource, PodSource, existing_nodes, usable,
-};
+use crate::kube::{Cluster, existing_nodes, usable};
 use crate::scheduling::{Snapshot, solve};
 
 /// The offering an instance ran on: what an interruption says is running out.
@@ -61,16 +56,8 @@ pub trait Replacement: Send + Sync {
 
 impl<K, A> Replacement for tokio::sync::Mutex<Provisioner<K, A>>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Send
-        + Sync,
+    K: Cluster,
+    A: Cloud + Send,
 {
     async fn replace(
         &self,
@@ -85,15 +72,8 @@ where
 
 impl<K, A> Provisioner<K, A>
 where
-    K: PodSource + NodeSource + ConfigSource + EventSink + NodeOps,
-    A: InstanceTypeSource
-        + NetworkDiscovery
-        + ImageResolver
-        + Fleet
-        + LaunchTemplates
-        + InstanceInventory
-        + InstanceProfiles
-        + Sync,
+    K: Cluster,
+    A: Cloud,
 {
     /// See [`Replacement::replace`].
     pub async fn replace(

@@ -1,0 +1,17 @@
+//! One name per use of the cluster side, so a bound is written once. A step that uses one
+//! port still asks for that port alone.
+
+use super::drain_ports::{NodeRemoval, PodEviction};
+use super::ports::{ConfigSource, EventSink, NodeOps, NodeSource, PodSource};
+
+/// Everything the provisioner reads from and writes to the cluster: pending and bound pods,
+/// nodes and DaemonSets, the NodePools in force, events, and node labels.
+pub trait Cluster: PodSource + NodeSource + ConfigSource + EventSink + NodeOps {}
+
+impl<T> Cluster for T where T: PodSource + NodeSource + ConfigSource + EventSink + NodeOps {}
+
+/// What taking nodes away asks of the cluster (the interruption and sweeper functions):
+/// nodes, taints and cordons, evictions, node deletion, and events.
+pub trait NodeDisruption: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink {}
+
+impl<T> NodeDisruption for T where T: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink {}

@@ -1,3 +1,0 @@
-//! Launching nodes: the user data a node boots with.
-
-pub mod userdata;
