@@ -16,7 +16,7 @@ use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
 use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
 use nodewright::lease::{Elector, KubeLeases};
-use nodewright::provision::BatchWindow;
+use nodewright::provision::{BatchWindow, Replacement};
 use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
@@ -66,7 +66,7 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     State::new(kube, ec2, Arc::new(SimNow(world.clock())))
 }
 
-async fn sweep(state: &State<KubeCluster, Ec2Adapter>) -> Value {
+async fn sweep<R: Replacement>(state: &State<KubeCluster, Ec2Adapter, R>) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
         .await
         .expect("a sweep")
@@ -346,9 +346,10 @@ async fn a_do_not_disrupt_pod_keeps_its_expired_node_and_the_reason_is_an_event_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
+async fn an_expired_node_gets_its_replacement_first_and_drains_once_it_is_ready_one_at_a_time() {
     let world = start("sweep-expired").await;
-    // xlarge only (3 one-CPU pods per node), so four pods need two nodes.
+    // xlarge only (3 one-CPU pods per node), so four pods need two nodes, and whichever
+    // node goes first, its pods do not all fit on the other: one node must be launched.
     let provisioner = running(
         &world,
         4,
@@ -364,31 +365,70 @@ async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
     .await;
     let before = node_names(&world);
     assert_eq!(before.len(), 2, "{before:?}");
-    let sweeper = sweeper(&world).await;
+    // Replacements launch through the provisioning core, as in main.rs.
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
     world.clock().advance(Duration::from_secs(11 * 60));
     let first = sweep(&sweeper).await;
     let started = names(&first["started"]);
     assert_eq!(started.len(), 1, "one node at a time: {first}");
-    let other = before.iter().find(|n| **n != started[0]).unwrap();
+    let going = started[0].clone();
+    let other = before.iter().find(|n| **n != going).unwrap();
     assert!(
         first["kept"].to_string().contains(&format!(
             "[\"{other}\",\"NodePool default's disruption budget allows no more expired nodes now\"]"
         )),
         "{first}"
     );
-    // The evicted pods leave; the next sweep finds the node drained and removes it, while
-    // the budget still holds the other one.
-    step(&world, 5).await;
-    let second = sweep(&sweeper).await;
-    assert_eq!(names(&second["removed"]), started, "{second}");
-    assert!(names(&second["started"]).is_empty(), "{second}");
-    assert!(!node_names(&world).contains(&started[0]));
-    // The provisioner launches for the pods that moved: they run again.
-    invoke(&provisioner).await.unwrap();
-    for _ in 0..8 {
+    // The replacement is launched first; nothing is evicted yet.
+    let launched = names(&first["replacements_launched"]);
+    assert_eq!(launched.len(), 1, "{first}");
+    assert_eq!(names(&first["awaiting_replacement"]), started, "{first}");
+    assert!(names(&first["draining"]).is_empty(), "{first}");
+    let on_going = |world: &World| running_on(world).iter().filter(|n| **n == going).count();
+    let held = on_going(&world);
+    assert!(held > 0, "the expired node holds inflate pods");
+    assert_eq!(world.instances().await.unwrap().len(), 3);
+
+    // Until the replacement is a Ready node, sweeps wait and the pods stay where they are.
+    let waiting = sweep(&sweeper).await;
+    assert_eq!(
+        names(&waiting["awaiting_replacement"]),
+        started,
+        "{waiting}"
+    );
+    assert!(
+        names(&waiting["replacements_launched"]).is_empty(),
+        "asked once: {waiting}"
+    );
+    assert_eq!(on_going(&world), held);
+    for _ in 0..4 {
         step(&world, 10).await;
     }
+    assert_eq!(node_names(&world).len(), 3, "the replacement joined");
+    assert_eq!(
+        inflate_running(&world),
+        4,
+        "no pod left its node before that"
+    );
+
+    // Ready: the node drains, and its pods land on the replacement with no provisioner poll.
+    let second = sweep(&sweeper).await;
+    assert_eq!(names(&second["draining"]), started, "{second}");
+    step(&world, 5).await;
+    let third = sweep(&sweeper).await;
+    assert_eq!(names(&third["removed"]), started, "{third}");
+    assert!(
+        names(&third["started"]).is_empty(),
+        "the budget holds the other: {third}"
+    );
+    assert!(!node_names(&world).contains(&going));
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
     assert_eq!(inflate_running(&world), 4);
+    assert_eq!(world.instances().await.unwrap().len(), 2);
 }
 
 fn set_unschedulable(world: &World, node: &str, cordoned: bool) {

@@ -11,6 +11,7 @@
 
 mod act;
 mod events;
+mod replacement;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,10 +27,12 @@ use nodewright::kube::{
     Clock, ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction, PodSource,
 };
 use nodewright::lease::{Elector, Hold, KubeLeases};
+use nodewright::provision::Replacement;
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
 pub use events::KEPT_EVENT_INTERVAL;
+pub use replacement::NoReplacement;
 
 /// The Lease a sweep holds while it acts (in kube-system, bound by the RBAC manifests), so
 /// two sweepers of one cluster (a second stack, a local run) never act at once.
@@ -40,7 +43,7 @@ pub const LEASE_NAMESPACE: &str = "kube-system";
 pub const LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Clients built once per cold start, borrowed by every invocation.
-pub struct State<K, E> {
+pub struct State<K, E, R = NoReplacement> {
     pub kube: K,
     pub ec2: E,
     /// `now` for the decisions: the system clock in Lambda, a controlled one in tests.
@@ -52,6 +55,10 @@ pub struct State<K, E> {
     pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
     /// `None`: act without a Lease (tests of one sweeper, `sweep-plan`).
     pub lease: Option<Elector<KubeLeases>>,
+    /// The provisioning core, for the replacement an expired or drifted node's pods get
+    /// before it drains. `None`: such a node drains at once and the provisioner launches
+    /// for its pods once they are pending.
+    pub replacer: Option<R>,
 }
 
 impl<K, E> State<K, E> {
@@ -69,6 +76,22 @@ impl<K, E> State<K, E> {
             prices,
             kept_events: Default::default(),
             lease: None,
+            replacer: None,
+        }
+    }
+}
+
+impl<K, E, R> State<K, E, R> {
+    /// Launches replacements through `replacer` before draining (see [`State::replacer`]).
+    pub fn with_replacer<R2: Replacement>(self, replacer: R2) -> State<K, E, R2> {
+        State {
+            kube: self.kube,
+            ec2: self.ec2,
+            clock: self.clock,
+            prices: self.prices,
+            kept_events: self.kept_events,
+            lease: self.lease,
+            replacer: Some(replacer),
         }
     }
 
@@ -81,10 +104,14 @@ impl<K, E> State<K, E> {
 
 /// The handler, generic over the ports so tests hand it the real adapters against the
 /// local world. Answers a summary of what was done (also logged).
-pub async fn handler<K, E>(event: LambdaEvent<Value>, state: &State<K, E>) -> Result<Value, Error>
+pub async fn handler<K, E, R>(
+    event: LambdaEvent<Value>,
+    state: &State<K, E, R>,
+) -> Result<Value, Error>
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
+    R: Replacement,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -99,10 +126,11 @@ where
 
 /// One sweep under the Lease (when there is one): a sweep that finds it held by another
 /// does nothing and says who holds it; one that holds it releases it when done.
-pub async fn sweep<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
+    R: Replacement,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -127,10 +155,11 @@ where
 }
 
 /// One sweep: read, decide, act.
-async fn sweep_held<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
+    R: Replacement,
 {
     let config = state
         .kube

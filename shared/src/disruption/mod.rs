@@ -10,6 +10,7 @@ mod cron;
 mod from_k8s;
 mod hygiene;
 mod plan;
+mod replace_first;
 mod simulation;
 mod snapshot;
 
@@ -19,6 +20,10 @@ pub use cron::Cron;
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use replace_first::{
+    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, needs_replacement,
+    parse_replacement, replace_first, replacement_value,
+};
 pub use simulation::{Simulation, SimulationInputs, simulation};
 pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 
