@@ -7,6 +7,7 @@
 mod budget;
 mod consolidate;
 mod cron;
+mod drift;
 mod from_k8s;
 mod hygiene;
 mod plan;
@@ -17,6 +18,10 @@ mod snapshot;
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
 pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
+pub use drift::{
+    CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
+    drift_tags, nodeclass_hash, nodepool_hash, security_groups_hash,
+};
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
@@ -75,6 +80,8 @@ impl Reason {
 mod budget_tests;
 #[cfg(test)]
 mod consolidate_tests;
+#[cfg(test)]
+mod drift_tests;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]
