@@ -17,7 +17,9 @@ use nodewright::aws::Ec2Adapter;
 use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
 use nodewright::lease::{Elector, KubeLeases};
 use nodewright::provision::{BatchWindow, Replacement};
-use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
+use nodewright_sweeper::{
+    LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
+};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -66,7 +68,9 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     State::new(kube, ec2, Arc::new(SimNow(world.clock())))
 }
 
-async fn sweep<R: Replacement>(state: &State<KubeCluster, Ec2Adapter, R>) -> Value {
+async fn sweep<R: Replacement + LaunchResolver>(
+    state: &State<KubeCluster, Ec2Adapter, R>,
+) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
         .await
         .expect("a sweep")
@@ -429,6 +433,157 @@ async fn an_expired_node_gets_its_replacement_first_and_drains_once_it_is_ready_
     }
     assert_eq!(inflate_running(&world), 4);
     assert_eq!(world.instances().await.unwrap().len(), 2);
+}
+
+/// AWS publishes a newer Amazon Linux 2023 AMI for x86_64: the `al2023@latest` alias now
+/// resolves to it (its SSM parameter, as AWS updates it). Returns the new image id.
+async fn publish_newer_al2023(world: &World) -> String {
+    let current = world
+        .seeded
+        .images
+        .iter()
+        .find(|i| i.family == "al2023" && i.arch == "x86_64")
+        .unwrap();
+    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
+    let copy = ec2
+        .copy_image()
+        .source_image_id(&current.image_id)
+        .source_region("us-east-1")
+        .name(format!("{}-next", current.name))
+        .send()
+        .await
+        .expect("CopyImage");
+    let id = copy.image_id().unwrap().to_string();
+    aws_sdk_ssm::Client::new(&world.sdk)
+        .put_parameter()
+        .name(&current.parameters[0])
+        .value(&id)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .overwrite(true)
+        .send()
+        .await
+        .expect("PutParameter");
+    id
+}
+
+/// The AMI each of this cluster's live instances runs, as EC2 describes it.
+async fn amis(world: &World) -> Vec<String> {
+    let out = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:nodewright.io/cluster")
+                .values(&world.seeded.cluster)
+                .build(),
+        )
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.image_id().map(str::to_string))
+        .collect()
+}
+
+/// The nodes a sweeper has begun removing (tainted and annotated).
+fn being_removed(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter(|n| !n["metadata"]["annotations"]["nodewright.io/disruption"].is_null())
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_at_latest_ami_change_is_rolled_one_node_at_a_time_within_a_one_node_budget() {
+    let world = start("sweep-drift").await;
+    let provisioner = running(
+        &world,
+        4,
+        &[
+            ("    consolidateAfter: 1m", "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"1\""),
+            (
+                "      nodeClassRef:",
+                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
+            ),
+        ],
+    )
+    .await;
+    let old = node_names(&world);
+    assert_eq!(old.len(), 2, "{old:?}");
+    let old_amis = amis(&world).await;
+    assert_eq!(old_amis.len(), 2, "{old_amis:?}");
+    let old_ami = old_amis[0].clone();
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let quiet = sweep(&sweeper).await;
+    assert!(
+        quiet["commands"].as_array().unwrap().is_empty(),
+        "nothing has drifted: {quiet}"
+    );
+
+    let new_ami = publish_newer_al2023(&world).await;
+    assert_ne!(new_ami, old_ami);
+    let first = sweep(&sweeper).await;
+    let commands = first["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{first}");
+    assert_eq!(commands[0]["reason"], "drifted", "{first}");
+    assert_eq!(commands[0]["action"], "replace", "{first}");
+    assert!(
+        first["kept"]
+            .to_string()
+            .contains("disruption budget allows no more drifted nodes now"),
+        "{first}"
+    );
+    assert_eq!(names(&first["replacements_launched"]).len(), 1, "{first}");
+
+    // Sweep on, as the schedule would: never more than one old node at a time, until
+    // every node runs the new AMI.
+    let mut started = names(&first["started"]);
+    for _ in 0..20 {
+        if !node_names(&world).iter().any(|n| old.contains(n)) {
+            break;
+        }
+        for _ in 0..3 {
+            step(&world, 10).await;
+        }
+        let r = sweep(&sweeper).await;
+        started.extend(names(&r["started"]));
+        let removing = being_removed(&world);
+        assert!(removing.len() <= 1, "within the budget: {removing:?} {r}");
+    }
+    assert!(
+        !node_names(&world).iter().any(|n| old.contains(n)),
+        "every old node went: {:?}",
+        node_names(&world)
+    );
+    started.sort();
+    let mut want = old.clone();
+    want.sort();
+    assert_eq!(started, want, "each old node was started once");
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    assert_eq!(inflate_running(&world), 4);
+    let amis = amis(&world).await;
+    assert!(
+        !amis.is_empty() && amis.iter().all(|a| *a == new_ami),
+        "{amis:?}"
+    );
+    // Rolled: nothing drifts any more.
+    let after = sweep(&sweeper).await;
+    assert!(after["commands"].as_array().unwrap().is_empty(), "{after}");
 }
 
 fn set_unschedulable(world: &World, node: &str, cordoned: bool) {

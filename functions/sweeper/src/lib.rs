@@ -10,6 +10,7 @@
 //! instance and deletes the Node.
 
 mod act;
+mod drift;
 mod events;
 mod replacement;
 
@@ -25,12 +26,14 @@ use nodewright::disruption::{
 };
 use nodewright::kube::{
     Clock, ConfigSource, EventSink, NodeOps, NodeRemoval, NodeSource, PodEviction, PodSource,
+    usable,
 };
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
+pub use drift::LaunchResolver;
 pub use events::KEPT_EVENT_INTERVAL;
 pub use replacement::NoReplacement;
 
@@ -111,7 +114,7 @@ pub async fn handler<K, E, R>(
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
-    R: Replacement,
+    R: Replacement + LaunchResolver,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -130,7 +133,7 @@ pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
-    R: Replacement,
+    R: Replacement + LaunchResolver,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -159,7 +162,7 @@ async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepErro
 where
     K: ConfigSource + NodeSource + PodSource + NodeOps + NodeRemoval + PodEviction + EventSink,
     E: InstanceInventory + InstanceOwnership + Sync,
-    R: Replacement,
+    R: Replacement + LaunchResolver,
 {
     let config = state
         .kube
@@ -211,6 +214,11 @@ where
         spot_discount: DEFAULT_SPOT_DISCOUNT,
     });
     problems.extend(sim_problems);
+    // Drift needs what a launch would use now, which only the provisioning core knows.
+    if let Some(resolver) = &state.replacer {
+        let (pools, classes, _) = usable(&config.inputs, &config.problems);
+        drift::mark_drifted(&mut snapshot, &pools, &classes, &instances, resolver).await;
+    }
     match sim {
         Ok(sim) => snapshot.simulation = Some(sim),
         Err(e) => problems.push(format!("underutilized nodes are not considered: {e}")),

@@ -66,7 +66,7 @@ pub fn security_groups_hash(ids: &[String]) -> String {
 
 /// The tags a launch adds for later drift checks.
 pub fn drift_tags(
-    pool: Option<&NodePool>,
+    nodepool_hash: Option<&str>,
     class: &EC2NodeClass,
     image: &str,
     security_groups: &[String],
@@ -79,8 +79,8 @@ pub fn drift_tags(
             security_groups_hash(security_groups),
         ),
     ]);
-    if let Some(pool) = pool {
-        tags.insert(NODEPOOL_HASH_TAG.to_string(), nodepool_hash(pool));
+    if let Some(hash) = nodepool_hash {
+        tags.insert(NODEPOOL_HASH_TAG.to_string(), hash.to_string());
     }
     tags
 }

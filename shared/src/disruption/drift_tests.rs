@@ -43,8 +43,9 @@ fn sgs(ids: &[&str]) -> Vec<String> {
 /// The tags of an instance launched from the unedited pool and class, with `ami` and the
 /// groups sg-1, sg-2.
 fn launched() -> BTreeMap<String, String> {
+    let hash = nodepool_hash(&pool(|_| {}));
     drift_tags(
-        Some(&pool(|_| {})),
+        Some(&hash),
         &class(|_| {}),
         "ami-1",
         &sgs(&["sg-1", "sg-2"]),

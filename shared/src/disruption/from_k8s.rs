@@ -188,6 +188,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         capacity_type,
         pods: Vec::new(),
         last_pod_arrival: None,
+        drifted: None,
         name,
     })
 }

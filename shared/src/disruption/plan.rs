@@ -6,7 +6,8 @@
 //! 2. emptiness: nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
 //!    counted from when the sweeper first saw it empty (its `nodewright.io/empty-since`
 //!    annotation, set by the executor, so the first sight never removes a node);
-//! 3. expiration: older than `expireAfter`;
+//! 3. expiration: older than `expireAfter`; then drift (`drift.rs`, found by the sweeper:
+//!    the node's instance no longer matches what its pool and class would launch now);
 //! 4. `karpenter.sh/do-not-disrupt` on the node or on a pod that would move keeps it, and so
 //!    does a PodDisruptionBudget that allows no disruption of such a pod;
 //! 5. candidates are taken cheapest to disrupt first (Karpenter's eviction cost: pod
@@ -36,7 +37,8 @@ use crate::scheduling::PlannedClaim;
 pub enum Action {
     /// The node goes; its pods (if any) are rescheduled on capacity the provisioner finds.
     Delete,
-    /// The nodes go and their pods need new capacity: an expired node with workloads, or
+    /// The nodes go and their pods need new capacity: an expired or drifted node with
+    /// workloads (replaced first, see `replace_first.rs`), or
     /// underutilized nodes whose pods fit on one cheaper node (`replacement`).
     Replace,
 }
@@ -223,7 +225,9 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             },
             _ => None,
         };
-        let reason = reason.or_else(|| expired(node, pool, now).then_some(Reason::Expired));
+        let reason = reason
+            .or_else(|| expired(node, pool, now).then_some(Reason::Expired))
+            .or_else(|| node.drifted.is_some().then_some(Reason::Drifted));
         let Some(reason) = reason else {
             if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
                 match settled(node, pool, now) {
@@ -277,7 +281,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         }
         *used += 1;
         let moves = c.node.pods.iter().any(|p| p.moves());
-        let (action, savings) = if c.reason == Reason::Expired && moves {
+        let (action, savings) = if matches!(c.reason, Reason::Expired | Reason::Drifted) && moves {
             (Action::Replace, 0.0)
         } else {
             (Action::Delete, c.node.price_per_hour.unwrap_or(0.0))

@@ -68,6 +68,9 @@ pub struct NodeView {
     /// When the newest pod that would move was created: a node that just gained work is
     /// not consolidated before `consolidateAfter`.
     pub last_pod_arrival: Option<Timestamp>,
+    /// Why its instance no longer matches what a launch of its pool and class would use
+    /// ([`super::drift`]); set by the sweeper, which knows both, never offline.
+    pub drifted: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         price_per_hour: Some(0.096),
         pods: Vec::new(),
         last_pod_arrival: None,
+        drifted: None,
     }
 }
 
