@@ -5,6 +5,7 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod capacity;
 mod consolidate;
 mod cron;
 mod drift;
@@ -16,6 +17,7 @@ mod simulation;
 mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
+pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, pool_capacity};
 pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
 pub use drift::{
@@ -78,6 +80,8 @@ impl Reason {
 
 #[cfg(test)]
 mod budget_tests;
+#[cfg(test)]
+mod capacity_tests;
 #[cfg(test)]
 mod consolidate_tests;
 #[cfg(test)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::budget::BudgetRule;
+use super::capacity::CapacityWindow;
 use super::simulation::Simulation;
 use crate::api::ConsolidationPolicy;
 
@@ -37,6 +38,9 @@ pub struct PoolPolicy {
     pub budgets: Result<Vec<BudgetRule>, String>,
     /// The NodePool's `terminationGracePeriod`: the drain's hard limit.
     pub termination_grace: Option<Duration>,
+    /// Its capacity windows (`nodewright.io/capacity-windows`): the floor emptiness and
+    /// consolidation never go below. One that cannot be read is a `budgets` error.
+    pub capacity: Vec<CapacityWindow>,
 }
 
 /// One Node as the decisions see it.

@@ -44,6 +44,7 @@ pub fn pool(name: &str) -> PoolPolicy {
         expire_after: None,
         budgets: Ok(vec![count_budget(NodesLimit::Percent(10))]),
         termination_grace: None,
+        capacity: Vec::new(),
     }
 }
 
