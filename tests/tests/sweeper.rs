@@ -586,6 +586,69 @@ async fn an_at_latest_ami_change_is_rolled_one_node_at_a_time_within_a_one_node_
     assert!(after["commands"].as_array().unwrap().is_empty(), "{after}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_window_launches_its_floor_ahead_of_time_and_keeps_it_until_the_window_ends() {
+    let world = start("sweep-floor").await;
+    // A window firing ten minutes from now (UTC), one hour long, with a fifteen-minute
+    // lead: it holds already, with no pod pending.
+    let fire = world.clock().now() + jiff::SignedDuration::from_mins(10);
+    let fire = fire.to_zoned(jiff::tz::TimeZone::UTC);
+    let annotation = format!(
+        "  name: default\n  annotations:\n    nodewright.io/capacity-windows: |\n      - schedule: \"{} {} * * *\"\n        duration: 1h\n        lead: 15m\n        nodes: 2\nspec:\n  template:",
+        fire.minute(),
+        fire.hour()
+    );
+    let provisioner = running(
+        &world,
+        0,
+        &[
+            ("  name: default\nspec:\n  template:", annotation.as_str()),
+            (
+                "    consolidateAfter: 1m",
+                "    consolidateAfter: 1m\n    budgets: [{nodes: \"100%\"}]",
+            ),
+        ],
+    )
+    .await;
+    assert!(node_names(&world).is_empty(), "no demand, no node");
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let first = sweep(&sweeper).await;
+    assert_eq!(names(&first["floor_launched"]).len(), 2, "{first}");
+    for _ in 0..4 {
+        step(&world, 10).await;
+    }
+    let floor = node_names(&world);
+    assert_eq!(floor.len(), 2, "{floor:?}");
+    // Launched once: the next sweeps count the nodes that are there.
+    let again = sweep(&sweeper).await;
+    assert!(names(&again["floor_launched"]).is_empty(), "{again}");
+    // Empty for longer than consolidateAfter, inside the window: kept, and told why.
+    step(&world, 90).await;
+    let kept = sweep(&sweeper).await;
+    assert!(names(&kept["started"]).is_empty(), "{kept}");
+    assert!(
+        kept["kept"]
+            .to_string()
+            .contains("NodePool default keeps at least 2 nodes now"),
+        "{kept}"
+    );
+    // After the window (ten minutes to its start, an hour long), the empty nodes go.
+    world.clock().advance(Duration::from_secs(75 * 60));
+    let mut removed = Vec::new();
+    for _ in 0..4 {
+        let r = sweep(&sweeper).await;
+        assert!(names(&r["floor_launched"]).is_empty(), "{r}");
+        removed.extend(names(&r["removed"]));
+        step(&world, 5).await;
+    }
+    removed.sort();
+    let mut want = floor.clone();
+    want.sort();
+    assert_eq!(removed, want);
+}
+
 fn set_unschedulable(world: &World, node: &str, cordoned: bool) {
     let mut n = world.sim.get_json("v1", "Node", "", node).unwrap();
     n["spec"]["unschedulable"] = json!(cordoned);

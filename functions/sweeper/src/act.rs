@@ -92,6 +92,8 @@ pub struct Report {
     pub replacements_launched: Vec<String>,
     /// Nodes not drained yet: their replacement is not a Ready node.
     pub awaiting_replacement: Vec<String>,
+    /// Instances launched for capacity windows' floors, ahead of demand.
+    pub floor_launched: Vec<String>,
     /// Instance terminated (or already gone) and Node deleted.
     pub removed: Vec<String>,
     /// A command dropped at the re-check, with why.

@@ -12,6 +12,7 @@
 mod act;
 mod drift;
 mod events;
+mod floor;
 mod replacement;
 
 use std::collections::HashMap;
@@ -227,5 +228,7 @@ where
         tracing::warn!(problem = p, "object not considered for disruption");
     }
     let plan = plan_disruption(&snapshot, now);
-    act::carry_out(state, &snapshot, &nodes, &plan, now).await
+    let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
+    floor::launch_floors(state, &snapshot, now, &mut report).await;
+    Ok(report)
 }

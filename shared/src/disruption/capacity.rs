@@ -16,7 +16,7 @@
 //!
 //! [`floor`] is the number of nodes the pool keeps at `now`: the largest of the windows
 //! holding then. Emptiness and consolidation never take the pool below it (`plan.rs`).
-//! Launching the floor ahead of demand is not done yet: the floor only keeps nodes.
+//! The sweeper also launches the floor ahead of demand (`functions/sweeper/src/floor.rs`).
 
 use std::time::Duration;
 
