@@ -265,24 +265,18 @@ async fn each_function_signs_as_its_stack_role_and_iam_refuses_what_that_role_do
         format!("{refused:?}").contains("AccessDenied"),
         "{refused:?}"
     );
-    // The provisioner resolves AMI aliases with ssm:GetParameters; the sweeper may not.
+    // The provisioner resolves AMI aliases with ssm:GetParameters, and so does the sweeper
+    // (drift: what an `@latest` alias resolves to now; replacements launch as the
+    // provisioner's).
     let name = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/x86_64/standard/recommended/image_id";
-    aws_sdk_ssm::Client::new(&configs["ProvisionerFunction"])
-        .get_parameters()
-        .names(name)
-        .send()
-        .await
-        .expect("the provisioner role may read AMI parameters");
-    let refused = aws_sdk_ssm::Client::new(&configs["SweeperFunction"])
-        .get_parameters()
-        .names(name)
-        .send()
-        .await
-        .expect_err("the sweeper role has no ssm:GetParameters");
-    assert!(
-        format!("{refused:?}").contains("AccessDenied"),
-        "{refused:?}"
-    );
+    for function in ["ProvisionerFunction", "SweeperFunction"] {
+        aws_sdk_ssm::Client::new(&configs[function])
+            .get_parameters()
+            .names(name)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{function}'s role may read AMI parameters: {e:?}"));
+    }
 }
 
 #[tokio::test]

@@ -16,8 +16,10 @@ use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
 use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
 use nodewright::lease::{Elector, KubeLeases};
-use nodewright::provision::BatchWindow;
-use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
+use nodewright::provision::{BatchWindow, Replacement};
+use nodewright_sweeper::{
+    LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
+};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -66,7 +68,9 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     State::new(kube, ec2, Arc::new(SimNow(world.clock())))
 }
 
-async fn sweep(state: &State<KubeCluster, Ec2Adapter>) -> Value {
+async fn sweep<R: Replacement + LaunchResolver>(
+    state: &State<KubeCluster, Ec2Adapter, R>,
+) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
         .await
         .expect("a sweep")
@@ -346,9 +350,10 @@ async fn a_do_not_disrupt_pod_keeps_its_expired_node_and_the_reason_is_an_event_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
+async fn an_expired_node_gets_its_replacement_first_and_drains_once_it_is_ready_one_at_a_time() {
     let world = start("sweep-expired").await;
-    // xlarge only (3 one-CPU pods per node), so four pods need two nodes.
+    // xlarge only (3 one-CPU pods per node), so four pods need two nodes, and whichever
+    // node goes first, its pods do not all fit on the other: one node must be launched.
     let provisioner = running(
         &world,
         4,
@@ -364,31 +369,284 @@ async fn expired_nodes_are_replaced_one_at_a_time_within_a_one_node_budget() {
     .await;
     let before = node_names(&world);
     assert_eq!(before.len(), 2, "{before:?}");
-    let sweeper = sweeper(&world).await;
+    // Replacements launch through the provisioning core, as in main.rs.
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
     world.clock().advance(Duration::from_secs(11 * 60));
     let first = sweep(&sweeper).await;
     let started = names(&first["started"]);
     assert_eq!(started.len(), 1, "one node at a time: {first}");
-    let other = before.iter().find(|n| **n != started[0]).unwrap();
+    let going = started[0].clone();
+    let other = before.iter().find(|n| **n != going).unwrap();
     assert!(
         first["kept"].to_string().contains(&format!(
             "[\"{other}\",\"NodePool default's disruption budget allows no more expired nodes now\"]"
         )),
         "{first}"
     );
-    // The evicted pods leave; the next sweep finds the node drained and removes it, while
-    // the budget still holds the other one.
-    step(&world, 5).await;
-    let second = sweep(&sweeper).await;
-    assert_eq!(names(&second["removed"]), started, "{second}");
-    assert!(names(&second["started"]).is_empty(), "{second}");
-    assert!(!node_names(&world).contains(&started[0]));
-    // The provisioner launches for the pods that moved: they run again.
-    invoke(&provisioner).await.unwrap();
-    for _ in 0..8 {
+    // The replacement is launched first; nothing is evicted yet.
+    let launched = names(&first["replacements_launched"]);
+    assert_eq!(launched.len(), 1, "{first}");
+    assert_eq!(names(&first["awaiting_replacement"]), started, "{first}");
+    assert!(names(&first["draining"]).is_empty(), "{first}");
+    let on_going = |world: &World| running_on(world).iter().filter(|n| **n == going).count();
+    let held = on_going(&world);
+    assert!(held > 0, "the expired node holds inflate pods");
+    assert_eq!(world.instances().await.unwrap().len(), 3);
+
+    // Until the replacement is a Ready node, sweeps wait and the pods stay where they are.
+    let waiting = sweep(&sweeper).await;
+    assert_eq!(
+        names(&waiting["awaiting_replacement"]),
+        started,
+        "{waiting}"
+    );
+    assert!(
+        names(&waiting["replacements_launched"]).is_empty(),
+        "asked once: {waiting}"
+    );
+    assert_eq!(on_going(&world), held);
+    for _ in 0..4 {
         step(&world, 10).await;
     }
+    assert_eq!(node_names(&world).len(), 3, "the replacement joined");
+    assert_eq!(
+        inflate_running(&world),
+        4,
+        "no pod left its node before that"
+    );
+
+    // Ready: the node drains, and its pods land on the replacement with no provisioner poll.
+    let second = sweep(&sweeper).await;
+    assert_eq!(names(&second["draining"]), started, "{second}");
+    step(&world, 5).await;
+    let third = sweep(&sweeper).await;
+    assert_eq!(names(&third["removed"]), started, "{third}");
+    assert!(
+        names(&third["started"]).is_empty(),
+        "the budget holds the other: {third}"
+    );
+    assert!(!node_names(&world).contains(&going));
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
     assert_eq!(inflate_running(&world), 4);
+    assert_eq!(world.instances().await.unwrap().len(), 2);
+}
+
+/// AWS publishes a newer Amazon Linux 2023 AMI for x86_64: the `al2023@latest` alias now
+/// resolves to it (its SSM parameter, as AWS updates it). Returns the new image id.
+async fn publish_newer_al2023(world: &World) -> String {
+    let current = world
+        .seeded
+        .images
+        .iter()
+        .find(|i| i.family == "al2023" && i.arch == "x86_64")
+        .unwrap();
+    let ec2 = aws_sdk_ec2::Client::new(&world.sdk);
+    let copy = ec2
+        .copy_image()
+        .source_image_id(&current.image_id)
+        .source_region("us-east-1")
+        .name(format!("{}-next", current.name))
+        .send()
+        .await
+        .expect("CopyImage");
+    let id = copy.image_id().unwrap().to_string();
+    aws_sdk_ssm::Client::new(&world.sdk)
+        .put_parameter()
+        .name(&current.parameters[0])
+        .value(&id)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .overwrite(true)
+        .send()
+        .await
+        .expect("PutParameter");
+    id
+}
+
+/// The AMI each of this cluster's live instances runs, as EC2 describes it.
+async fn amis(world: &World) -> Vec<String> {
+    let out = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:nodewright.io/cluster")
+                .values(&world.seeded.cluster)
+                .build(),
+        )
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("DescribeInstances");
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.image_id().map(str::to_string))
+        .collect()
+}
+
+/// The nodes a sweeper has begun removing (tainted and annotated).
+fn being_removed(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter(|n| !n["metadata"]["annotations"]["nodewright.io/disruption"].is_null())
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_at_latest_ami_change_is_rolled_one_node_at_a_time_within_a_one_node_budget() {
+    let world = start("sweep-drift").await;
+    let provisioner = running(
+        &world,
+        4,
+        &[
+            ("    consolidateAfter: 1m", "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"1\""),
+            (
+                "      nodeClassRef:",
+                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
+            ),
+        ],
+    )
+    .await;
+    let old = node_names(&world);
+    assert_eq!(old.len(), 2, "{old:?}");
+    let old_amis = amis(&world).await;
+    assert_eq!(old_amis.len(), 2, "{old_amis:?}");
+    let old_ami = old_amis[0].clone();
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let quiet = sweep(&sweeper).await;
+    assert!(
+        quiet["commands"].as_array().unwrap().is_empty(),
+        "nothing has drifted: {quiet}"
+    );
+
+    let new_ami = publish_newer_al2023(&world).await;
+    assert_ne!(new_ami, old_ami);
+    let first = sweep(&sweeper).await;
+    let commands = first["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{first}");
+    assert_eq!(commands[0]["reason"], "drifted", "{first}");
+    assert_eq!(commands[0]["action"], "replace", "{first}");
+    assert!(
+        first["kept"]
+            .to_string()
+            .contains("disruption budget allows no more drifted nodes now"),
+        "{first}"
+    );
+    assert_eq!(names(&first["replacements_launched"]).len(), 1, "{first}");
+
+    // Sweep on, as the schedule would: never more than one old node at a time, until
+    // every node runs the new AMI.
+    let mut started = names(&first["started"]);
+    for _ in 0..20 {
+        if !node_names(&world).iter().any(|n| old.contains(n)) {
+            break;
+        }
+        for _ in 0..3 {
+            step(&world, 10).await;
+        }
+        let r = sweep(&sweeper).await;
+        started.extend(names(&r["started"]));
+        let removing = being_removed(&world);
+        assert!(removing.len() <= 1, "within the budget: {removing:?} {r}");
+    }
+    assert!(
+        !node_names(&world).iter().any(|n| old.contains(n)),
+        "every old node went: {:?}",
+        node_names(&world)
+    );
+    started.sort();
+    let mut want = old.clone();
+    want.sort();
+    assert_eq!(started, want, "each old node was started once");
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    assert_eq!(inflate_running(&world), 4);
+    let amis = amis(&world).await;
+    assert!(
+        !amis.is_empty() && amis.iter().all(|a| *a == new_ami),
+        "{amis:?}"
+    );
+    // Rolled: nothing drifts any more.
+    let after = sweep(&sweeper).await;
+    assert!(after["commands"].as_array().unwrap().is_empty(), "{after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_window_launches_its_floor_ahead_of_time_and_keeps_it_until_the_window_ends() {
+    let world = start("sweep-floor").await;
+    // A window firing ten minutes from now (UTC), one hour long, with a fifteen-minute
+    // lead: it holds already, with no pod pending.
+    let fire = world.clock().now() + jiff::SignedDuration::from_mins(10);
+    let fire = fire.to_zoned(jiff::tz::TimeZone::UTC);
+    let annotation = format!(
+        "  name: default\n  annotations:\n    nodewright.io/capacity-windows: |\n      - schedule: \"{} {} * * *\"\n        duration: 1h\n        lead: 15m\n        nodes: 2\nspec:\n  template:",
+        fire.minute(),
+        fire.hour()
+    );
+    let provisioner = running(
+        &world,
+        0,
+        &[
+            ("  name: default\nspec:\n  template:", annotation.as_str()),
+            (
+                "    consolidateAfter: 1m",
+                "    consolidateAfter: 1m\n    budgets: [{nodes: \"100%\"}]",
+            ),
+        ],
+    )
+    .await;
+    assert!(node_names(&world).is_empty(), "no demand, no node");
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let first = sweep(&sweeper).await;
+    assert_eq!(names(&first["floor_launched"]).len(), 2, "{first}");
+    for _ in 0..4 {
+        step(&world, 10).await;
+    }
+    let floor = node_names(&world);
+    assert_eq!(floor.len(), 2, "{floor:?}");
+    // Launched once: the next sweeps count the nodes that are there.
+    let again = sweep(&sweeper).await;
+    assert!(names(&again["floor_launched"]).is_empty(), "{again}");
+    // Empty for longer than consolidateAfter, inside the window: kept, and told why.
+    step(&world, 90).await;
+    let kept = sweep(&sweeper).await;
+    assert!(names(&kept["started"]).is_empty(), "{kept}");
+    assert!(
+        kept["kept"]
+            .to_string()
+            .contains("NodePool default keeps at least 2 nodes now"),
+        "{kept}"
+    );
+    // After the window (ten minutes to its start, an hour long), the empty nodes go.
+    world.clock().advance(Duration::from_secs(75 * 60));
+    let mut removed = Vec::new();
+    for _ in 0..4 {
+        let r = sweep(&sweeper).await;
+        assert!(names(&r["floor_launched"]).is_empty(), "{r}");
+        removed.extend(names(&r["removed"]));
+        step(&world, 5).await;
+    }
+    removed.sort();
+    let mut want = floor.clone();
+    want.sort();
+    assert_eq!(removed, want);
 }
 
 fn set_unschedulable(world: &World, node: &str, cordoned: bool) {

@@ -316,7 +316,10 @@ use Why::*;
 ///   `Provisioner::replace` (the launch path, without `poll`: no template collection, no
 ///   price refresh) plus `SqsQueue` (follow-ups); `steps.rs` terminates the drained
 ///   instance.
-/// - sweeper: not written yet (see [`Why::Planned`]).
+/// - sweeper: its removal path is partly [`Why::Planned`]; `functions/sweeper/src/main.rs`
+///   also builds the interruption function's adapters for `Provisioner::replace` (the
+///   replacement an expired or drifted node gets before it drains), whose launch rows
+///   are the interruption function's.
 const CALLS: &[(&str, &[(&str, Why)])] = &[
     (
         "ProvisionerFunction",
@@ -387,6 +390,17 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:DescribeSpotPriceHistory", Planned),
             ("ec2:DescribeSubnets", Planned),
             ("ec2:DescribeLaunchTemplates", Planned),
+            ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeImages", Called),
+            ("ssm:GetParameters", Called),
+            ("ec2:CreateLaunchTemplate", Called),
+            ("ec2:CreateFleet", Called),
+            ("iam:CreateInstanceProfile", Called),
+            ("iam:AddRoleToInstanceProfile", Called),
+            ("ec2:RunInstances", Implied),
+            ("ec2:CreateTags", Implied),
+            ("iam:TagInstanceProfile", Implied),
+            ("iam:PassRole", Implied),
             ("pricing:GetProducts", Planned),
             ("ec2:TerminateInstances", Planned),
             ("ec2:DeleteLaunchTemplate", Planned),

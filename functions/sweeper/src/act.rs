@@ -24,10 +24,12 @@ use nodewright::kube::{
     EventType, KubeError, NodeDisruption, ObjectKind, PodEviction, parse_provider_id,
 };
 use nodewright::lease::LeaseError;
+use nodewright::provision::Replacement;
 use serde::Serialize;
 
 use super::State;
 use super::events::kept_events;
+use super::replacement::ready_to_drain;
 
 /// On a node being removed by the sweeper: `<reason> <RFC 3339 start>`. The next sweep
 /// finds it and continues; the start fixes the drain's deadline across invocations.
@@ -88,6 +90,12 @@ pub struct Report {
     pub started: Vec<String>,
     /// Nodes whose drain is not finished: the next sweep continues.
     pub draining: Vec<String>,
+    /// Replacement instances launched this sweep, before their nodes drain.
+    pub replacements_launched: Vec<String>,
+    /// Nodes not drained yet: their replacement is not a Ready node.
+    pub awaiting_replacement: Vec<String>,
+    /// Instances launched for capacity windows' floors, ahead of demand.
+    pub floor_launched: Vec<String>,
     /// Instance terminated (or already gone) and Node deleted.
     pub removed: Vec<String>,
     /// A command dropped at the re-check, with why.
@@ -100,8 +108,8 @@ pub struct Report {
     pub price_after: f64,
 }
 
-pub(crate) async fn carry_out<K, E>(
-    state: &State<K, E>,
+pub(crate) async fn carry_out<K, E, R>(
+    state: &State<K, E, R>,
     snapshot: &Snapshot,
     nodes: &[Node],
     plan: &Plan,
@@ -110,6 +118,7 @@ pub(crate) async fn carry_out<K, E>(
 where
     K: NodeDisruption,
     E: OwnedInstances,
+    R: Replacement,
 {
     let mut report = Report {
         commands: plan.commands.clone(),
@@ -231,8 +240,8 @@ where
 }
 
 /// Whether a node of a consolidation command now holds a pod the decision did not see.
-async fn gained_pods<K, E>(
-    state: &State<K, E>,
+async fn gained_pods<K, E, R>(
+    state: &State<K, E, R>,
     snapshot: &Snapshot,
     command: &Command,
 ) -> Result<Option<String>, SweepError>
@@ -332,8 +341,8 @@ fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> 
     })
 }
 
-async fn start_removal<K, E>(
-    state: &State<K, E>,
+async fn start_removal<K, E, R>(
+    state: &State<K, E, R>,
     snapshot: &Snapshot,
     name: &str,
     reason: Reason,
@@ -343,6 +352,7 @@ async fn start_removal<K, E>(
 where
     K: NodeDisruption,
     E: OwnedInstances,
+    R: Replacement,
 {
     let nodes = state
         .kube
@@ -395,8 +405,8 @@ where
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn continue_removal<K, E>(
-    state: &State<K, E>,
+async fn continue_removal<K, E, R>(
+    state: &State<K, E, R>,
     snapshot: &Snapshot,
     node: &Node,
     name: &str,
@@ -408,6 +418,7 @@ async fn continue_removal<K, E>(
 where
     K: NodeDisruption,
     E: OwnedInstances,
+    R: Replacement,
 {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let pool = labels
@@ -425,6 +436,9 @@ where
         .pods_on_node(name)
         .await
         .map_err(kube("listing the node's pods"))?;
+    if !ready_to_drain(state, node, name, reason, &pods, started, now, report).await? {
+        return Ok(());
+    }
     let drain = plan_drain(&pods, &policy, now);
     if !drain.finished() {
         let note = format!("node {name} is being removed ({})", reason.as_str());

@@ -15,8 +15,8 @@ pub const KEPT_EVENT_INTERVAL: Duration = Duration::from_secs(15 * 60);
 
 /// Leaves (or skips, if told recently) the Event for each kept node; returns how many
 /// were written.
-pub(crate) async fn kept_events<K: EventSink, E>(
-    state: &State<K, E>,
+pub(crate) async fn kept_events<K: EventSink, E, R>(
+    state: &State<K, E, R>,
     kept: &[Kept],
     now: Timestamp,
 ) -> usize {

@@ -10,7 +10,10 @@
 //! instance and deletes the Node.
 
 mod act;
+mod drift;
 mod events;
+mod floor;
+mod replacement;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,12 +25,15 @@ use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimat
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PodSource};
+use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
+use nodewright::provision::Replacement;
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
+pub use drift::LaunchResolver;
 pub use events::KEPT_EVENT_INTERVAL;
+pub use replacement::NoReplacement;
 
 /// The Lease a sweep holds while it acts (in kube-system, bound by the RBAC manifests), so
 /// two sweepers of one cluster (a second stack, a local run) never act at once.
@@ -38,7 +44,7 @@ pub const LEASE_NAMESPACE: &str = "kube-system";
 pub const LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Clients built once per cold start, borrowed by every invocation.
-pub struct State<K, E> {
+pub struct State<K, E, R = NoReplacement> {
     pub kube: K,
     pub ec2: E,
     /// `now` for the decisions: the system clock in Lambda, a controlled one in tests.
@@ -50,6 +56,10 @@ pub struct State<K, E> {
     pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
     /// `None`: act without a Lease (tests of one sweeper, `sweep-plan`).
     pub lease: Option<Elector<KubeLeases>>,
+    /// The provisioning core, for the replacement an expired or drifted node's pods get
+    /// before it drains. `None`: such a node drains at once and the provisioner launches
+    /// for its pods once they are pending.
+    pub replacer: Option<R>,
 }
 
 impl<K, E> State<K, E> {
@@ -67,6 +77,22 @@ impl<K, E> State<K, E> {
             prices,
             kept_events: Default::default(),
             lease: None,
+            replacer: None,
+        }
+    }
+}
+
+impl<K, E, R> State<K, E, R> {
+    /// Launches replacements through `replacer` before draining (see [`State::replacer`]).
+    pub fn with_replacer<R2: Replacement>(self, replacer: R2) -> State<K, E, R2> {
+        State {
+            kube: self.kube,
+            ec2: self.ec2,
+            clock: self.clock,
+            prices: self.prices,
+            kept_events: self.kept_events,
+            lease: self.lease,
+            replacer: Some(replacer),
         }
     }
 
@@ -79,10 +105,14 @@ impl<K, E> State<K, E> {
 
 /// The handler, generic over the ports so tests hand it the real adapters against the
 /// local world. Answers a summary of what was done (also logged).
-pub async fn handler<K, E>(event: LambdaEvent<Value>, state: &State<K, E>) -> Result<Value, Error>
+pub async fn handler<K, E, R>(
+    event: LambdaEvent<Value>,
+    state: &State<K, E, R>,
+) -> Result<Value, Error>
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
+    R: Replacement + LaunchResolver,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -97,10 +127,11 @@ where
 
 /// One sweep under the Lease (when there is one): a sweep that finds it held by another
 /// does nothing and says who holds it; one that holds it releases it when done.
-pub async fn sweep<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
+    R: Replacement + LaunchResolver,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -125,10 +156,11 @@ where
 }
 
 /// One sweep: read, decide, act.
-async fn sweep_held<K, E>(state: &State<K, E>) -> Result<Report, SweepError>
+async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
+    R: Replacement + LaunchResolver,
 {
     let config = state
         .kube
@@ -180,6 +212,11 @@ where
         spot_discount: DEFAULT_SPOT_DISCOUNT,
     });
     problems.extend(sim_problems);
+    // Drift needs what a launch would use now, which only the provisioning core knows.
+    if let Some(resolver) = &state.replacer {
+        let (pools, classes, _) = usable(&config.inputs, &config.problems);
+        drift::mark_drifted(&mut snapshot, &pools, &classes, &instances, resolver).await;
+    }
     match sim {
         Ok(sim) => snapshot.simulation = Some(sim),
         Err(e) => problems.push(format!("underutilized nodes are not considered: {e}")),
@@ -188,5 +225,7 @@ where
         tracing::warn!(problem = p, "object not considered for disruption");
     }
     let plan = plan_disruption(&snapshot, now);
-    act::carry_out(state, &snapshot, &nodes, &plan, now).await
+    let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
+    floor::launch_floors(state, &snapshot, now, &mut report).await;
+    Ok(report)
 }

@@ -1,9 +1,10 @@
 //! Wiring only: configuration from the environment, JSON logs, clients built once per cold
 //! start, then the Lambda runtime. Environment:
 //! - `CLUSTER_NAME` (required): the EKS cluster.
-//! - `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`, `DEFAULT_AMI_ALIAS`: as
-//!   the provisioner's, so the default NodePool (when neither CRDs nor the ConfigMap hold
-//!   one) is the same one it provisions for.
+//! - `NODE_INSTANCE_PROFILE`, `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`,
+//!   `DEFAULT_AMI_ALIAS`: as the provisioner's, so the default NodePool (when neither CRDs
+//!   nor the ConfigMap hold one) is the same one it provisions for, and the replacement
+//!   an expired or drifted node gets before it drains launches as the provisioner would.
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
@@ -11,12 +12,15 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
-use nodewright::aws::Ec2Adapter;
+use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
-use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, SystemClock};
+use nodewright::kube::{
+    ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap, SystemClock,
+};
 use nodewright::lease::{Elector, KubeLeases};
+use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
 use nodewright::telemetry::{self, Function};
-use nodewright_provisioner::default_pool_params;
+use nodewright_provisioner::{cluster_facts, default_pool_params};
 use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
 use serde_json::Value;
 
@@ -30,7 +34,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     install_crypto_provider();
     let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
     telemetry::install(&cluster_name, Function::Sweeper)?;
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let region = aws
+        .region()
+        .map(|r| r.to_string())
+        .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
     let client = function_client(&aws, &cluster).await?;
     let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
@@ -39,12 +48,31 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     settings.config_ttl = DEFAULT_CONFIG_TTL;
     let leases = KubeLeases::new(client.clone(), LEASE_NAMESPACE);
     let elector = Elector::new(leases, LEASE_NAME, &reporting, LEASE_DURATION);
-    let state = State::new(
-        KubeCluster::new(client, settings),
-        Ec2Adapter::new(aws_sdk_ec2::Client::new(&aws), &cluster_name),
-        Arc::new(SystemClock),
-    )
-    .with_lease(elector);
+    let shared = Arc::new(StateConfigMap::new(client.clone()));
+    let kube = KubeCluster::new(client, settings);
+    let ec2 = aws_sdk_ec2::Client::new(&aws);
+    let ec2_adapter = Ec2Adapter::new(ec2.clone(), &cluster_name);
+    // Replacements launch through the provisioning core, as the interruption function's.
+    let ports = AwsPorts {
+        ec2: ec2_adapter.clone(),
+        images: ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
+        prices: PricingAdapter::from_config(&aws, &region),
+        iam: IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
+    };
+    let mut provisioner = Provisioner::new(
+        kube.clone(),
+        ports,
+        ProvisionerSettings {
+            cluster: cluster_facts(&cluster),
+            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
+            default_node_role: env("NODE_ROLE"),
+            batch: BatchWindow::default(),
+        },
+    )?;
+    provisioner.set_shared_exclusions(Some(shared));
+    let state = State::new(kube, ec2_adapter, Arc::new(SystemClock))
+        .with_lease(elector)
+        .with_replacer(tokio::sync::Mutex::new(provisioner));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler(event, state).await

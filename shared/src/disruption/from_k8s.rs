@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::budget::pool_budgets;
+use super::capacity::pool_capacity;
 use super::snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 use crate::api::labels::{
     CAPACITY_TYPE, DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL,
@@ -113,13 +114,22 @@ fn pool_policy(np: &NodePool) -> PoolPolicy {
         Some(NillableDuration::After(d)) => Some(d.0),
         _ => None,
     };
+    // A floor that cannot be read must not become no floor: like an unreadable budget,
+    // it keeps the pool's nodes and says why.
+    let capacity = pool_capacity(np);
+    let budgets = match (pool_budgets(np), capacity.as_ref().map_err(String::as_str)) {
+        (Ok(b), Ok(_)) => Ok(b),
+        (Err(e), _) => Err(format!("NodePool {}: {e}", np.metadata.name)),
+        (_, Err(e)) => Err(format!("NodePool {}: {e}", np.metadata.name)),
+    };
     PoolPolicy {
         name: np.metadata.name.clone(),
         consolidation: np.spec.disruption.consolidation_policy,
         consolidate_after: after(Some(np.spec.disruption.consolidate_after)),
         expire_after: after(np.spec.template.spec.expire_after),
-        budgets: pool_budgets(np).map_err(|e| format!("NodePool {}: {e}", np.metadata.name)),
+        budgets,
         termination_grace: np.spec.template.spec.termination_grace_period.map(|d| d.0),
+        capacity: capacity.unwrap_or_default(),
     }
 }
 
@@ -188,6 +198,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         capacity_type,
         pods: Vec::new(),
         last_pod_arrival: None,
+        drifted: None,
         name,
     })
 }

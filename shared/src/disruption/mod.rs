@@ -5,20 +5,32 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod capacity;
 mod consolidate;
 mod cron;
+mod drift;
 mod from_k8s;
 mod hygiene;
 mod plan;
+mod replace_first;
 mod simulation;
 mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
+pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, pool_capacity};
 pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
+pub use drift::{
+    CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
+    drift_tags, nodeclass_hash, nodepool_hash, security_groups_hash,
+};
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use replace_first::{
+    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, needs_replacement,
+    parse_replacement, replace_first, replacement_value,
+};
 pub use simulation::{Simulation, SimulationInputs, simulation};
 pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 
@@ -69,7 +81,11 @@ impl Reason {
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
+mod capacity_tests;
+#[cfg(test)]
 mod consolidate_tests;
+#[cfg(test)]
+mod drift_tests;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! 2. emptiness: nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
 //!    counted from when the sweeper first saw it empty (its `nodewright.io/empty-since`
 //!    annotation, set by the executor, so the first sight never removes a node);
-//! 3. expiration: older than `expireAfter`;
+//! 3. expiration: older than `expireAfter`; then drift (`drift.rs`, found by the sweeper:
+//!    the node's instance no longer matches what its pool and class would launch now);
 //! 4. `karpenter.sh/do-not-disrupt` on the node or on a pod that would move keeps it, and so
 //!    does a PodDisruptionBudget that allows no disruption of such a pod;
 //! 5. candidates are taken cheapest to disrupt first (Karpenter's eviction cost: pod
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 use super::Reason;
 use super::budget::allowed;
+use super::capacity::{CAPACITY_WINDOWS_ANNOTATION, floor};
 use super::consolidate::{self, Decision, Outcome};
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::snapshot::{NodeView, PoolPolicy, Snapshot};
@@ -36,7 +38,8 @@ use crate::scheduling::PlannedClaim;
 pub enum Action {
     /// The node goes; its pods (if any) are rescheduled on capacity the provisioner finds.
     Delete,
-    /// The nodes go and their pods need new capacity: an expired node with workloads, or
+    /// The nodes go and their pods need new capacity: an expired or drifted node with
+    /// workloads (replaced first, see `replace_first.rs`), or
     /// underutilized nodes whose pods fit on one cheaper node (`replacement`).
     Replace,
 }
@@ -86,6 +89,11 @@ pub enum KeptWhy {
     NotConsolidatable {
         why: String,
     },
+    /// Its pool is at the floor of its capacity windows.
+    CapacityFloor {
+        pool: String,
+        nodes: usize,
+    },
 }
 
 impl fmt::Display for KeptWhy {
@@ -117,6 +125,10 @@ impl fmt::Display for KeptWhy {
                 remaining.as_secs()
             ),
             KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            KeptWhy::CapacityFloor { pool, nodes } => write!(
+                f,
+                "NodePool {pool} keeps at least {nodes} nodes now ({CAPACITY_WINDOWS_ANNOTATION})"
+            ),
             KeptWhy::PoolSettings { pool, error } => {
                 write!(
                     f,
@@ -223,7 +235,9 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             },
             _ => None,
         };
-        let reason = reason.or_else(|| expired(node, pool, now).then_some(Reason::Expired));
+        let reason = reason
+            .or_else(|| expired(node, pool, now).then_some(Reason::Expired))
+            .or_else(|| node.drifted.is_some().then_some(Reason::Drifted));
         let Some(reason) = reason else {
             if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
                 match settled(node, pool, now) {
@@ -259,8 +273,13 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     }
     sort(&mut candidates);
     let mut used: HashMap<&str, usize> = HashMap::new();
+    let mut lowered: HashMap<&str, usize> = HashMap::new();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
+        if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, now) {
+            plan.kept.push(kept(c.node, c.reason, why));
+            continue;
+        }
         let used = used.entry(c.pool.name.as_str()).or_default();
         // `blocker` has already kept the nodes of a pool whose budgets cannot be read.
         let budgets = c.pool.budgets.as_deref().unwrap_or_default();
@@ -276,8 +295,11 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             continue;
         }
         *used += 1;
+        if lowers(c.reason) {
+            *lowered.entry(c.pool.name.as_str()).or_default() += 1;
+        }
         let moves = c.node.pods.iter().any(|p| p.moves());
-        let (action, savings) = if c.reason == Reason::Expired && moves {
+        let (action, savings) = if matches!(c.reason, Reason::Expired | Reason::Drifted) && moves {
             (Action::Replace, 0.0)
         } else {
             (Action::Delete, c.node.price_per_hour.unwrap_or(0.0))
@@ -299,6 +321,10 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         let mut within = Vec::new();
         for c in underutilized {
             let (nodes, disrupting) = counts[c.pool.name.as_str()];
+            if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, now) {
+                plan.kept.push(kept(c.node, c.reason, why));
+                continue;
+            }
             let used = used.entry(c.pool.name.as_str()).or_default();
             let budgets = c.pool.budgets.as_deref().unwrap_or_default();
             if allowed(budgets, c.reason, nodes, disrupting, now) <= *used {
@@ -310,6 +336,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
                 continue;
             }
             *used += 1;
+            *lowered.entry(c.pool.name.as_str()).or_default() += 1;
             within.push(c.node);
         }
         match consolidate::decide(sim, &within) {
@@ -330,6 +357,31 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         plan.orphans = orphan_nodes(&snapshot.nodes, instances, now);
     }
     plan
+}
+
+/// Whether removing `c` (empty or underutilized: replaced by nothing, or by fewer nodes)
+/// would take its pool below its capacity floor, given the pool's `staying` nodes and
+/// those `lowered` already planned away.
+fn at_floor(
+    c: &Candidate<'_>,
+    staying: usize,
+    lowered: &HashMap<&str, usize>,
+    now: Timestamp,
+) -> Option<KeptWhy> {
+    if !lowers(c.reason) {
+        return None;
+    }
+    let nodes = floor(&c.pool.capacity, now);
+    let gone = lowered.get(c.pool.name.as_str()).copied().unwrap_or(0);
+    (staying.saturating_sub(gone) <= nodes).then(|| KeptWhy::CapacityFloor {
+        pool: c.pool.name.clone(),
+        nodes,
+    })
+}
+
+/// The reasons whose removals lower a pool's node count (the others are replaced).
+fn lowers(reason: Reason) -> bool {
+    matches!(reason, Reason::Empty | Reason::Underutilized)
 }
 
 /// Cheapest to disrupt first; the name keeps plans deterministic.

@@ -374,3 +374,71 @@ fn hygiene_is_decided_only_when_the_instances_are_known() {
     assert_eq!(plan.orphans.len(), 1);
     assert_eq!(plan.never_joined.len(), 1);
 }
+
+#[test]
+fn a_drifted_node_with_pods_is_replaced_within_its_drifted_budget_and_one_without_is_deleted() {
+    let mut p = pool("default");
+    p.consolidate_after = None;
+    // Drifted nodes: one at a time; other reasons unlimited.
+    p.budgets = Ok(vec![
+        BudgetRule {
+            nodes: NodesLimit::Count(1),
+            reasons: vec![Reason::Drifted],
+            window: None,
+        },
+        count_budget(NodesLimit::Percent(100)),
+    ]);
+    let nodes: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let mut v = node(n, "default");
+            v.pods.push(pod(&format!("web-{n}"), PodKind::Workload));
+            v.drifted = Some("the EC2NodeClass changed".into());
+            v
+        })
+        .collect();
+    let mut current = node("c", "default");
+    current.pods.push(pod("web-c", PodKind::Workload));
+    let plan = plan_disruption(
+        &snapshot(vec![p.clone()], [nodes.clone(), vec![current]].concat()),
+        t("10:00:00"),
+    );
+    assert_eq!(deleted(&plan), vec![("a", Reason::Drifted)]);
+    assert_eq!(plan.commands[0].action, Action::Replace);
+    assert_eq!(
+        kept(&plan),
+        vec![(
+            "b",
+            "NodePool default's disruption budget allows no more drifted nodes now".to_string()
+        )]
+    );
+    // Without pods to move, a drifted node is simply deleted.
+    let mut bare = node("d", "default");
+    bare.drifted = Some("the NodePool template changed".into());
+    bare.pods.push(pod("ds", PodKind::DaemonSet));
+    let plan = plan_disruption(&snapshot(vec![p], vec![bare]), t("10:00:00"));
+    assert_eq!(deleted(&plan), vec![("d", Reason::Drifted)]);
+    assert_eq!(plan.commands[0].action, Action::Delete);
+}
+
+#[test]
+fn a_drifted_node_is_kept_by_do_not_disrupt_and_an_expired_one_counts_as_expired_first() {
+    let mut p = unlimited(pool("default"));
+    p.expire_after = Some(Duration::from_secs(3600));
+    let mut held = node("held", "default");
+    held.created = t("09:30:00");
+    held.drifted = Some("the EC2NodeClass changed".into());
+    held.do_not_disrupt = true;
+    let mut both = node("both", "default");
+    both.drifted = Some("the EC2NodeClass changed".into());
+    both.pods.push(pod("web", PodKind::Workload));
+    let plan = plan_disruption(&snapshot(vec![p], vec![held, both]), t("10:00:00"));
+    assert_eq!(deleted(&plan), vec![("both", Reason::Expired)]);
+    assert_eq!(
+        kept(&plan),
+        vec![(
+            "held",
+            "the node has karpenter.sh/do-not-disrupt".to_string()
+        )]
+    );
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::budget::BudgetRule;
+use super::capacity::CapacityWindow;
 use super::simulation::Simulation;
 use crate::api::ConsolidationPolicy;
 
@@ -37,6 +38,9 @@ pub struct PoolPolicy {
     pub budgets: Result<Vec<BudgetRule>, String>,
     /// The NodePool's `terminationGracePeriod`: the drain's hard limit.
     pub termination_grace: Option<Duration>,
+    /// Its capacity windows (`nodewright.io/capacity-windows`): the floor emptiness and
+    /// consolidation never go below. One that cannot be read is a `budgets` error.
+    pub capacity: Vec<CapacityWindow>,
 }
 
 /// One Node as the decisions see it.
@@ -68,6 +72,9 @@ pub struct NodeView {
     /// When the newest pod that would move was created: a node that just gained work is
     /// not consolidated before `consolidateAfter`.
     pub last_pod_arrival: Option<Timestamp>,
+    /// Why its instance no longer matches what a launch of its pool and class would use
+    /// ([`super::drift`]); set by the sweeper, which knows both, never offline.
+    pub drifted: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

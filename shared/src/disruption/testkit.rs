@@ -31,6 +31,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         price_per_hour: Some(0.096),
         pods: Vec::new(),
         last_pod_arrival: None,
+        drifted: None,
     }
 }
 
@@ -43,6 +44,7 @@ pub fn pool(name: &str) -> PoolPolicy {
         expire_after: None,
         budgets: Ok(vec![count_budget(NodesLimit::Percent(10))]),
         termination_grace: None,
+        capacity: Vec::new(),
     }
 }
 

@@ -121,6 +121,25 @@ pub struct Provisioner<K, A> {
     /// Where exclusions are shared with the other functions (see
     /// [`Provisioner::set_shared_exclusions`]).
     shared_unavailable: Option<Arc<dyn SharedExclusions>>,
+    /// NodePool -> its template's drift hash, as of the last `launchable` (each launch
+    /// tags its instance with it, `disruption::drift`).
+    pool_hashes: HashMap<String, String>,
+}
+
+/// Accessors that need none of the ports' capabilities.
+impl<K, A> Provisioner<K, A> {
+    pub fn kube(&self) -> &K {
+        &self.kube
+    }
+
+    pub fn aws(&self) -> &A {
+        &self.aws
+    }
+
+    /// The cluster it launches for (its Kubernetes version selects alias AMIs).
+    pub fn cluster(&self) -> &ClusterFacts {
+        &self.settings.cluster
+    }
 }
 
 /// What a warning already given was about: a pending pod (by uid, forgotten once the pod is
@@ -205,6 +224,7 @@ where
             discovered: Discovered::default(),
             may_act: None,
             shared_unavailable: None,
+            pool_hashes: HashMap::new(),
         }
     }
 
@@ -213,14 +233,6 @@ where
     /// its deadline still far enough.
     pub fn set_may_act(&mut self, check: Option<Arc<dyn MayAct>>) {
         self.may_act = check;
-    }
-
-    pub fn kube(&self) -> &K {
-        &self.kube
-    }
-
-    pub fn aws(&self) -> &A {
-        &self.aws
     }
 
     /// One poll: launch for pending pods, then, at most every
@@ -562,6 +574,10 @@ where
         }
         self.adopt_shared_exclusions(now).await;
         self.unavailable.apply(&mut catalog, now);
+        self.pool_hashes = pools
+            .iter()
+            .map(|p| (p.metadata.name.clone(), crate::disruption::nodepool_hash(p)))
+            .collect();
         Ok(Launchable {
             pools,
             classes,

@@ -25,6 +25,7 @@ use crate::aws::{
     AwsError, Cloud, ErrorClass, Image, InstanceInventory, InstanceProfiles, InstanceState,
 };
 use crate::catalog::{CapacityType, Catalog};
+use crate::disruption::drift_tags;
 use crate::kube::{Cluster, EventType, PodRef};
 use crate::scheduling::PlannedClaim;
 
@@ -184,6 +185,15 @@ where
             &self.settings.cluster.name,
             &class.spec.tags,
         );
+        // What the sweeper compares to find drift (`disruption::drift`); the class's own
+        // tags never replace them.
+        let pool_hash = self.pool_hashes.get(&claim.nodepool).map(String::as_str);
+        request.tags.extend(drift_tags(
+            pool_hash,
+            class,
+            &image,
+            &input.security_group_ids,
+        ));
         if request.overrides.is_empty() {
             return ClaimOutcome::Failed(format!(
                 "no subnet of EC2NodeClass {} is in a zone where the planned types are offered ({})",

@@ -1,0 +1,124 @@
+//! Scheduled capacity (what Karpenter does not have): a NodePool may keep a floor of nodes,
+//! during windows (a daily peak) or always (a static minimum), through the annotation
+//! [`CAPACITY_WINDOWS_ANNOTATION`]:
+//!
+//! ```yaml
+//! metadata:
+//!   annotations:
+//!     nodewright.io/capacity-windows: |
+//!       - schedule: "0 9 * * MON-FRI"   # cron, read in timeZone (default UTC)
+//!         timeZone: Asia/Seoul
+//!         duration: 9h
+//!         lead: 15m                     # the floor holds from 15 minutes before
+//!         nodes: 4
+//!       - nodes: 1                      # no schedule: always
+//! ```
+//!
+//! [`floor`] is the number of nodes the pool keeps at `now`: the largest of the windows
+//! holding then. Emptiness and consolidation never take the pool below it (`plan.rs`).
+//! The sweeper also launches the floor ahead of demand (`functions/sweeper/src/floor.rs`).
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::Deserialize;
+
+use super::cron::Cron;
+use crate::api::NodePool;
+
+pub const CAPACITY_WINDOWS_ANNOTATION: &str = "nodewright.io/capacity-windows";
+
+#[derive(Debug, Clone)]
+pub struct CapacityWindow {
+    /// `None`: always (a static minimum).
+    pub schedule: Option<(Cron, TimeZone)>,
+    pub duration: Duration,
+    pub lead: Duration,
+    pub nodes: usize,
+}
+
+impl CapacityWindow {
+    /// Holds from `lead` before a firing until `duration` after it (half-open).
+    pub fn holds(&self, now: Timestamp) -> bool {
+        let Some((cron, tz)) = &self.schedule else {
+            return true;
+        };
+        let Ok(at) = now.checked_add(self.lead) else {
+            return false;
+        };
+        // A firing f holds over [f - lead, f + duration): the latest firing at or before
+        // now + lead, if later than now - duration.
+        let span = self.lead + self.duration;
+        cron.last_fire(at, span, tz)
+            .is_some_and(|f| at.duration_since(f).unsigned_abs() < span)
+    }
+}
+
+/// The floor at `now`: the most nodes any holding window asks for (0 without any).
+pub fn floor(windows: &[CapacityWindow], now: Timestamp) -> usize {
+    windows
+        .iter()
+        .filter(|w| w.holds(now))
+        .map(|w| w.nodes)
+        .max()
+        .unwrap_or(0)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Spec {
+    schedule: Option<String>,
+    time_zone: Option<String>,
+    duration: Option<crate::api::Duration>,
+    lead: Option<crate::api::Duration>,
+    nodes: usize,
+}
+
+/// A NodePool's capacity windows, or why they cannot be read, naming the annotation and
+/// the entry's field.
+pub fn pool_capacity(np: &NodePool) -> Result<Vec<CapacityWindow>, String> {
+    let Some(text) = np.metadata.annotations.get(CAPACITY_WINDOWS_ANNOTATION) else {
+        return Ok(Vec::new());
+    };
+    let at = format!("metadata.annotations[{CAPACITY_WINDOWS_ANNOTATION}]");
+    let specs: Vec<Spec> =
+        serde_yaml::from_str(text).map_err(|e| format!("{at}: not a list of windows: {e}"))?;
+    specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| window(s).map_err(|(field, m)| format!("{at}[{i}].{field}: {m}")))
+        .collect()
+}
+
+fn window(s: Spec) -> Result<CapacityWindow, (&'static str, String)> {
+    let lead = s.lead.map_or(Duration::ZERO, |d| d.0);
+    let schedule = match (&s.schedule, s.duration) {
+        (None, None) => {
+            if s.time_zone.is_some() || s.lead.is_some() {
+                return Err(("schedule", "required with timeZone or lead".into()));
+            }
+            None
+        }
+        (Some(c), Some(_)) => {
+            let tz = match &s.time_zone {
+                None => TimeZone::UTC,
+                Some(name) => TimeZone::get(name.trim()).map_err(|e| {
+                    (
+                        "timeZone",
+                        format!("{name:?} is not a known time zone ({e})"),
+                    )
+                })?,
+            };
+            Some((Cron::parse(c).map_err(|e| ("schedule", e))?, tz))
+        }
+        (Some(_), None) => return Err(("duration", "required when schedule is set".into())),
+        (None, Some(_)) => return Err(("schedule", "required when duration is set".into())),
+    };
+    Ok(CapacityWindow {
+        schedule,
+        duration: s.duration.map_or(Duration::ZERO, |d| d.0),
+        lead,
+        nodes: s.nodes,
+    })
+}

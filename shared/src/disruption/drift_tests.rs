@@ -1,0 +1,188 @@
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::drift::*;
+use crate::api::{EC2NodeClass, NodePool};
+
+fn pool(edit: impl FnOnce(&mut serde_json::Value)) -> NodePool {
+    let mut v = json!({
+        "metadata": {"name": "default"},
+        "spec": {"template": {
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}],
+                "expireAfter": "720h"
+            }
+        }}
+    });
+    edit(&mut v);
+    serde_json::from_value(v).expect("a NodePool")
+}
+
+fn class(edit: impl FnOnce(&mut serde_json::Value)) -> EC2NodeClass {
+    let mut v = json!({
+        "metadata": {"name": "default"},
+        "spec": {
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+            "role": "KarpenterNodeRole-demo",
+            "userData": "echo hello"
+        }
+    });
+    edit(&mut v);
+    serde_json::from_value(v).expect("an EC2NodeClass")
+}
+
+fn sgs(ids: &[&str]) -> Vec<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+/// The tags of an instance launched from the unedited pool and class, with `ami` and the
+/// groups sg-1, sg-2.
+fn launched() -> BTreeMap<String, String> {
+    let hash = nodepool_hash(&pool(|_| {}));
+    drift_tags(
+        Some(&hash),
+        &class(|_| {}),
+        "ami-1",
+        &sgs(&["sg-1", "sg-2"]),
+    )
+}
+
+fn now(
+    pool_edit: impl FnOnce(&mut serde_json::Value),
+    class_edit: impl FnOnce(&mut serde_json::Value),
+    images: &[&str],
+    groups: &[&str],
+) -> CurrentLaunch {
+    CurrentLaunch {
+        nodepool_hash: Some(nodepool_hash(&pool(pool_edit))),
+        nodeclass_hash: Some(nodeclass_hash(&class(class_edit))),
+        images: Some(sgs(images)),
+        security_groups_hash: Some(security_groups_hash(&sgs(groups))),
+    }
+}
+
+#[test]
+fn a_node_launched_from_the_objects_as_they_are_has_not_drifted() {
+    assert_eq!(
+        drift(
+            &launched(),
+            &now(|_| {}, |_| {}, &["ami-1", "ami-arm"], &["sg-2", "sg-1"])
+        ),
+        None
+    );
+}
+
+#[test]
+fn changed_template_labels_or_taints_are_drift() {
+    let labels = now(
+        |p| p["spec"]["template"]["metadata"]["labels"]["team"] = json!("b"),
+        |_| {},
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert_eq!(
+        drift(&launched(), &labels).as_deref(),
+        Some("the NodePool template changed")
+    );
+    let taints = now(
+        |p| {
+            p["spec"]["template"]["spec"]["taints"] =
+                json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+        },
+        |_| {},
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert!(drift(&launched(), &taints).is_some());
+}
+
+#[test]
+fn widened_requirements_and_a_new_expire_after_are_not_drift() {
+    let current = now(
+        |p| {
+            p["spec"]["template"]["spec"]["requirements"][0]["values"] =
+                json!(["spot", "on-demand"]);
+            p["spec"]["template"]["spec"]["expireAfter"] = json!("24h");
+        },
+        |_| {},
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert_eq!(drift(&launched(), &current), None);
+}
+
+#[test]
+fn changed_user_data_or_role_is_drift_but_changed_selector_terms_alone_are_not() {
+    let user_data = now(
+        |_| {},
+        |c| c["spec"]["userData"] = json!("echo bye"),
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert_eq!(
+        drift(&launched(), &user_data).as_deref(),
+        Some("the EC2NodeClass changed")
+    );
+    let role = now(
+        |_| {},
+        |c| c["spec"]["role"] = json!("OtherRole"),
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert!(drift(&launched(), &role).is_some());
+    // A selector that still resolves to the same AMI and groups changes nothing.
+    let terms = now(
+        |_| {},
+        |c| c["spec"]["amiSelectorTerms"] = json!([{"id": "ami-1"}]),
+        &["ami-1"],
+        &["sg-1", "sg-2"],
+    );
+    assert_eq!(drift(&launched(), &terms), None);
+}
+
+#[test]
+fn an_at_latest_alias_resolving_to_a_newer_ami_is_drift() {
+    let current = now(|_| {}, |_| {}, &["ami-2", "ami-arm"], &["sg-1", "sg-2"]);
+    let why = drift(&launched(), &current).expect("drifted");
+    assert!(why.contains("ami-1") && why.contains("ami-2"), "{why}");
+}
+
+#[test]
+fn other_security_groups_are_drift() {
+    let current = now(|_| {}, |_| {}, &["ami-1"], &["sg-1", "sg-3"]);
+    assert_eq!(
+        drift(&launched(), &current).as_deref(),
+        Some("the EC2NodeClass selects other security groups")
+    );
+}
+
+#[test]
+fn a_missing_tag_or_an_unresolved_current_value_is_never_drift() {
+    // An instance launched before the drift tags existed.
+    let current = now(
+        |p| p["spec"]["template"]["metadata"]["labels"]["team"] = json!("b"),
+        |c| c["spec"]["userData"] = json!("echo bye"),
+        &["ami-2"],
+        &["sg-9"],
+    );
+    assert_eq!(drift(&BTreeMap::new(), &current), None);
+    // Nothing resolved now (offline, or a failed lookup), or an empty resolution.
+    assert_eq!(drift(&launched(), &CurrentLaunch::default()), None);
+    let empty = CurrentLaunch {
+        images: Some(Vec::new()),
+        ..CurrentLaunch::default()
+    };
+    assert_eq!(drift(&launched(), &empty), None);
+}
+
+#[test]
+fn a_launch_without_its_nodepool_known_carries_the_class_tags_only() {
+    let tags = drift_tags(None, &class(|_| {}), "ami-1", &sgs(&["sg-1"]));
+    assert!(!tags.contains_key(NODEPOOL_HASH_TAG));
+    assert_eq!(tags.get(IMAGE_TAG).map(String::as_str), Some("ami-1"));
+}
