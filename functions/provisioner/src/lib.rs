@@ -13,6 +13,7 @@
 //! right before each CreateFleet and releases it when it ends; the others check it every
 //! [`coverage::STANDBY_RECHECK`] and take over at once.
 
+pub mod batching;
 pub mod coverage;
 pub mod deadline;
 

@@ -20,7 +20,7 @@ mod unavailable;
 pub mod unseen_launches;
 
 pub use aws_ports::AwsPorts;
-pub use batch::{Batch, BatchWindow};
+pub use batch::{Batch, BatchWindow, DEFAULT_FIRST_IDLE};
 pub use discovery::DISCOVERY_TTL;
 pub use fleet_cost::{FleetCost, fleet_cost, instance_price};
 pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
