@@ -31,7 +31,7 @@ pub use on_demand_prices::{
 };
 pub use service::replace::{Offering, ReplaceReport, Replacement};
 pub use service::{
-    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
+    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings, Warmed,
 };
 pub use shared_unavailable::{
     SharedExclusion, SharedExclusions, merge as merge_shared, read as read_shared,

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
-use super::discovery::{Discovered, terms_key};
+use super::discovery::Discovered;
 use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
@@ -588,18 +588,7 @@ where
         let mut kept = Vec::new();
         for class in classes {
             let name = class.metadata.name.clone();
-            let terms = terms_key(&class.spec.subnet_selector_terms);
-            let found = match self.discovered.subnets(&name, &terms, now) {
-                Some(cached) => Ok(cached.clone()),
-                None => {
-                    let found = self.aws.subnets(&class.spec.subnet_selector_terms).await;
-                    if let Ok(subnets) = &found {
-                        self.discovered
-                            .put_subnets(&name, terms, now, subnets.clone());
-                    }
-                    found
-                }
-            };
+            let found = self.class_subnets(&class, now).await;
             match found {
                 Ok(found) if !found.is_empty() => {
                     networks.insert(
@@ -699,6 +688,10 @@ mod fleet_cost_of_owned;
 
 #[path = "service_replace.rs"]
 pub mod replace;
+
+#[path = "service_warm.rs"]
+mod warm;
+pub use warm::Warmed;
 
 #[cfg(test)]
 #[path = "service_tests.rs"]
