@@ -231,8 +231,8 @@ fn schedule(
                 let line = match &outcome {
                     Ok(s) => format!(
                         "  invocation {number:2} at {:5.1} s on {}{}: {:.1} s, lease acquired {} \
-                         (standby checks {}, released {}), {} polls, {} watch wake-ups, {} \
-                         instances launched",
+                         (standby checks {}, released {}, standby warm-up {}), {} polls, {} \
+                         watch wake-ups, {} instances launched",
                         at.as_secs_f64(),
                         container.name,
                         if first { " (cold)" } else { "" },
@@ -240,6 +240,7 @@ fn schedule(
                         s["lease"]["acquired"],
                         s["lease"]["standbyChecks"],
                         s["lease"]["released"],
+                        s["lease"]["standbyWarmUp"],
                         s["polls"],
                         s["watchWakeups"],
                         s["launchedInstances"].as_array().map_or(0, Vec::len),
