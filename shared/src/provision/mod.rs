@@ -12,6 +12,7 @@ pub mod live_catalog;
 pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;
+pub mod planning_order;
 mod profiles;
 pub mod service;
 mod shared_unavailable;

@@ -246,11 +246,12 @@ where
             self.report_dropped(&object, &why).await;
         }
 
-        let pending = self
+        let mut pending = self
             .kube
             .pending_pods()
             .await
             .map_err(kube_err("pending pods"))?;
+        super::planning_order::sort_for_planning(&mut pending, &self.handled, &self.first_seen);
         report.pending_pods = pending.len();
         let uids: HashSet<String> = pending.iter().map(pod_uid).collect();
         self.first_seen.retain(|uid, _| uids.contains(uid));
