@@ -1,6 +1,6 @@
 //! What an invocation does while another holds the Lease: warm its provisioner, so that
-//! taking over costs a pending pod nothing (see `Provisioner::warm`), without delaying the
-//! takeover for work the first poll would not do.
+//! taking over costs a pending pod nothing (see `Provisioner::warm`), without ever
+//! delaying the takeover itself.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -14,19 +14,17 @@ pub enum WarmUp {
     /// Subnets and catalog warmed, and on-demand prices refreshed when they were due.
     Done,
     /// The Lease became this invocation's (or its working time ran out) first: the
-    /// optional part of the warm-up was dropped where it stood; what it had finished is kept.
+    /// warm-up was dropped where it stood; the steps it had finished are kept.
     Interrupted,
 }
 
-/// Warms `provisioner` and refreshes on-demand prices when `prices` says so.
-///
-/// A catalog the first poll would have to build or refresh anyway (a cold container's, or
-/// one past its TTL) is built to the end: dropping it for the Lease would only make that
-/// poll start it again. What the first poll would not wait for (refreshing a catalog that
-/// is still fresh, ahead of its TTL; on-demand prices, up to `PRICE_FETCH_TIMEOUT`) is
-/// dropped the moment this invocation holds the Lease (checked every `recheck`) or its
-/// working time (`until`) is over. Every step stores its result only once it has it, so
-/// dropping one loses that step's work and nothing else.
+/// Warms `provisioner` and refreshes on-demand prices when `prices` says so, until done,
+/// until this invocation holds the Lease (checked every `recheck`), or until `until`,
+/// whichever comes first: the takeover never waits for the warm-up. A warm-up dropped
+/// midway loses only the step it was in (each step stores its result once it has it), and
+/// the first poll as holder does what is missing, as it would have without a warm-up (a
+/// holder that died is taken over after its lease expires, possibly before a cold
+/// container's catalog is built).
 pub async fn warm_while_standing_by<K, A>(
     provisioner: &Mutex<Provisioner<K, A>>,
     elector: &Elector<KubeLeases>,
@@ -40,7 +38,6 @@ where
         + nodewright::aws::NetworkDiscovery
         + nodewright::aws::OnDemandPriceSource,
 {
-    let needed = !provisioner.lock().await.catalog_is_fresh(SystemTime::now());
     let catalog = async {
         let mut provisioner = provisioner.lock().await;
         match provisioner.warm(SystemTime::now()).await {
@@ -51,13 +48,7 @@ where
             ),
         }
     };
-    if needed {
-        let deadline = tokio::time::sleep_until(until.into());
-        tokio::select! {
-            () = catalog => {}
-            () = deadline => return WarmUp::Interrupted,
-        }
-    } else if !optional(catalog, elector, recheck, until).await {
+    if !optional(catalog, elector, recheck, until).await {
         return WarmUp::Interrupted;
     }
     if prices {

@@ -191,13 +191,6 @@ impl LiveCatalog {
         self.get_younger_than(source, zones, now, self.ttl).await
     }
 
-    /// Whether a poll at `now` would use the data as it is, without asking EC2.
-    pub fn is_fresh(&self, now: SystemTime) -> bool {
-        self.fetched
-            .as_ref()
-            .is_some_and(|f| now.duration_since(f.at).is_ok_and(|age| age < self.ttl))
-    }
-
     /// Builds the catalog for `zones` ahead of need, off a pending pod's path (a standby
     /// invocation does it while it waits for the Lease): data older than half the TTL is
     /// fetched again, so a container that warms itself at least every half TTL never

@@ -67,14 +67,6 @@ impl<K: ConfigSource, A: InstanceTypeSource + NetworkDiscovery> Provisioner<K, A
     }
 }
 
-impl<K, A> Provisioner<K, A> {
-    /// Whether a poll at `now` would solve with the catalog it has, asking EC2 nothing:
-    /// a warm-up then only refreshes ahead of need, and is cheap to drop.
-    pub fn catalog_is_fresh(&self, now: SystemTime) -> bool {
-        self.catalog.is_fresh(now)
-    }
-}
-
 impl<K, A: NetworkDiscovery> Provisioner<K, A> {
     /// `class`'s subnets, from the cache while it is fresh, else from EC2 (and cached).
     pub(super) async fn class_subnets(
