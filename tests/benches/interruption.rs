@@ -603,10 +603,7 @@ async fn main() -> anyhow::Result<()> {
         world.apply_yaml(&latency_node(i))?;
     }
     // The nodes to interrupt, launched by the provisioner (in process: not measured).
-    let batch = BatchWindow {
-        idle: Duration::from_millis(500),
-        max: Duration::from_secs(3),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(500), Duration::from_secs(3));
     let provisioner = world
         .provisioner(quick(Duration::from_secs(8)), batch)
         .await?;

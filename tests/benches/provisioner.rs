@@ -22,6 +22,7 @@
 //!
 //! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -93,6 +94,10 @@ fn latency_samples() -> usize {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(LATENCY_SAMPLES)
+}
+
+fn client_token(call: &nodewright_world::aws_front::Call) -> String {
+    call.params.get("ClientToken").cloned().unwrap_or_default()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -226,8 +231,8 @@ fn schedule(
                 let line = match &outcome {
                     Ok(s) => format!(
                         "  invocation {number:2} at {:5.1} s on {}{}: {:.1} s, lease acquired {} \
-                         (standby checks {}, released {}), {} polls, {} watch wake-ups, {} \
-                         instances launched",
+                         (standby checks {}, released {}, standby warm-up {}), {} polls, {} \
+                         watch wake-ups, {} instances launched",
                         at.as_secs_f64(),
                         container.name,
                         if first { " (cold)" } else { "" },
@@ -235,6 +240,7 @@ fn schedule(
                         s["lease"]["acquired"],
                         s["lease"]["standbyChecks"],
                         s["lease"]["released"],
+                        s["lease"]["standbyWarmUp"],
                         s["polls"],
                         s["watchWakeups"],
                         s["launchedInstances"].as_array().map_or(0, Vec::len),
@@ -265,20 +271,29 @@ async fn latency(
         record.clone(),
     );
     let mut samples = vec![];
+    let mut tokens: HashSet<String> = HashSet::new();
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     while samples.len() < latency_samples() {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         tokio::time::sleep(Duration::from_millis(rng % 5000)).await;
-        let fleets_before = world.front.calls("CreateFleet").len();
+        let before = world.front.calls("CreateFleet");
+        let fleets_before = before.len();
+        tokens.extend(before.iter().map(client_token));
         let name = format!("latency-{}", samples.len());
         world.sim.apply_json(pod(&name, "7", "1Gi", "latency"))?;
         world.sim.step().await; // the scheduler marks it Unschedulable
         let pending_at = Instant::now();
         let deadline = pending_at + SCHEDULE + settings.timeout;
+        // The pod's own launch is the first CreateFleet with a ClientToken not sent before:
+        // a replay of an earlier launch (same token) is not this pod's.
         let fleet_at = loop {
-            if let Some(call) = world.front.calls("CreateFleet").get(fleets_before) {
+            let calls = world.front.calls("CreateFleet");
+            let new_launch = calls[fleets_before..]
+                .iter()
+                .find(|c| tokens.insert(client_token(c)));
+            if let Some(call) = new_launch {
                 break call.at;
             }
             anyhow::ensure!(
@@ -318,6 +333,15 @@ async fn latency(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let invocations = std::mem::take(&mut *record.lock().unwrap());
+    let fleets = world.front.calls("CreateFleet");
+    let distinct: HashSet<String> = fleets.iter().map(client_token).collect();
+    println!(
+        "CreateFleet calls during the run: {}, with {} distinct ClientTokens, for {} pods \
+         (a call beyond one per pod is a replay or a second launch)",
+        fleets.len(),
+        distinct.len(),
+        samples.len()
+    );
     samples.sort();
     Ok((samples, invocations, wall))
 }

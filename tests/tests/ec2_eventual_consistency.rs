@@ -42,10 +42,7 @@ async fn pods(cluster: &str, replicas: &str) -> World {
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    }
+    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 /// What the provisioner's own role sees through the front.

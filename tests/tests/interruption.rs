@@ -36,10 +36,7 @@ async fn start(cluster: &str) -> World {
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    }
+    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 async fn step(world: &World, seconds: u64) {

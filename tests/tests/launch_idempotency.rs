@@ -35,10 +35,7 @@ async fn two_pods_for_one_node(cluster: &str) -> World {
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    }
+    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,10 +150,7 @@ async fn launch(cluster: &str, capacity_type: &str) -> Launched {
     world.sim.step().await;
     // The tag value is the world's cluster name (the one the policy was rendered for).
     let cluster = world.seeded.cluster.as_str();
-    let batch = BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
     let state = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

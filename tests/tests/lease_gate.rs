@@ -55,10 +55,7 @@ async fn a_holder_whose_lease_was_taken_over_withholds_its_launch_until_the_leas
         .unwrap();
     world.apply_yaml(&example).unwrap();
     world.sim.step().await;
-    let batch = BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
     let state = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

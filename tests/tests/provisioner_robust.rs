@@ -41,10 +41,7 @@ fn with_crds() -> SimConfig {
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    }
+    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 /// Pods of the example's Deployment `inflate`: (all, Running on a node).

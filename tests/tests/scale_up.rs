@@ -64,10 +64,7 @@ async fn start(cluster: &str) -> World {
 }
 
 fn quick_batch() -> BatchWindow {
-    BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    }
+    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

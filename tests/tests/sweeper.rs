@@ -115,10 +115,7 @@ async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) -> Provis
     let provisioner = world
         .provisioner(
             quick(Duration::from_secs(2)),
-            BatchWindow {
-                idle: Duration::from_millis(200),
-                max: Duration::from_secs(2),
-            },
+            BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2)),
         )
         .await
         .unwrap();

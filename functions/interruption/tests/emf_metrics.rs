@@ -73,10 +73,7 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
     let provisioner = world
         .provisioner(
             quick(Duration::from_secs(2)),
-            BatchWindow {
-                idle: Duration::from_millis(200),
-                max: Duration::from_secs(2),
-            },
+            BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2)),
         )
         .await
         .unwrap();

@@ -4,8 +4,8 @@
 //! One invocation (scheduled every minute) polls for pending pods every `POLL_INTERVAL`
 //! until `DEADLINE_MARGIN` before its Lambda deadline (never past `INVOCATION_BUDGET`), and
 //! between polls watches pods, so a pod that turns unschedulable starts a poll at once
-//! rather than at the next tick. While the batching window is open (1 s after the last new
-//! pod, 10 s at most) it looks again as soon as the window closes.
+//! rather than at the next tick. While the batching window is open (see [`batching`]) it
+//! looks again as soon as the window closes.
 //!
 //! The function's timeout is longer than the schedule's period, so consecutive invocations
 //! overlap and some invocation is always watching; a Lease (see [`coverage`]) lets exactly
@@ -16,8 +16,10 @@
 //! Past ~450 lines: the handler's loop, its configuration and its summary; the loop is being
 //! reshaped (issue 15), after which the configuration can move to a file of its own.
 
+pub mod batching;
 pub mod coverage;
 pub mod deadline;
+pub mod standby;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -270,6 +272,10 @@ struct LeaseSummary {
     failed_checks: u32,
     /// The Lease was released at the end (the next invocation takes it at once).
     released: bool,
+    /// The standby warm-up started (see [`handler`]).
+    warmed: bool,
+    /// How it ended and how long it took, caches and prices included.
+    warm_up: Option<(standby::WarmUp, u128)>,
 }
 
 impl Summary {
@@ -304,6 +310,10 @@ impl Summary {
                 "standbyChecks": self.lease.standby_checks,
                 "failedChecks": self.lease.failed_checks,
                 "released": self.lease.released,
+                "standbyWarmUp": self.lease.warm_up.map(|(outcome, ms)| json!({
+                    "ms": ms,
+                    "done": outcome == standby::WarmUp::Done,
+                })),
             },
             "fleetCostPerHour": self.fleet_cost_per_hour,
         })
@@ -316,8 +326,12 @@ impl Summary {
 ///
 /// With a Lease, only the holder polls: each turn of the loop first acquires or renews it
 /// (at least every third of its duration), and an invocation that does not hold it
-/// checks again every [`coverage::STANDBY_RECHECK`], its pod watch open and its caches
-/// warm. The Lease is released at the end so the next invocation takes over at once.
+/// checks again every [`coverage::STANDBY_RECHECK`], its pod watch open. The first time
+/// an invocation finds it is not the holder it warms its provisioner
+/// ([`Provisioner::warm`]: subnets, the catalog, refreshed ahead of its TTL; on-demand
+/// prices when due), so neither a cold container's first catalog nor a warm one's
+/// five-minutely refresh sits on a pending pod's path once it takes over. The Lease is
+/// released at the end so the next invocation takes over at once.
 ///
 /// After the first poll that leaves no batching window open, on-demand prices are
 /// refreshed when due (a cold container, or every twelve hours): after it, so pods pending
@@ -392,6 +406,27 @@ where
             },
         };
         holding = acting && elector.is_some();
+        if let (false, false, Some(elector)) = (acting, summary.lease.warmed, &elector) {
+            // Standing by: build now what the first poll as holder would otherwise build
+            // with pods pending (a cold container's catalog; a warm one's refresh ahead of
+            // its TTL), and fetch on-demand prices when due (up to PRICE_FETCH_TIMEOUT),
+            // so that taking over costs nothing. Once per invocation; dropped the moment
+            // the Lease is ours. Prices interrupted here wait for the next invocation's
+            // standby rather than for a holder's poll: they are due every twelve hours.
+            summary.lease.warmed = true;
+            let warm_started = Instant::now();
+            let outcome = standby::warm_while_standing_by(
+                &state.provisioner,
+                elector,
+                coverage::STANDBY_RECHECK.min(poll_interval),
+                until,
+                !prices_checked,
+            )
+            .await;
+            prices_checked = true;
+            summary.lease.warm_up = Some((outcome, warm_started.elapsed().as_millis()));
+            continue;
+        }
         if acting && (woken || Instant::now() >= next_poll) {
             // Pod events so far are covered by the list this poll is about to make; later
             // ones (during the poll) stay queued and wake the next one.

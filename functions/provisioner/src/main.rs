@@ -10,6 +10,8 @@
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 //! - `POLL_INTERVAL`, `INVOCATION_BUDGET`: see the library.
+//! - `BATCH_IDLE_DURATION`, `BATCH_FIRST_IDLE_DURATION`, `BATCH_MAX_DURATION`: the
+//!   batching window, see the library's `batching`.
 //! - `DEADLINE_MARGIN`, `LEASE_DURATION`, `LEASE_NAME`, `LEASE_NAMESPACE`: see the
 //!   library's `coverage` and `deadline`; the AWS SDK's operation timeouts follow the margin.
 
@@ -21,8 +23,9 @@ use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::lease::KubeLeases;
-use nodewright::provision::{BatchWindow, ProvisionerSettings};
+use nodewright::provision::ProvisionerSettings;
 use nodewright::telemetry::{self, Function};
+use nodewright_provisioner::batching::batch_window_from_lookup;
 use nodewright_provisioner::coverage::{CoverageConfig, LeaseSetup};
 use nodewright_provisioner::deadline::sdk_timeouts;
 use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
@@ -41,6 +44,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::install(&cluster_name, Function::Provisioner)?;
 
     let coverage = CoverageConfig::from_lookup(|name| std::env::var(name).ok())?;
+    let batch = batch_window_from_lookup(|name| std::env::var(name).ok())?;
     // Every AWS call gives up well inside the deadline margin, so a launch sent just before
     // the margin begins is answered (or abandoned) before Lambda's deadline.
     let (operation, attempt) = sdk_timeouts(coverage.deadline_margin);
@@ -82,7 +86,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             cluster: cluster_facts(&cluster),
             default_instance_profile: env("NODE_INSTANCE_PROFILE"),
             default_node_role: env("NODE_ROLE"),
-            batch: BatchWindow::default(),
+            batch,
         },
     )?
     .with_coverage(

@@ -200,6 +200,57 @@ async fn overlapping_invocations_take_turns_one_launch_per_set_of_pods_and_no_ga
     assert!(a.process.pid().is_some() && b.process.pid().is_some());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_invocation_builds_its_catalog_while_waiting_so_taking_over_asks_ec2_for_none() {
+    let world = world("standby-warm").await;
+    pods(&world, "first", 1).await;
+    let (a, b) = two_containers(&world, "standby-warm").await;
+    let timeout = Duration::from_secs(MARGIN_SECONDS + 40);
+    let lease = leases(&world).await;
+
+    let (a_answer, (b_answer, took_over)) = tokio::join!(a.invoke(timeout), async {
+        held_by(&lease, "a/").await;
+        // As a minute later in Lambda: a has launched (its cold catalog built) by the time
+        // the next invocation starts, so the two do not load moto at once.
+        while world.front.calls("CreateFleet").is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // b is a cold container that never polled: all it knows it learns standing by.
+        let more = async {
+            held_by(&lease, "b/").await;
+            let took_over = Instant::now();
+            pods(&world, "second", 4).await;
+            took_over
+        };
+        tokio::join!(b.invoke(timeout + Duration::from_secs(30)), more)
+    });
+    let (a_summary, _) = a_answer;
+    let (b_summary, _) = b_answer;
+
+    assert!(launched(&b_summary) >= 1, "b: {b_summary}\n{}", b.log());
+    assert!(
+        b_summary["lease"]["standbyWarmUp"]["ms"].is_u64(),
+        "b warmed up while a held the Lease: {b_summary}"
+    );
+    // a's first poll and b's warm-up built their catalogs; b's polls as holder, with the
+    // second Deployment's pods pending, asked EC2 for none of it.
+    let describes = world.front.calls("DescribeInstanceTypes");
+    assert!(!describes.is_empty());
+    let after: Vec<_> = describes.iter().filter(|c| c.at >= took_over).collect();
+    assert!(
+        after.is_empty(),
+        "{} DescribeInstanceTypes calls after b took over; b: {b_summary}\n{}",
+        after.len(),
+        b.log()
+    );
+    let fleets = world.front.calls("CreateFleet").len();
+    let claims = a_summary["claims"].as_u64().unwrap() + b_summary["claims"].as_u64().unwrap();
+    assert_eq!(
+        fleets as u64, claims,
+        "one CreateFleet per claim, none twice"
+    );
+}
+
 /// Sends `signal` (`KILL`, `STOP`, `CONT`) to a container's process.
 fn signal(c: &Container, signal: &str) {
     let pid = c.process.pid().expect("the process runs");

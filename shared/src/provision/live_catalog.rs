@@ -188,10 +188,35 @@ impl LiveCatalog {
         zones: &[String],
         now: SystemTime,
     ) -> Result<(Catalog, Refresh), AwsError> {
+        self.get_younger_than(source, zones, now, self.ttl).await
+    }
+
+    /// Builds the catalog for `zones` ahead of need, off a pending pod's path (a standby
+    /// invocation does it while it waits for the Lease): data older than half the TTL is
+    /// fetched again, so a container that warms itself at least every half TTL never
+    /// refreshes inside a poll.
+    pub async fn warm<S: InstanceTypeSource>(
+        &mut self,
+        source: &S,
+        zones: &[String],
+        now: SystemTime,
+    ) -> Result<Refresh, AwsError> {
+        self.get_younger_than(source, zones, now, self.ttl / 2)
+            .await
+            .map(|(_, refresh)| refresh)
+    }
+
+    async fn get_younger_than<S: InstanceTypeSource>(
+        &mut self,
+        source: &S,
+        zones: &[String],
+        now: SystemTime,
+        max_age: Duration,
+    ) -> Result<(Catalog, Refresh), AwsError> {
         let fresh = self
             .fetched
             .as_ref()
-            .is_some_and(|f| now.duration_since(f.at).is_ok_and(|age| age < self.ttl));
+            .is_some_and(|f| now.duration_since(f.at).is_ok_and(|age| age < max_age));
         let mut refresh = Refresh::default();
         if !fresh {
             match fetch(source, now).await {

@@ -13,6 +13,7 @@ pub mod next_round;
 pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;
+pub mod planning_order;
 mod profiles;
 pub mod service;
 mod shared_unavailable;
@@ -22,7 +23,7 @@ mod unavailable;
 pub mod unseen_launches;
 
 pub use aws_ports::AwsPorts;
-pub use batch::{Batch, BatchWindow};
+pub use batch::{Batch, BatchWindow, DEFAULT_FIRST_IDLE};
 pub use discovery::DISCOVERY_TTL;
 pub use fleet_cost::{FleetCost, fleet_cost, instance_price};
 pub use live_catalog::{CATALOG_TTL, LiveCatalog, build_catalog, bundled_on_demand_prices};
@@ -33,7 +34,7 @@ pub use on_demand_prices::{
 };
 pub use service::replace::{Offering, ReplaceReport, Replacement};
 pub use service::{
-    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings,
+    MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings, Warmed,
 };
 pub use shared_unavailable::{
     SharedExclusion, SharedExclusions, merge as merge_shared, read as read_shared,

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
-use super::discovery::{Discovered, terms_key};
+use super::discovery::Discovered;
 use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
 use super::live_catalog::LiveCatalog;
 use super::next_round::{launched_in_flight, next_round};
@@ -260,11 +260,12 @@ where
             self.report_dropped(&object, &why).await;
         }
 
-        let pending = self
+        let mut pending = self
             .kube
             .pending_pods()
             .await
             .map_err(kube_err("pending pods"))?;
+        super::planning_order::sort_for_planning(&mut pending, &self.handled, &self.first_seen);
         report.pending_pods = pending.len();
         let uids: HashSet<String> = pending.iter().map(pod_uid).collect();
         self.first_seen.retain(|uid, _| uids.contains(uid));
@@ -597,18 +598,7 @@ where
         let mut kept = Vec::new();
         for class in classes {
             let name = class.metadata.name.clone();
-            let terms = terms_key(&class.spec.subnet_selector_terms);
-            let found = match self.discovered.subnets(&name, &terms, now) {
-                Some(cached) => Ok(cached.clone()),
-                None => {
-                    let found = self.aws.subnets(&class.spec.subnet_selector_terms).await;
-                    if let Ok(subnets) = &found {
-                        self.discovered
-                            .put_subnets(&name, terms, now, subnets.clone());
-                    }
-                    found
-                }
-            };
+            let found = self.class_subnets(&class, now).await;
             match found {
                 Ok(found) if !found.is_empty() => {
                     networks.insert(
@@ -703,6 +693,10 @@ mod shared;
 mod fleet_cost_of_owned;
 
 pub mod replace;
+
+#[path = "service_warm.rs"]
+mod warm;
+pub use warm::Warmed;
 
 #[cfg(test)]
 mod tests;

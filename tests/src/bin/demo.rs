@@ -194,10 +194,7 @@ async fn main() -> anyhow::Result<()> {
     story.phase(
         "3. The provisioner (the real Lambda handler, invoked as EventBridge Scheduler would)",
     );
-    let batch = BatchWindow {
-        idle: Duration::from_millis(500),
-        max: Duration::from_secs(3),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(500), Duration::from_secs(3));
     let state = world
         .provisioner(quick(Duration::from_secs(4)), batch)
         .await?;

@@ -83,10 +83,7 @@ async fn a_rebalance_drain_waits_for_the_nodepools_disruption_budget_then_goes()
         .expect("the local world starts");
     world.apply_yaml(&pool("0", &world)).unwrap();
     world.sim.step().await;
-    let batch = BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
     let provisioner = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

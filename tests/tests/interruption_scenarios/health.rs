@@ -55,10 +55,7 @@ async fn a_scheduled_retirement_replaces_and_drains_the_node_before_its_start() 
         .unwrap();
     world.apply_yaml(&example).unwrap();
     world.sim.step().await;
-    let batch = BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
     let provisioner = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

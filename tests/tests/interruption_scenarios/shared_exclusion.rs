@@ -34,10 +34,7 @@ async fn start(cluster: &str) -> World {
 }
 
 async fn cold_provisioner(world: &World) -> ProvisionerState {
-    let batch = BatchWindow {
-        idle: Duration::from_millis(200),
-        max: Duration::from_secs(2),
-    };
+    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
     world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

@@ -224,6 +224,47 @@ async fn the_catalog_is_reused_for_five_minutes_then_refreshed() {
 }
 
 #[tokio::test]
+async fn a_warm_up_refreshes_data_past_half_its_ttl_so_the_polls_after_it_ask_ec2_nothing() {
+    let src = FakeInstanceTypeSource::new();
+    let mut live = LiveCatalog::new(HashMap::new());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let z = zones(&["us-east-1a"]);
+    // A cold container's warm-up is its first load.
+    assert!(live.warm(&src, &z, t0).await.is_ok());
+    assert_eq!(src.calls(), 1);
+    // Younger than half the TTL: nothing to do.
+    assert!(
+        live.warm(&src, &z, t0 + CATALOG_TTL / 2 - Duration::from_secs(1))
+            .await
+            .is_ok()
+    );
+    assert_eq!(src.calls(), 1);
+    // Half the TTL old: refreshed ahead of the polls that would otherwise do it.
+    src.set_price(0.07);
+    let warmed_at = t0 + CATALOG_TTL / 2;
+    assert!(live.warm(&src, &z, warmed_at).await.is_ok());
+    assert_eq!(src.calls(), 2);
+    // A poll at the old data's expiry finds the warmed data fresh and asks EC2 nothing.
+    let polled = live.get(&src, &z, t0 + CATALOG_TTL).await;
+    assert_eq!(polled.ok().and_then(|(c, _)| spot_price_of(&c)), Some(0.07));
+    assert_eq!(src.calls(), 2);
+}
+
+#[tokio::test]
+async fn a_warm_up_that_fails_keeps_the_last_good_catalog_for_the_polls() {
+    let src = FakeInstanceTypeSource::new();
+    let mut live = LiveCatalog::new(HashMap::new());
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let z = zones(&["us-east-1a"]);
+    assert!(live.get(&src, &z, t0).await.is_ok());
+    src.set_failing(true);
+    let warmed = live.warm(&src, &z, t0 + CATALOG_TTL / 2).await;
+    assert!(warmed.is_ok_and(|r| r.stale_because.is_some()));
+    let polled = live.get(&src, &z, t0 + CATALOG_TTL / 2).await;
+    assert_eq!(polled.ok().and_then(|(c, _)| spot_price_of(&c)), Some(0.05));
+}
+
+#[tokio::test]
 async fn a_failed_refresh_keeps_the_last_good_catalog_and_says_why() {
     let src = FakeInstanceTypeSource::new();
     let mut live = LiveCatalog::new(HashMap::new());

@@ -428,10 +428,7 @@ fn settings() -> ProvisionerSettings {
         },
         default_instance_profile: "demo-node-profile".into(),
         default_node_role: "demo-node".into(),
-        batch: BatchWindow {
-            idle: Duration::ZERO,
-            max: Duration::ZERO,
-        },
+        batch: BatchWindow::fixed(Duration::ZERO, Duration::ZERO),
     }
 }
 

@@ -206,10 +206,7 @@ async fn a_failing_collection_is_logged_and_never_fails_the_poll() {
 #[tokio::test]
 async fn no_collection_while_the_batching_window_is_open() {
     let aws = FakeAws::new(&["m5.large"], vec![]);
-    let settings_batch = BatchWindow {
-        idle: Duration::from_secs(1),
-        max: Duration::from_secs(10),
-    };
+    let settings_batch = BatchWindow::fixed(Duration::from_secs(1), Duration::from_secs(10));
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
     p.settings.batch = settings_batch;
     let report = poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0).await);

@@ -1,0 +1,90 @@
+//! What an invocation does while another holds the Lease: warm its provisioner, so that
+//! taking over costs a pending pod nothing (see `Provisioner::warm`), without ever
+//! delaying the takeover itself.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use nodewright::lease::{Elector, Hold, KubeLeases};
+use nodewright::provision::Provisioner;
+use tokio::sync::Mutex;
+
+/// How a standby warm-up ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmUp {
+    /// Subnets and catalog warmed, and on-demand prices refreshed when they were due.
+    Done,
+    /// The Lease became this invocation's (or its working time ran out) first: the
+    /// warm-up was dropped where it stood; the steps it had finished are kept.
+    Interrupted,
+}
+
+/// Warms `provisioner` and refreshes on-demand prices when `prices` says so, until done,
+/// until this invocation holds the Lease (checked every `recheck`), or until `until`,
+/// whichever comes first: the takeover never waits for the warm-up. A warm-up dropped
+/// midway loses only the step it was in (each step stores its result once it has it), and
+/// the first poll as holder does what is missing, as it would have without a warm-up (a
+/// holder that died is taken over after its lease expires, possibly before a cold
+/// container's catalog is built).
+pub async fn warm_while_standing_by<K, A>(
+    provisioner: &Mutex<Provisioner<K, A>>,
+    elector: &Elector<KubeLeases>,
+    recheck: Duration,
+    until: Instant,
+    prices: bool,
+) -> WarmUp
+where
+    K: nodewright::kube::ConfigSource,
+    A: nodewright::aws::InstanceTypeSource
+        + nodewright::aws::NetworkDiscovery
+        + nodewright::aws::OnDemandPriceSource,
+{
+    let catalog = async {
+        let mut provisioner = provisioner.lock().await;
+        match provisioner.warm(SystemTime::now()).await {
+            Ok(warmed) => tracing::debug!(?warmed, "warmed up while standing by"),
+            Err(e) => tracing::warn!(
+                error = nodewright::error_chain(&e),
+                "warming up while standing by failed; the first poll as holder builds what is missing"
+            ),
+        }
+    };
+    if !optional(catalog, elector, recheck, until).await {
+        return WarmUp::Interrupted;
+    }
+    if prices {
+        let refresh = async {
+            provisioner
+                .lock()
+                .await
+                .refresh_prices(SystemTime::now())
+                .await;
+        };
+        if !optional(refresh, elector, recheck, until).await {
+            return WarmUp::Interrupted;
+        }
+    }
+    WarmUp::Done
+}
+
+/// Runs `work` to its end unless the Lease becomes this invocation's, or `until` passes,
+/// first: true when it ran to its end.
+async fn optional(
+    work: impl Future<Output = ()>,
+    elector: &Elector<KubeLeases>,
+    recheck: Duration,
+    until: Instant,
+) -> bool {
+    let held = async {
+        loop {
+            tokio::time::sleep(recheck).await;
+            if let Ok(Hold::Held { .. }) = elector.hold(SystemTime::now()).await {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = work => true,
+        () = held => false,
+        () = tokio::time::sleep_until(until.into()) => false,
+    }
+}
