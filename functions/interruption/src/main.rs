@@ -14,14 +14,14 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{LambdaEvent, service_fn};
-use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter, SqsQueue};
+use nodewright::aws::SqsQueue;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::interruption::Origin;
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
-use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
 use nodewright::telemetry::{self, Function};
 use nodewright_interruption::{Settings, State, handler};
-use nodewright_provisioner::{cluster_facts, default_pool_params};
+use nodewright_provisioner::default_pool_params;
+use nodewright_provisioner::wiring::{live_ports, replacement_core};
 use tokio::sync::Mutex;
 
 #[tokio::main]
@@ -54,25 +54,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // cluster's nodewright-state ConfigMap.
     let shared = Arc::new(StateConfigMap::new(client.clone()));
     let kube = KubeCluster::new(client, settings);
-    let ec2 = aws_sdk_ec2::Client::new(&aws);
-    let ec2_adapter = Ec2Adapter::new(ec2.clone(), &cluster_name);
-    let ports = AwsPorts {
-        ec2: ec2_adapter.clone(),
-        images: ImageAdapter::new(ec2, aws_sdk_ssm::Client::new(&aws)),
-        prices: PricingAdapter::from_config(&aws, &region),
-        iam: IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
-    };
-    let mut provisioner = Provisioner::new(
-        kube.clone(),
-        ports,
-        ProvisionerSettings {
-            cluster: cluster_facts(&cluster),
-            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
-            default_node_role: env("NODE_ROLE"),
-            batch: BatchWindow::default(),
-        },
-    )?;
-    provisioner.set_shared_exclusions(Some(shared));
+    let ports = live_ports(&aws, &cluster_name, &region);
+    let ec2_adapter = ports.ec2.clone();
+    let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, env)?;
     let state = State {
         kube,
         ec2: ec2_adapter,

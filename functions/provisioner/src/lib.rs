@@ -20,6 +20,7 @@ pub mod batching;
 pub mod coverage;
 pub mod deadline;
 pub mod standby;
+pub mod wiring;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
