@@ -12,12 +12,10 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use super::budget::pool_budgets;
 use super::capacity::pool_capacity;
 use super::snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
-use crate::api::labels::{
-    CAPACITY_TYPE, DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL,
-};
+use crate::api::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL};
 use crate::api::{NillableDuration, NodePool};
 use crate::aws::{InstanceState, OwnedInstance};
-use crate::kube::{Readiness, parse_provider_id, readiness};
+use crate::kube::{Readiness, parse_provider_id, readiness, tainted_for_disruption};
 use crate::scheduling::Selector;
 
 /// On a node: when the sweeper first saw it empty (RFC 3339). Emptiness is counted from it,
@@ -166,9 +164,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         None => None,
     };
     let spec = node.spec.as_ref();
-    let tainted = spec
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
+    let tainted = tainted_for_disruption(node);
     let instance_id = spec
         .and_then(|s| s.provider_id.as_deref())
         .and_then(parse_provider_id)

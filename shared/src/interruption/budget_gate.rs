@@ -12,8 +12,9 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
-use crate::api::labels::{DISRUPTED_TAINT, NODEPOOL};
+use crate::api::labels::NODEPOOL;
 use crate::disruption::{BudgetRule, Reason as DisruptionReason, allowed};
+use crate::kube::tainted_for_disruption;
 
 /// A pool's nodes as the gate needs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +48,7 @@ pub fn pool_nodes(nodes: &[Node], pool: &str, this: &str) -> PoolNodes {
             continue;
         }
         out.total += 1;
-        let tainted = n
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
-        let disrupting = tainted || n.metadata.deletion_timestamp.is_some();
+        let disrupting = tainted_for_disruption(n) || n.metadata.deletion_timestamp.is_some();
         if n.metadata.name.as_deref() == Some(this) {
             out.this_disrupting = disrupting;
         } else if disrupting {
@@ -110,6 +106,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::api::labels::DISRUPTED_TAINT;
     use crate::disruption::{Cron, NodesLimit, Window};
 
     fn rule(nodes: NodesLimit, reasons: &[DisruptionReason]) -> BudgetRule {

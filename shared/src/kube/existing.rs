@@ -167,6 +167,15 @@ pub fn existing_nodes(
     out
 }
 
+/// Whether the node carries nodewright's disruption taint: it is being drained (an
+/// interruption, a removal) and takes no new pod.
+pub fn tainted_for_disruption(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == labels::DISRUPTED_TAINT))
+}
+
 /// The name the solver knows capacity in flight by, until its Node registers.
 pub fn in_flight_name(f: &InFlight) -> String {
     let claim = if f.nodeclaim.is_empty() {

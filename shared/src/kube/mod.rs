@@ -29,7 +29,9 @@ pub use config::{
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
 pub use error::{KubeError, RetryPolicy};
 pub use events::{REPORTING_CONTROLLER, event_name};
-pub use existing::{InFlight, Readiness, existing_nodes, in_flight_name, readiness};
+pub use existing::{
+    InFlight, Readiness, existing_nodes, in_flight_name, readiness, tainted_for_disruption,
+};
 pub use pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
 };

@@ -16,9 +16,9 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::api::labels::{DISRUPTED_TAINT, REPLACEMENT_ANNOTATION};
+use crate::api::labels::REPLACEMENT_ANNOTATION;
 use crate::drain::reschedulable;
-use crate::kube::{InFlight, in_flight_name, parse_provider_id};
+use crate::kube::{InFlight, in_flight_name, parse_provider_id, tainted_for_disruption};
 use crate::scheduling::{ExistingNode, Nomination, PodDemand};
 
 /// What other pods have claimed, seen from the replacement of one node.
@@ -43,13 +43,9 @@ pub fn spoken_for(
         pods: pending,
         instances: HashSet::new(),
     };
-    let draining = nodes.iter().filter(|n| {
-        n.metadata.name.as_deref() != Some(replacing)
-            && n.spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT))
-    });
+    let draining = nodes
+        .iter()
+        .filter(|n| n.metadata.name.as_deref() != Some(replacing) && tainted_for_disruption(n));
     for node in draining {
         let recorded = node
             .metadata
@@ -74,7 +70,8 @@ pub fn spoken_for(
     out
 }
 
-fn unbound(pod: &Pod) -> Pod {
+/// The pod as the scheduler will see it once evicted.
+pub(crate) fn unbound(pod: &Pod) -> Pod {
     let mut pod = pod.clone();
     if let Some(spec) = pod.spec.as_mut() {
         spec.node_name = None;
@@ -126,6 +123,7 @@ pub fn book(nodes: &mut [ExistingNode], pods: &[PodDemand], nominations: &[Nomin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::labels::DISRUPTED_TAINT;
     use crate::resources::Resources;
     use serde_json::json;
 

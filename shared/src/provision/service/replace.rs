@@ -137,17 +137,7 @@ where
             catalog,
         } = self.launchable(pools, classes, now).await?;
 
-        // The pods as the scheduler will see them once evicted: unbound.
-        let unbound: Vec<Pod> = pods
-            .iter()
-            .cloned()
-            .map(|mut p| {
-                if let Some(spec) = p.spec.as_mut() {
-                    spec.node_name = None;
-                }
-                p
-            })
-            .collect();
+        let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
         let (mut snapshot, pod_errors) = Snapshot::from_k8s(&unbound, &daemon_sets);
         for e in pod_errors {
             report
