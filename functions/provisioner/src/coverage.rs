@@ -103,23 +103,36 @@ pub struct LeaseSetup {
     pub container: String,
 }
 
-/// Renews the Lease every `every` for as long as it is polled (the handler drops it when
-/// its poll ends); a renewal that finds the Lease lost or fails is logged, and the check
+/// Runs `work` as the holder: with a Lease, renewed every `every` while the work runs, so
+/// a holder busy for longer than the Lease (a cold container building its catalog, a price
+/// refresh waiting up to `PRICE_FETCH_TIMEOUT`) is not taken over while it works. Without
+/// a Lease, just `work`. A renewal that finds the Lease lost or fails is logged; the check
 /// before each launch refuses then.
-pub async fn renew_while_polling(
-    elector: &Elector<KubeLeases>,
+pub async fn while_holding<T>(
+    elector: Option<&Elector<KubeLeases>>,
     every: Duration,
-) -> std::convert::Infallible {
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let Some(elector) = elector else {
+        return work.await;
+    };
+    tokio::select! {
+        output = work => output,
+        never = renew_every(elector, every) => match never {},
+    }
+}
+
+async fn renew_every(elector: &Elector<KubeLeases>, every: Duration) -> std::convert::Infallible {
     loop {
         tokio::time::sleep(every).await;
         match elector.hold(SystemTime::now()).await {
             Ok(Hold::Held { .. }) => {}
             Ok(Hold::Waiting { holder, .. }) => {
-                tracing::warn!(holder, "the Lease was taken over during a poll");
+                tracing::warn!(holder, "the Lease was taken over while this holder worked");
             }
             Err(e) => tracing::warn!(
                 error = nodewright::error_chain(&e),
-                "renewing the Lease during a poll failed"
+                "renewing the Lease while working failed"
             ),
         }
     }

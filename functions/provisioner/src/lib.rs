@@ -438,13 +438,9 @@ where
             // A poll can outlast the Lease (a cold container builds its catalog first):
             // the Lease is renewed meanwhile, so the other invocation does not take over
             // a holder that is working (the check before each launch still decides).
-            let result: Result<PollReport, ProvisionError> = match &elector {
-                None => poll.await,
-                Some(elector) => tokio::select! {
-                    result = poll => result,
-                    never = coverage::renew_while_polling(elector, state.coverage.renew_every()) => match never {},
-                },
-            };
+            let result: Result<PollReport, ProvisionError> =
+                coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), poll)
+                    .await;
             window_open = matches!(&result, Ok(r) if r.waiting.is_some());
             let next = match result {
                 Ok(report) => {
@@ -479,8 +475,13 @@ where
             // pending now are never kept waiting on it), refresh on-demand prices when due.
             if !window_open && !prices_checked {
                 prices_checked = true;
-                let mut provisioner = state.provisioner.lock().await;
-                provisioner.refresh_prices(SystemTime::now()).await;
+                // Up to PRICE_FETCH_TIMEOUT, longer than the Lease: renewed meanwhile.
+                let refresh = async {
+                    let mut provisioner = state.provisioner.lock().await;
+                    provisioner.refresh_prices(SystemTime::now()).await
+                };
+                coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), refresh)
+                    .await;
             }
         }
         let now = Instant::now();
