@@ -32,6 +32,10 @@
 //!   instance and launch-template tags, returns `Instances[].InstanceIds` and never an
 //!   `Errors` entry: moto never reports insufficient capacity. ICE handling is tested with
 //!   `aws-smithy-mocks`.
+//! - **Instance profiles of fleet instances**: moto drops a launch template's
+//!   `IamInstanceProfile` on the CreateFleet path; `moto/launch.py` (11) associates it as
+//!   EC2 does, so DescribeIamInstanceProfileAssociations shows the profiles in use. A
+//!   profile IAM does not have still launches (EC2 would refuse).
 //! - **Tags with the `aws:` prefix**: moto accepts them (AWS refuses user tags starting with
 //!   `aws:`). The seed uses that to put `aws:eks:cluster-name=<cluster>` on the security
 //!   group, as EKS itself does on the cluster security group.

@@ -293,10 +293,6 @@ enum Why {
     /// Lambda itself acts with the function's role: writing its logs, and the SQS event
     /// source mapping polling the queue.
     Platform,
-    /// The sweeper is being written: its row is the brief's list of what its removal
-    /// path will call (see the README's least-privilege section); its SDK methods are
-    /// not all in the adapters yet, so they are not checked against the code.
-    Planned,
 }
 
 use Why::*;
@@ -316,10 +312,13 @@ use Why::*;
 ///   `Provisioner::replace` (the launch path, without `poll`: no template collection, no
 ///   price refresh) plus `SqsQueue` (follow-ups); `steps.rs` terminates the drained
 ///   instance.
-/// - sweeper: its removal path is partly [`Why::Planned`]; `functions/sweeper/src/main.rs`
-///   also builds the interruption function's adapters for `Provisioner::replace` (the
-///   replacement an expired or drifted node gets before it drains), whose launch rows
-///   are the interruption function's.
+/// - sweeper: `functions/sweeper/src/main.rs` builds `describe_cluster`, `Ec2Adapter`
+///   (owned instances, TerminateInstances), `ProfileLeftoversAdapter` (the instance
+///   profiles it collects, `profile_leftovers.rs`) and the interruption function's
+///   adapters for `Provisioner::replace` (the replacement an expired or drifted node gets
+///   before it drains), whose launch rows are the interruption function's. It refreshes
+///   no prices (the bundled ones price its plan), collects no launch templates (the
+///   provisioner does) and sends no follow-ups (a drain continues at the next sweep).
 const CALLS: &[(&str, &[(&str, Why)])] = &[
     (
         "ProvisionerFunction",
@@ -383,13 +382,13 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
     (
         "SweeperFunction",
         &[
-            ("eks:DescribeCluster", Planned),
-            ("ec2:DescribeInstances", Planned),
-            ("ec2:DescribeInstanceTypes", Planned),
-            ("ec2:DescribeInstanceTypeOfferings", Planned),
-            ("ec2:DescribeSpotPriceHistory", Planned),
-            ("ec2:DescribeSubnets", Planned),
-            ("ec2:DescribeLaunchTemplates", Planned),
+            ("eks:DescribeCluster", Called),
+            ("ec2:DescribeInstances", Called),
+            ("ec2:DescribeInstanceTypes", Called),
+            ("ec2:DescribeInstanceTypeOfferings", Called),
+            ("ec2:DescribeSpotPriceHistory", Called),
+            ("ec2:DescribeSubnets", Called),
+            ("ec2:DescribeLaunchTemplates", Called),
             ("ec2:DescribeSecurityGroups", Called),
             ("ec2:DescribeImages", Called),
             ("ssm:GetParameters", Called),
@@ -401,14 +400,12 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:CreateTags", Implied),
             ("iam:TagInstanceProfile", Implied),
             ("iam:PassRole", Implied),
-            ("pricing:GetProducts", Planned),
-            ("ec2:TerminateInstances", Planned),
-            ("ec2:DeleteLaunchTemplate", Planned),
-            ("iam:GetInstanceProfile", Planned),
-            ("iam:ListInstanceProfiles", Planned),
-            ("iam:RemoveRoleFromInstanceProfile", Planned),
-            ("iam:DeleteInstanceProfile", Planned),
-            ("sqs:SendMessage", Planned),
+            ("ec2:TerminateInstances", Called),
+            ("iam:GetInstanceProfile", Called),
+            ("iam:ListInstanceProfiles", Called),
+            ("iam:RemoveRoleFromInstanceProfile", Called),
+            ("iam:DeleteInstanceProfile", Called),
+            ("ec2:DescribeIamInstanceProfileAssociations", Called),
             ("logs:CreateLogStream", Platform),
             ("logs:PutLogEvents", Platform),
         ],
@@ -439,7 +436,7 @@ fn sdk_method(action: &str) -> String {
 }
 
 /// Every `client.<operation>()` call in `source` outside its `#[cfg(test)]` module: with
-/// the builder chain joined into one line, an operation on the client (`client`, `ssm`,
+/// the builder chain joined into one line, an operation on the client (`client`, `ssm`, `iam`,
 /// `ec2`) followed by more of the chain (`.send()`, a setter), as every SDK call in the
 /// adapters is written.
 fn sdk_calls(source: &str) -> Vec<String> {
@@ -452,7 +449,7 @@ fn sdk_calls(source: &str) -> Vec<String> {
         joined.push_str(line);
     }
     let mut out = Vec::new();
-    for receiver in ["client.", "ssm.", "ec2."] {
+    for receiver in ["client.", "ssm.", "ec2.", "iam."] {
         for (at, _) in joined.match_indices(receiver) {
             let rest = &joined[at + receiver.len()..];
             let name: String = rest

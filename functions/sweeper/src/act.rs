@@ -104,6 +104,8 @@ pub struct Report {
     pub kept_events: usize,
     pub never_joined_terminated: Vec<String>,
     pub orphans_deleted: Vec<String>,
+    /// Leftover instance profiles deleted (see `profiles`).
+    pub profiles_deleted: Vec<String>,
     pub price_before: f64,
     pub price_after: f64,
 }

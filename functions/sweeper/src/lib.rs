@@ -13,6 +13,7 @@ mod act;
 mod drift;
 mod events;
 mod floor;
+mod profiles;
 mod replacement;
 
 use std::collections::HashMap;
@@ -33,6 +34,7 @@ use serde_json::{Value, json};
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
 pub use drift::LaunchResolver;
 pub use events::KEPT_EVENT_INTERVAL;
+pub use profiles::{CollectProfiles, PROFILE_SWEEP_EVERY, ProfileCollection};
 pub use replacement::NoReplacement;
 
 /// The Lease a sweep holds while it acts (in kube-system, bound by the RBAC manifests), so
@@ -60,6 +62,8 @@ pub struct State<K, E, R = NoReplacement> {
     /// before it drains. `None`: such a node drains at once and the provisioner launches
     /// for its pods once they are pending.
     pub replacer: Option<R>,
+    /// Leftover instance profiles, collected after the sweep when due. `None`: never.
+    pub profiles: Option<Box<dyn CollectProfiles>>,
 }
 
 impl<K, E> State<K, E> {
@@ -78,6 +82,7 @@ impl<K, E> State<K, E> {
             kept_events: Default::default(),
             lease: None,
             replacer: None,
+            profiles: None,
         }
     }
 }
@@ -93,7 +98,14 @@ impl<K, E, R> State<K, E, R> {
             kept_events: self.kept_events,
             lease: self.lease,
             replacer: Some(replacer),
+            profiles: self.profiles,
         }
+    }
+
+    /// Collects leftover instance profiles through `profiles` (see [`ProfileCollection`]).
+    pub fn with_profile_collection(mut self, profiles: impl CollectProfiles + 'static) -> Self {
+        self.profiles = Some(Box::new(profiles));
+        self
     }
 
     /// Sweeps only while holding `elector`'s Lease.
@@ -227,5 +239,8 @@ where
     let plan = plan_disruption(&snapshot, now);
     let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
     floor::launch_floors(state, &snapshot, now, &mut report).await;
+    if let Some(profiles) = &state.profiles {
+        report.profiles_deleted = profiles.collect(&config, now).await;
+    }
     Ok(report)
 }

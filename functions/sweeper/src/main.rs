@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
+use nodewright::aws::ProfileLeftoversAdapter;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{
     ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap, SystemClock,
@@ -20,7 +21,9 @@ use nodewright::lease::{Elector, KubeLeases};
 use nodewright::telemetry::{self, Function};
 use nodewright_provisioner::default_pool_params;
 use nodewright_provisioner::wiring::{live_ports, replacement_core};
-use nodewright_sweeper::{LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, State, handler};
+use nodewright_sweeper::{
+    LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, ProfileCollection, State, handler,
+};
 use serde_json::Value;
 
 #[tokio::main]
@@ -50,11 +53,21 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let shared = Arc::new(StateConfigMap::new(client.clone()));
     let kube = KubeCluster::new(client, settings);
     // Replacements launch through the provisioning core, as the interruption function's.
+    let profiles = ProfileCollection::new(
+        ProfileLeftoversAdapter::new(
+            aws_sdk_iam::Client::new(&aws),
+            aws_sdk_ec2::Client::new(&aws),
+            &cluster_name,
+        ),
+        &cluster_name,
+        env("NODE_ROLE"),
+    );
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
     let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, env)?;
     let state = State::new(kube, ec2_adapter, Arc::new(SystemClock))
         .with_lease(elector)
+        .with_profile_collection(profiles)
         .with_replacer(tokio::sync::Mutex::new(provisioner));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {

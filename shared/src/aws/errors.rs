@@ -273,6 +273,23 @@ pub enum AwsError {
         role: String,
         holds: String,
     },
+    #[error("IAM ListInstanceProfiles failed")]
+    ListInstanceProfiles { source: ApiError },
+    #[error("DescribeIamInstanceProfileAssociations failed")]
+    DescribeIamInstanceProfileAssociations { source: ApiError },
+    #[error("IAM RemoveRoleFromInstanceProfile failed for {name}")]
+    RemoveRoleFromInstanceProfile { name: String, source: ApiError },
+    #[error("IAM DeleteInstanceProfile failed for {name}")]
+    DeleteInstanceProfile { name: String, source: ApiError },
+    #[error(
+        "refusing to delete instance profile {name}: it is not named {prefix}* under \
+         {path} with this cluster's ownership tag"
+    )]
+    NotOurInstanceProfile {
+        name: String,
+        prefix: String,
+        path: &'static str,
+    },
     #[error("instance profile {name} was reported to exist but cannot be found")]
     InstanceProfileVanished { name: String },
     #[error("DescribeInstances failed")]
@@ -333,6 +350,10 @@ impl AwsError {
             | AwsError::GetInstanceProfile { source, .. }
             | AwsError::CreateInstanceProfile { source, .. }
             | AwsError::AddRoleToInstanceProfile { source, .. }
+            | AwsError::ListInstanceProfiles { source }
+            | AwsError::DescribeIamInstanceProfileAssociations { source }
+            | AwsError::RemoveRoleFromInstanceProfile { source, .. }
+            | AwsError::DeleteInstanceProfile { source, .. }
             | AwsError::DescribeInstances { source }
             | AwsError::TerminateInstances { source, .. }
             | AwsError::CreateTags { source, .. }
@@ -342,7 +363,9 @@ impl AwsError {
                 ErrorClass::NotFound
             }
             AwsError::InstanceProfileHoldsOtherRole { .. } => ErrorClass::InvalidParameter,
-            AwsError::NotOurLaunchTemplate { .. } => ErrorClass::Unauthorized,
+            AwsError::NotOurLaunchTemplate { .. } | AwsError::NotOurInstanceProfile { .. } => {
+                ErrorClass::Unauthorized
+            }
             // As the SDK's own timeouts: not a service answer, so no class of its own.
             AwsError::GetProductsTimedOut { .. } => ErrorClass::Other,
             AwsError::BuildRequest { .. }

@@ -45,13 +45,20 @@ pub fn instance_profile_name(cluster: &str, role: &str) -> String {
     hasher.update(b"\n");
     hasher.update(role_name(role).as_bytes());
     let hash = hex::encode(hasher.finalize());
+    format!("{}{}", profile_name_prefix(cluster), &hash[..HASH_HEX_LEN])
+}
+
+/// What every profile name of `cluster` starts with: `nodewright_<cluster>_`, the cluster
+/// cut to what IAM's length limit leaves. Another cluster's names may share it (cluster
+/// `a` and cluster `a_b`), so the ownership tag decides, never the name alone.
+pub fn profile_name_prefix(cluster: &str) -> String {
     let room = MAX_PROFILE_NAME - NAME_PREFIX.len() - 1 - HASH_HEX_LEN;
     let cluster: String = cluster
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || "+=,.@-_".contains(*c))
         .take(room)
         .collect();
-    format!("{NAME_PREFIX}{cluster}_{}", &hash[..HASH_HEX_LEN])
+    format!("{NAME_PREFIX}{cluster}_")
 }
 
 /// The IAM adapter of one cluster: implements [`InstanceProfiles`].
@@ -160,14 +167,14 @@ impl IamAdapter {
     }
 }
 
-fn roles(p: &InstanceProfile) -> Vec<String> {
+pub(crate) fn roles(p: &InstanceProfile) -> Vec<String> {
     p.roles()
         .iter()
         .map(|r| r.role_name().to_string())
         .collect()
 }
 
-fn code_of(err: &AwsError) -> Option<&str> {
+pub(crate) fn code_of(err: &AwsError) -> Option<&str> {
     match err {
         AwsError::CreateInstanceProfile { source, .. }
         | AwsError::AddRoleToInstanceProfile { source, .. } => source.code.as_deref(),

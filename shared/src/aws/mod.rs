@@ -17,6 +17,7 @@ pub mod ownership;
 pub mod ports;
 pub mod price_list;
 pub mod pricing;
+pub mod profile_leftovers;
 pub mod queue;
 
 mod convert;
@@ -27,7 +28,7 @@ pub use errors::{ApiError, AwsError, ErrorClass, classify, classify_code, classi
 pub use fleet::{FleetError, FleetOutcome, FleetOverride, FleetRequest, LaunchedInstance};
 pub use fleet_errors::{Reach, quota_group, reach};
 pub use images::{AliasVersion, AmiAlias, AmiFamily, Image, ImageAdapter, ssm_parameter_path};
-pub use instance_profiles::{IamAdapter, instance_profile_name, role_name};
+pub use instance_profiles::{IamAdapter, instance_profile_name, profile_name_prefix, role_name};
 pub use instance_types::{SpotPrice, TypeOffering};
 pub use instances::{InstanceState, OwnedInstance, TerminateOutcome};
 pub use launch_templates::{
@@ -36,10 +37,11 @@ pub use launch_templates::{
 pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
 pub use ownership::{InstanceOwnership, is_owned};
 pub use ports::{
-    Fleet, ImageResolver, InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplates,
-    NetworkDiscovery, OnDemandPriceSource,
+    Fleet, ImageResolver, InstanceInventory, InstanceProfileLeftovers, InstanceProfiles,
+    InstanceTypeSource, LaunchTemplates, NetworkDiscovery, OnDemandPriceSource, OwnInstanceProfile,
 };
 pub use pricing::{BundledPrices, PricingAdapter, pricing_client, pricing_endpoint_region};
+pub use profile_leftovers::ProfileLeftoversAdapter;
 pub use queue::{FollowUpQueue, MAX_DELAY, SqsQueue};
 
 use crate::api::labels::OWNERSHIP_TAG;

@@ -91,6 +91,36 @@ pub trait InstanceProfiles {
     ) -> impl Future<Output = Result<String, AwsError>> + Send;
 }
 
+/// This cluster's instance profiles, as the sweeper collects those nothing uses any more
+/// (see `disruption::leftovers`).
+pub trait InstanceProfileLeftovers {
+    /// The profiles nodewright created for this cluster: under `/nodewright/`, named
+    /// `nodewright_<cluster>_*`, and carrying this cluster's ownership tag.
+    fn own_instance_profiles(
+        &self,
+    ) -> impl Future<Output = Result<Vec<OwnInstanceProfile>, AwsError>> + Send;
+    /// The names of the instance profiles associated with an instance in the region,
+    /// whoever's the instance is (DescribeIamInstanceProfileAssociations).
+    fn instance_profiles_in_use(
+        &self,
+    ) -> impl Future<Output = Result<std::collections::BTreeSet<String>, AwsError>> + Send;
+    /// Takes the roles it holds (read again here) out of the profile and deletes it. A
+    /// profile that is not this cluster's (name, path or ownership tag) is refused;
+    /// already gone is success, so repeating is safe.
+    fn delete_instance_profile(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<(), AwsError>> + Send;
+}
+
+/// One of this cluster's instance profiles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnInstanceProfile {
+    pub name: String,
+    pub roles: Vec<String>,
+    pub created: Option<jiff::Timestamp>,
+}
+
 /// The instances this cluster's nodewright owns (tag `nodewright.io/cluster=<cluster>`).
 pub trait InstanceInventory {
     /// Owned instances that are not terminated.

@@ -11,6 +11,7 @@ mod cron;
 mod drift;
 mod from_k8s;
 mod hygiene;
+mod leftovers;
 mod plan;
 mod replace_first;
 mod simulation;
@@ -26,6 +27,7 @@ pub use drift::{
 };
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
+pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, needs_replacement,

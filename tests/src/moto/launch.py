@@ -67,6 +67,14 @@ compared. moto reads only an Authorization header and fails on a request without
 The simulated EKS API server (tests/src/kube_sim/eks_auth.rs) sends the presigned STS
 GetCallerIdentity URL inside a bearer token here, as the EKS authenticator sends it to STS.
 
+11. An instance CreateFleet launches from a launch template that names an instance
+profile runs with it, as in EC2: DescribeInstances shows its `IamInstanceProfile` and
+DescribeIamInstanceProfileAssociations lists the association. moto hands the template's
+`IamInstanceProfile` to its fleet's launch specification and drops it there (RunInstances
+associates a profile; the fleet path never does), so a profile in use would look unused
+to the sweeper's collection of leftover instance profiles. A profile IAM does not
+have is still not refused (EC2 would refuse the launch): the instance runs without one.
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
@@ -370,6 +378,48 @@ def no_event_source_mappings(self):
 sqs_models.Queue.lambda_event_source_mappings = property(
     no_event_source_mappings, lambda self, value: None
 )
+
+from moto.ec2.models import fleets as fleet_models  # noqa: E402
+
+
+def _associate_profiles(fleet):
+    # (instance, launch spec) of every instance the fleet holds, on-demand and spot.
+    launched = [(i["instance"], i["launch_spec"]) for i in fleet.on_demand_instances]
+    for request in fleet.spot_requests:
+        instance = getattr(request, "instance", None)
+        spec = getattr(request, "launch_spec", None)
+        if instance is not None and spec is not None:
+            launched.append((instance, spec))
+    backend = fleet.ec2_backend
+    for instance, spec in launched:
+        # The launch template's `IamInstanceProfile` as the fleet kept it: {"Name": ...}
+        # or {"Arn": ...} (its `iam_instance_profile` property wraps that in an "Arn").
+        profile = getattr(spec, "_iam_instance_profile_arn", None) or {}
+        if isinstance(profile, str):
+            profile = {"Arn": profile}
+        if not profile or instance.id in backend.iam_instance_profile_associations:
+            continue
+        try:
+            backend.associate_iam_instance_profile(
+                instance_id=instance.id,
+                iam_instance_profile_name=profile.get("Name"),
+                iam_instance_profile_arn=profile.get("Arn"),
+            )
+        except Exception:  # noqa: BLE001
+            # A profile IAM does not have: EC2 would refuse the launch; moto launched it
+            # anyway before this patch and still does, without a profile (kinder, as before).
+            pass
+
+
+for _name in ("create_on_demand_requests", "create_spot_requests"):
+    _original = getattr(fleet_models.Fleet, _name)
+
+    def _launch_then_associate(self, *args, _original=_original, **kwargs):
+        result = _original(self, *args, **kwargs)
+        _associate_profiles(self)
+        return result
+
+    setattr(fleet_models.Fleet, _name, _launch_then_associate)
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])
