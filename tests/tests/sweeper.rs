@@ -852,3 +852,105 @@ async fn a_sweeper_acts_only_while_it_holds_the_lease_and_releases_it_when_done(
     // the five-minute duration.
     assert!(other.hold(now()).await.unwrap().is_held());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_instance_type_the_narrowed_nodepool_excludes_is_replaced_as_drifted() {
+    let world = start("sweep-narrowed").await;
+    let provisioner = running(&world, 2, &[]).await;
+    let old = node_names(&world);
+    assert!(!old.is_empty());
+    let types: Vec<String> = world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter_map(|n| {
+            n["metadata"]["labels"]["node.kubernetes.io/instance-type"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(types.len(), old.len(), "every node carries its type label");
+    // As in the function, the sweeper and its provisioning core share one Kubernetes
+    // adapter, so one configuration cache (DEFAULT_CONFIG_TTL): what the sweeper finds
+    // drifted, the replacement is planned against.
+    let kube = provisioner.provisioner().lock().await.kube().clone();
+    let sdk = world.function_sdk("SweeperFunction").unwrap();
+    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), world.seeded.cluster.clone());
+    let sweeper = State::new(kube, ec2, Arc::new(SimNow(world.clock())))
+        .with_replacer(provisioner.provisioner());
+    let quiet = sweep(&sweeper).await;
+    assert!(
+        quiet["commands"].as_array().unwrap().is_empty(),
+        "nothing has drifted: {quiet}"
+    );
+
+    // The NodePool no longer allows the type its nodes run: they have drifted (a widened
+    // pool, as the AMI test's quiet sweep shows, does not roll anything).
+    let excluded = format!(
+        "        - key: node.kubernetes.io/instance-type\n          operator: NotIn\n          \
+         values: [{}]\n      nodeClassRef:",
+        types
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    world
+        .apply_yaml(
+            &world
+                .example_edited(
+                    "getting-started.yaml",
+                    &[
+                        ("replicas: 10", "replicas: 2"),
+                        ("      nodeClassRef:", &excluded),
+                    ],
+                )
+                .unwrap(),
+        )
+        .unwrap();
+    world.sim.step().await;
+    // The change is seen once the shared cache expires (wall clock): sweep until then, as
+    // the schedule would.
+    let started = std::time::Instant::now();
+    let drifted = loop {
+        let r = sweep(&sweeper).await;
+        if !r["commands"].as_array().unwrap().is_empty() {
+            break r;
+        }
+        assert!(
+            started.elapsed() < nodewright::kube::DEFAULT_CONFIG_TTL + Duration::from_secs(30),
+            "no drift seen past the config cache's lifetime: {r}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let commands = drifted["commands"].as_array().unwrap();
+    assert!(!commands.is_empty(), "{drifted}");
+    for c in commands {
+        assert_eq!(c["reason"], "drifted", "{drifted}");
+        assert_eq!(c["action"], "replace", "{drifted}");
+        assert!(
+            names(&c["nodes"]).iter().all(|n| old.contains(n)),
+            "{drifted}"
+        );
+    }
+    // The replacement (one node or several cheaper ones) runs types the pool still allows.
+    let launched = names(&drifted["replacements_launched"]);
+    assert!(!launched.is_empty(), "{drifted}");
+    let out = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_instances()
+        .set_instance_ids(Some(launched.clone()))
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let replacement_types: Vec<String> = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_type().map(|t| t.as_str().to_string()))
+        .collect();
+    assert_eq!(replacement_types.len(), launched.len());
+    assert!(
+        replacement_types.iter().all(|t| !types.contains(t)),
+        "{replacement_types:?} against the excluded {types:?}"
+    );
+}

@@ -163,6 +163,7 @@ impl InstanceOwnership for Fake {
                 launch_time: None,
                 tags: [("nodewright.io/cluster".to_string(), CLUSTER.to_string())].into(),
                 private_dns_name: None,
+                subnet_id: None,
             })
             .collect())
     }

@@ -1,16 +1,20 @@
 //! Finding drifted nodes: for each of nodewright's nodes, what its instance was launched
 //! with (its tags) against what a launch of its NodePool and EC2NodeClass would use now
-//! ([`nodewright::disruption::drift`] decides). What a launch would use now is asked of
+//! ([`nodewright::disruption::drift`] decides), its labels against its NodePool's
+//! requirements ([`requirements_drift`]) and its subnet against the class's subnets now
+//! ([`subnet_drift`]). What a launch would use now is asked of
 //! the provisioning core through [`LaunchResolver`], the AMI and security-group
 //! resolution its launches use; a class that cannot be resolved this sweep is not
 //! compared (never drift on a guess), and says so in the logs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use k8s_openapi::api::core::v1::Node;
 use nodewright::api::{EC2NodeClass, NodePool};
 use nodewright::aws::{AwsError, ImageResolver, NetworkDiscovery, OwnedInstance};
 use nodewright::disruption::{
-    CurrentLaunch, Snapshot, drift, nodeclass_hash, nodepool_hash, security_groups_hash,
+    CurrentLaunch, Snapshot, drift, nodeclass_hash, nodepool_hash, requirements_drift,
+    security_groups_hash, subnet_drift,
 };
 use nodewright::provision::Provisioner;
 
@@ -25,6 +29,11 @@ pub trait LaunchResolver: Send + Sync {
     ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
     /// The security group ids the class's `securityGroupSelectorTerms` select now.
     fn security_groups(
+        &self,
+        class: &EC2NodeClass,
+    ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
+    /// The subnet ids the class's `subnetSelectorTerms` select now.
+    fn subnets(
         &self,
         class: &EC2NodeClass,
     ) -> impl Future<Output = Result<Vec<String>, AwsError>> + Send;
@@ -53,6 +62,15 @@ where
             .await?;
         Ok(groups.into_iter().map(|g| g.id).collect())
     }
+
+    async fn subnets(&self, class: &EC2NodeClass) -> Result<Vec<String>, AwsError> {
+        let core = self.lock().await;
+        let subnets = core
+            .aws()
+            .subnets(&class.spec.subnet_selector_terms)
+            .await?;
+        Ok(subnets.into_iter().map(|s| s.id).collect())
+    }
 }
 
 impl<T: LaunchResolver> LaunchResolver for &T {
@@ -62,6 +80,10 @@ impl<T: LaunchResolver> LaunchResolver for &T {
 
     async fn security_groups(&self, class: &EC2NodeClass) -> Result<Vec<String>, AwsError> {
         (**self).security_groups(class).await
+    }
+
+    async fn subnets(&self, class: &EC2NodeClass) -> Result<Vec<String>, AwsError> {
+        (**self).subnets(class).await
     }
 }
 
@@ -73,28 +95,40 @@ impl LaunchResolver for NoReplacement {
     async fn security_groups(&self, _class: &EC2NodeClass) -> Result<Vec<String>, AwsError> {
         match *self {}
     }
+
+    async fn subnets(&self, _class: &EC2NodeClass) -> Result<Vec<String>, AwsError> {
+        match *self {}
+    }
 }
 
-/// Sets `drifted` on the snapshot's nodes whose instance no longer matches.
+/// Sets `drifted` on the snapshot's nodes whose instance no longer matches, or whose
+/// labels (`nodes`) its NodePool's requirements now exclude.
 pub(crate) async fn mark_drifted<L: LaunchResolver>(
     snapshot: &mut Snapshot,
+    nodes: &[Node],
     pools: &[NodePool],
     classes: &[EC2NodeClass],
     instances: &[OwnedInstance],
     resolver: &L,
 ) {
     let mut current: HashMap<&str, CurrentLaunch> = HashMap::new();
+    let mut subnets: HashMap<&str, Vec<String>> = HashMap::new();
     for class in classes {
         let name = class.metadata.name.as_str();
         let images = resolver.images(class).await;
         let groups = resolver.security_groups(class).await;
+        let selected = resolver.subnets(class).await;
         for (what, e) in [
             ("AMIs", images.as_ref().err()),
             ("security groups", groups.as_ref().err()),
+            ("subnets", selected.as_ref().err()),
         ] {
             if let Some(e) = e {
                 tracing::warn!(class = name, what, error = %nodewright::error_chain(e), "not resolved: not compared for drift this sweep");
             }
+        }
+        if let Ok(selected) = selected {
+            subnets.insert(name, selected);
         }
         current.insert(
             name,
@@ -108,6 +142,10 @@ pub(crate) async fn mark_drifted<L: LaunchResolver>(
     }
     let tags: HashMap<&str, &OwnedInstance> =
         instances.iter().map(|i| (i.id.as_str(), i)).collect();
+    let labels: HashMap<&str, &BTreeMap<String, String>> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.labels.as_ref()?)))
+        .collect();
     for node in &mut snapshot.nodes {
         let Some(pool) = pools
             .iter()
@@ -126,7 +164,17 @@ pub(crate) async fn mark_drifted<L: LaunchResolver>(
             nodepool_hash: Some(nodepool_hash(pool)),
             ..now.clone()
         };
-        node.drifted = drift(&instance.tags, &now);
+        node.drifted = drift(&instance.tags, &now)
+            .or_else(|| {
+                let labels = labels.get(node.name.as_str())?;
+                requirements_drift(labels, &pool.spec.template.spec.requirements)
+            })
+            .or_else(|| {
+                subnet_drift(
+                    instance.subnet_id.as_deref(),
+                    subnets.get(class).map(Vec::as_slice),
+                )
+            });
         if let Some(why) = &node.drifted {
             tracing::info!(node = node.name, why, "drifted");
         }

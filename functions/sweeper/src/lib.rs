@@ -227,7 +227,15 @@ where
     // Drift needs what a launch would use now, which only the provisioning core knows.
     if let Some(resolver) = &state.replacer {
         let (pools, classes, _) = usable(&config.inputs, &config.problems);
-        drift::mark_drifted(&mut snapshot, &pools, &classes, &instances, resolver).await;
+        drift::mark_drifted(
+            &mut snapshot,
+            &nodes,
+            &pools,
+            &classes,
+            &instances,
+            resolver,
+        )
+        .await;
     }
     match sim {
         Ok(sim) => snapshot.simulation = Some(sim),

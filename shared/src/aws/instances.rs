@@ -48,6 +48,8 @@ pub struct OwnedInstance {
     pub launch_time: Option<jiff::Timestamp>,
     pub tags: BTreeMap<String, String>,
     pub private_dns_name: Option<String>,
+    /// The subnet it runs in (drift: a subnet its class no longer selects).
+    pub subnet_id: Option<String>,
 }
 
 /// What [`InstanceInventory::terminate`] did with each id.
@@ -85,6 +87,7 @@ fn owned_instance(i: &Instance) -> Option<OwnedInstance> {
         launch_time: i.launch_time.as_ref().and_then(timestamp),
         tags: tag_map(i.tags()),
         private_dns_name: i.private_dns_name.clone().filter(|n| !n.is_empty()),
+        subnet_id: i.subnet_id.clone().filter(|s| !s.is_empty()),
     })
 }
 
@@ -237,6 +240,7 @@ mod tests {
                 .into_iter()
                 .collect(),
             private_dns_name: None,
+            subnet_id: None,
         }
     }
 

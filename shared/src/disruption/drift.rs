@@ -10,6 +10,11 @@
 //! the CreateFleet call itself (so an instance never lacks them): the instance carries the
 //! launch's image and security-group set as the launch template gave them.
 //!
+//! Two checks read the node and instance as they are rather than tags: the NodePool's
+//! requirements against the node's labels ([`requirements_drift`]: narrowing a pool rolls the
+//! nodes it now excludes), and the instance's subnet against the subnets the class selects
+//! now ([`subnet_drift`]).
+//!
 //! Left out of the static hashes, as in Karpenter: the requirements (widening a NodePool
 //! must not roll its nodes), `expireAfter` and `terminationGracePeriod` (they apply to
 //! nodes as they are), and the selector terms (their result is what counts, compared
@@ -20,7 +25,8 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use crate::api::{EC2NodeClass, NodePool};
+use crate::api::{EC2NodeClass, NodePool, NodeSelectorRequirement};
+use crate::scheduling::Requirements;
 
 /// Hash of the NodePool template's node-shaping fields at launch.
 pub const NODEPOOL_HASH_TAG: &str = "nodewright.io/nodepool-hash";
@@ -119,4 +125,32 @@ pub fn drift(instance_tags: &BTreeMap<String, String>, current: &CurrentLaunch) 
         return Some("the EC2NodeClass selects other security groups".into());
     }
     None
+}
+
+/// Why the node's labels no longer meet its NodePool's `requirements`, if they do not
+/// (Karpenter's requirements drift): a label whose value a requirement now excludes, or a
+/// label a `DoesNotExist` now forbids. A label the node does not carry is not compared: it
+/// proves nothing about the instance (kubelet may not set it), and a requirement on a key
+/// no node carries would otherwise roll every node.
+pub fn requirements_drift(
+    labels: &BTreeMap<String, String>,
+    requirements: &[NodeSelectorRequirement],
+) -> Option<String> {
+    let requirements = Requirements::from_api(requirements);
+    requirements.iter().find_map(|(key, req)| {
+        let value = labels.get(key)?;
+        (!req.allows(Some(value)))
+            .then(|| format!("its label {key}={value} no longer meets the NodePool's requirements"))
+    })
+}
+
+/// Why the instance's subnet is no longer one the EC2NodeClass selects, if it is not.
+/// Unknown on either side (no subnet reported, selectors not resolved or resolving to
+/// none) is never drift.
+pub fn subnet_drift(subnet: Option<&str>, current: Option<&[String]>) -> Option<String> {
+    let (Some(subnet), Some(current)) = (subnet, current) else {
+        return None;
+    };
+    (!current.is_empty() && !current.iter().any(|s| s == subnet))
+        .then(|| format!("subnet {subnet} is no longer selected by the EC2NodeClass"))
 }

@@ -186,3 +186,107 @@ fn a_launch_without_its_nodepool_known_carries_the_class_tags_only() {
     assert!(!tags.contains_key(NODEPOOL_HASH_TAG));
     assert_eq!(tags.get(IMAGE_TAG).map(String::as_str), Some("ami-1"));
 }
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_node_the_narrowed_requirements_exclude_has_drifted_and_one_they_still_allow_has_not() {
+    let spot_node = labels(&[
+        ("karpenter.sh/capacity-type", "spot"),
+        ("node.kubernetes.io/instance-type", "m5.large"),
+        ("kubernetes.io/arch", "amd64"),
+    ]);
+    let reqs = |r: serde_json::Value| {
+        pool(|v| v["spec"]["template"]["spec"]["requirements"] = r)
+            .spec
+            .template
+            .spec
+            .requirements
+    };
+    let cases = [
+        (
+            "spot only, as launched",
+            json!([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]),
+            None,
+        ),
+        (
+            "widened to on-demand too",
+            json!([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}]),
+            None,
+        ),
+        (
+            "narrowed to on-demand",
+            json!([{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]),
+            Some(
+                "its label karpenter.sh/capacity-type=spot no longer meets the NodePool's requirements",
+            ),
+        ),
+        (
+            "its type now excluded",
+            json!([{"key": "node.kubernetes.io/instance-type", "operator": "NotIn", "values": ["m5.large"]}]),
+            Some(
+                "its label node.kubernetes.io/instance-type=m5.large no longer meets the NodePool's requirements",
+            ),
+        ),
+        (
+            "the deprecated name of the type label, normalised",
+            json!([{"key": "beta.kubernetes.io/instance-type", "operator": "In", "values": ["c5.large"]}]),
+            Some(
+                "its label node.kubernetes.io/instance-type=m5.large no longer meets the NodePool's requirements",
+            ),
+        ),
+        (
+            "a label it carries is now forbidden",
+            json!([{"key": "kubernetes.io/arch", "operator": "DoesNotExist"}]),
+            Some("its label kubernetes.io/arch=amd64 no longer meets the NodePool's requirements"),
+        ),
+        (
+            "a key the node does not carry proves nothing",
+            json!([{"key": "example.com/team", "operator": "In", "values": ["a"]}]),
+            None,
+        ),
+        (
+            "a CPU count bound on a label it lacks",
+            json!([{"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["4"]}]),
+            None,
+        ),
+    ];
+    for (why, r, want) in cases {
+        assert_eq!(
+            requirements_drift(&spot_node, &reqs(r)).as_deref(),
+            want,
+            "{why}"
+        );
+    }
+}
+
+#[test]
+fn a_subnet_the_class_no_longer_selects_is_drift_and_an_unknown_one_is_not() {
+    let now = sgs(&["subnet-a", "subnet-b"]);
+    let none: Vec<String> = Vec::new();
+    // (the instance's subnet, the class's subnets now, drifted?)
+    let cases = [
+        (Some("subnet-a"), Some(now.as_slice()), false),
+        (Some("subnet-c"), Some(now.as_slice()), true),
+        (None, Some(now.as_slice()), false),
+        (Some("subnet-c"), None, false),
+        (Some("subnet-c"), Some(none.as_slice()), false),
+    ];
+    for (subnet, current, drifted) in cases {
+        let got = subnet_drift(subnet, current);
+        assert_eq!(
+            got.is_some(),
+            drifted,
+            "{subnet:?} against {current:?}: {got:?}"
+        );
+    }
+    assert_eq!(
+        subnet_drift(Some("subnet-c"), Some(&now)).as_deref(),
+        Some("subnet subnet-c is no longer selected by the EC2NodeClass")
+    );
+}

@@ -23,7 +23,8 @@ pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
 pub use drift::{
     CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
-    drift_tags, nodeclass_hash, nodepool_hash, security_groups_hash,
+    drift_tags, nodeclass_hash, nodepool_hash, requirements_drift, security_groups_hash,
+    subnet_drift,
 };
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};

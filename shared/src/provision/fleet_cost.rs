@@ -80,6 +80,7 @@ mod tests {
             launch_time: None,
             tags: Default::default(),
             private_dns_name: None,
+            subnet_id: None,
         }
     }
 

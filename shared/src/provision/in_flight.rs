@@ -154,6 +154,7 @@ mod tests {
             launch_time: None,
             tags,
             private_dns_name: None,
+            subnet_id: None,
         }
     }
 

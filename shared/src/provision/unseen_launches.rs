@@ -38,6 +38,7 @@ impl UnseenLaunches {
             launch_time: jiff::Timestamp::try_from(at).ok(),
             tags,
             private_dns_name: None,
+            subnet_id: None,
         };
         self.launched.insert(instance.id.clone(), (owned, at));
     }
@@ -117,6 +118,7 @@ mod tests {
             launch_time: None,
             tags: BTreeMap::new(),
             private_dns_name: None,
+            subnet_id: None,
         }
     }
 
