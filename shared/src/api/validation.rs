@@ -2,7 +2,7 @@
 //! CEL) and webhooks enforce, plus the cross-document check that every nodeClassRef resolves.
 //! Each problem names the file, the document and the field, and says what is allowed.
 
-mod nodeclass;
+pub mod nodeclass;
 mod syntax;
 
 use std::collections::{BTreeMap, BTreeSet};

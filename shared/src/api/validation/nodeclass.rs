@@ -30,6 +30,15 @@ const RESTRICTED_TAGS: &[&str] = &[
     "eks:eks-cluster-name",
 ];
 
+/// EC2's limit on tags per resource (an instance, its volumes and network interfaces).
+pub const EC2_MAX_TAGS: usize = 50;
+/// The tags every launch adds of its own: ownership, NodePool, NodeClaim,
+/// `kubernetes.io/cluster/<cluster>`, `eks:eks-cluster-name`, `Name`, and the four drift
+/// tags (`provision::launch` holds a test that counts them).
+pub const OWN_INSTANCE_TAGS: usize = 10;
+/// The most `spec.tags` a class may carry so that its launches stay within EC2's limit.
+pub const MAX_NODECLASS_TAGS: usize = EC2_MAX_TAGS - OWN_INSTANCE_TAGS;
+
 fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
@@ -78,6 +87,16 @@ pub fn node_class_errors(nc: &EC2NodeClass, legacy: bool) -> Vec<FieldError> {
         true,
         &mut errors,
     );
+    if s.tags.len() > MAX_NODECLASS_TAGS {
+        errors.push(err(
+            "spec.tags",
+            format!(
+                "{} tags; EC2 allows {EC2_MAX_TAGS} per instance and nodewright adds \
+                 {OWN_INSTANCE_TAGS} of its own, so at most {MAX_NODECLASS_TAGS}",
+                s.tags.len()
+            ),
+        ));
+    }
     for key in s.tags.keys() {
         let restricted = RESTRICTED_TAGS.contains(&key.as_str())
             || RESTRICTED_TAG_PREFIXES.iter().any(|p| key.starts_with(p));

@@ -361,6 +361,17 @@ fn node_class_rules_name_the_field_and_what_is_allowed() {
             "restricted",
         ),
         (
+            &format!(
+                "{{tags: {{{}}}}}",
+                (0..41)
+                    .map(|i| format!("t{i}: v"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "spec.tags",
+            "41 tags; EC2 allows 50 per instance and nodewright adds 10 of its own, so at most 40",
+        ),
+        (
             "{tags: {nodewright.io/cluster: x}}",
             "spec.tags[nodewright.io/cluster]",
             "restricted",

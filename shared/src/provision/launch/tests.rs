@@ -237,3 +237,25 @@ fn the_node_registers_with_the_claim_labels_and_all_taints_but_not_the_claim_id(
     let keys: Vec<String> = node_taints(&claim).into_iter().map(|t| t.key).collect();
     assert_eq!(keys, ["dedicated", "node.cilium.io/agent-not-ready"]);
 }
+
+#[test]
+fn the_tags_a_launch_adds_are_the_ones_validation_leaves_room_for() {
+    use crate::api::validation::nodeclass::{EC2_MAX_TAGS, MAX_NODECLASS_TAGS, OWN_INSTANCE_TAGS};
+    let class: crate::api::EC2NodeClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "default"},
+        "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}]}
+    }))
+    .unwrap();
+    let own = instance_tags("demo", "default", "nw-1", &BTreeMap::new()).len()
+        + crate::disruption::drift_tags(Some("hash"), &class, "ami-1", &["sg-1".into()]).len();
+    assert_eq!(own, OWN_INSTANCE_TAGS);
+    // A class at the limit launches with exactly EC2's maximum.
+    let user: BTreeMap<String, String> = (0..MAX_NODECLASS_TAGS)
+        .map(|i| (format!("team/t{i}"), "v".to_string()))
+        .collect();
+    assert_eq!(
+        instance_tags("demo", "default", "nw-1", &user).len()
+            + crate::disruption::drift_tags(Some("hash"), &class, "ami-1", &["sg-1".into()]).len(),
+        EC2_MAX_TAGS
+    );
+}
