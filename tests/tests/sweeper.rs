@@ -954,3 +954,105 @@ async fn a_node_whose_instance_type_the_narrowed_nodepool_excludes_is_replaced_a
         "{replacement_types:?} against the excluded {types:?}"
     );
 }
+
+/// The CPU the nodes of `world` have free: allocatable less what their running pods request.
+fn free_cpu_milli(world: &World) -> i64 {
+    let milli = |q: &str| nodewright::resources::parse_milli(q).unwrap_or(0);
+    let mut free: std::collections::HashMap<String, i64> = world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n["metadata"]["name"].as_str()?.to_string(),
+                milli(n["status"]["allocatable"]["cpu"].as_str()?),
+            ))
+        })
+        .collect();
+    for p in world.sim.list_json("v1", "Pod") {
+        let (Some(node), Some("Running" | "Pending")) = (
+            p["spec"]["nodeName"].as_str(),
+            p["status"]["phase"].as_str(),
+        ) else {
+            continue;
+        };
+        for c in p["spec"]["containers"].as_array().into_iter().flatten() {
+            if let (Some(f), Some(cpu)) = (
+                free.get_mut(node),
+                c["resources"]["requests"]["cpu"].as_str(),
+            ) {
+                *f -= milli(cpu);
+            }
+        }
+    }
+    free.values().sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cpu_headroom_is_launched_ahead_of_demand_kept_free_and_topped_up_when_pods_take_it() {
+    let world = start("sweep-headroom").await;
+    // Always keep 6 CPUs free in the pool, with no pod pending.
+    let provisioner = running(
+        &world,
+        0,
+        &[
+            (
+                "  name: default\nspec:\n  template:",
+                "  name: default\n  annotations:\n    nodewright.io/capacity-windows: |\n      - headroom: {cpu: \"6\"}\nspec:\n  template:",
+            ),
+            (
+                "    consolidateAfter: 1m",
+                "    consolidateAfter: 1m\n    budgets: [{nodes: \"100%\"}]",
+            ),
+        ],
+    )
+    .await;
+    assert!(node_names(&world).is_empty(), "no demand, no node");
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let first = sweep(&sweeper).await;
+    assert!(!names(&first["floor_launched"]).is_empty(), "{first}");
+    for _ in 0..4 {
+        step(&world, 10).await;
+    }
+    let free = free_cpu_milli(&world);
+    assert!(free >= 6_000, "{free}m free on {:?}", node_names(&world));
+    // Launched once: the next sweep books the headroom on the nodes that are there.
+    let again = sweep(&sweeper).await;
+    assert!(names(&again["floor_launched"]).is_empty(), "{again}");
+    // Empty past consolidateAfter: kept while removing one would leave less than 6 free.
+    step(&world, 90).await;
+    let kept = sweep(&sweeper).await;
+    let removed_now = names(&kept["started"]);
+    for _ in 0..3 {
+        step(&world, 5).await;
+        sweep(&sweeper).await;
+    }
+    assert!(
+        free_cpu_milli(&world) >= 6_000,
+        "{removed_now:?} went, leaving {}m: {kept}",
+        free_cpu_milli(&world)
+    );
+    // Real pods take the free room: the next sweep tops the headroom up.
+    let nodes_before = node_names(&world).len();
+    let example = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 4")])
+        .unwrap();
+    let deployment = example
+        .split("\n---")
+        .find(|d| d.contains("kind: Deployment"))
+        .unwrap();
+    world.apply_yaml(deployment).unwrap();
+    for _ in 0..3 {
+        step(&world, 5).await;
+    }
+    let topped = sweep(&sweeper).await;
+    assert!(!names(&topped["floor_launched"]).is_empty(), "{topped}");
+    for _ in 0..4 {
+        step(&world, 10).await;
+    }
+    assert!(node_names(&world).len() > nodes_before);
+    let free = free_cpu_milli(&world);
+    assert!(free >= 6_000, "{free}m free after the top-up");
+}

@@ -5,6 +5,10 @@
 //! already there or in flight and launches only the shortfall; nothing is created in the
 //! cluster, so no real pod ever waits on or is displaced by a placeholder.
 //!
+//! A headroom (CPU and memory kept free) is asked for the same way, as placeholder pods of
+//! its size in pieces ([`headroom_placeholders`]) that may share nodes: the solver books
+//! them on free room already there and launches the rest.
+//!
 //! The placeholders' uids, which name the launch (its ClientToken), carry the pool and the
 //! hour: a retry within the hour is the same launch, a floor lost later is launched again
 //! the next hour at the latest.
@@ -12,8 +16,9 @@
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use nodewright::api::labels::NODEPOOL;
-use nodewright::disruption::{Snapshot, floor};
+use nodewright::disruption::{Snapshot, floor, headroom};
 use nodewright::provision::Replacement;
+use nodewright::resources::Resources;
 
 use super::State;
 use super::act::Report;
@@ -50,7 +55,50 @@ pub fn placeholders(pool: &str, nodes: usize, now: Timestamp) -> Vec<Pod> {
         .collect()
 }
 
-/// Asks the core for each pool's floor that holds now; what it launched goes in `report`.
+/// The most pieces a headroom is cut into; each asks for at most 1 CPU and 4 GiB below it.
+const MAX_HEADROOM_PIECES: u64 = 64;
+const PIECE_CPU: u64 = 1_000;
+const PIECE_MEMORY: u64 = 4 * 1024 * 1024 * 1024 * 1000;
+
+/// Placeholder pods for `headroom` in `pool`, for the hour of `now`: the headroom cut into
+/// pieces of at most 1 CPU and 4 GiB (fewer, larger ones past 64 pieces), so the solver
+/// finds them room on the nodes already there, piece by piece, and launches only what no
+/// node has free. Unlike the floor's, they may share a node.
+pub fn headroom_placeholders(pool: &str, headroom: &Resources, now: Timestamp) -> Vec<Pod> {
+    let (cpu, memory) = (headroom.cpu.max(0) as u64, headroom.memory.max(0) as u64);
+    if cpu == 0 && memory == 0 {
+        return Vec::new();
+    }
+    let pieces = (cpu.div_ceil(PIECE_CPU))
+        .max(memory.div_ceil(PIECE_MEMORY))
+        .clamp(1, MAX_HEADROOM_PIECES);
+    let hour = now.as_second().div_euclid(3600);
+    // Milli-units: a CPU piece in millicores, memory in bytes (rounded up).
+    let piece_cpu = format!("{}m", cpu.div_ceil(pieces).max(1));
+    let piece_memory = (memory.div_ceil(pieces) / 1000).max(1 << 20).to_string();
+    (0..pieces)
+        .filter_map(|i| {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": format!("capacity-headroom-{pool}-{i}"),
+                    "namespace": "kube-system",
+                    "uid": format!("capacity-headroom/{pool}/{hour}/{i}"),
+                },
+                "spec": {
+                    "containers": [{"name": "headroom", "image": "placeholder",
+                        "resources": {"requests": {"cpu": piece_cpu, "memory": piece_memory}}}],
+                    "nodeSelector": {NODEPOOL: pool},
+                    "tolerations": [{"operator": "Exists"}],
+                },
+                "status": {"phase": "Pending"},
+            }))
+            .ok()
+        })
+        .collect()
+}
+
+/// Asks the core for each pool's floor and headroom that hold now; what it launched goes
+/// in `report`.
 pub(crate) async fn launch_floors<K, E, R: Replacement>(
     state: &State<K, E, R>,
     snapshot: &Snapshot,
@@ -62,10 +110,15 @@ pub(crate) async fn launch_floors<K, E, R: Replacement>(
     };
     for pool in &snapshot.pools {
         let nodes = floor(&pool.capacity, now);
-        if nodes == 0 {
+        let mut pods = placeholders(&pool.name, nodes, now);
+        pods.extend(headroom_placeholders(
+            &pool.name,
+            &headroom(&pool.capacity, now),
+            now,
+        ));
+        if pods.is_empty() {
             continue;
         }
-        let pods = placeholders(&pool.name, nodes, now);
         let asker = format!("capacity-floor/{}", pool.name);
         match replacer.replace(&asker, &pods, None, now.into()).await {
             Ok(r) => {
@@ -123,6 +176,54 @@ mod tests {
         let mut distinct = uids(&pods);
         distinct.dedup();
         assert_eq!(distinct.len(), 3);
+    }
+
+    #[test]
+    fn a_headroom_is_cut_into_pieces_of_at_most_one_cpu_and_four_gib() {
+        let now: Timestamp = "2026-03-02T10:20:00Z".parse().unwrap();
+        let gib = 1024 * 1024 * 1024 * 1000_i64;
+        let requests = |pods: &[Pod]| -> Vec<(String, String)> {
+            pods.iter()
+                .map(|p| {
+                    let r = p.spec.as_ref().unwrap().containers[0]
+                        .resources
+                        .as_ref()
+                        .unwrap()
+                        .requests
+                        .as_ref()
+                        .unwrap();
+                    (r["cpu"].0.clone(), r["memory"].0.clone())
+                })
+                .collect()
+        };
+        let res = |cpu: i64, memory: i64| Resources {
+            cpu,
+            memory,
+            ..Default::default()
+        };
+        // 4 CPUs and 8 GiB: four pieces of 1 CPU, 2 GiB.
+        let four = headroom_placeholders("web", &res(4_000, 8 * gib), now);
+        assert_eq!(
+            requests(&four),
+            vec![("1000m".to_string(), (2 * gib / 1000).to_string()); 4]
+        );
+        // Memory decides: 1 CPU and 16 GiB is four pieces of 250m, 4 GiB.
+        let mem = headroom_placeholders("web", &res(1_000, 16 * gib), now);
+        assert_eq!(
+            requests(&mem)[0],
+            ("250m".to_string(), (4 * gib / 1000).to_string())
+        );
+        assert_eq!(mem.len(), 4);
+        // Huge: at most 64 pieces; none asked: none.
+        assert_eq!(
+            headroom_placeholders("web", &res(500_000, 0), now).len(),
+            64
+        );
+        assert!(headroom_placeholders("web", &res(0, 0), now).is_empty());
+        // Pinned to the pool, free to share a node.
+        let spec = four[0].spec.as_ref().unwrap();
+        assert_eq!(spec.node_selector.as_ref().unwrap()[NODEPOOL], "web");
+        assert!(spec.affinity.is_none());
     }
 
     #[test]

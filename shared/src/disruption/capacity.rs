@@ -11,12 +11,17 @@
 //!         duration: 9h
 //!         lead: 15m                     # the floor holds from 15 minutes before
 //!         nodes: 4
+//!         headroom: {cpu: "8", memory: 16Gi}  # and keep this much free on top
 //!       - nodes: 1                      # no schedule: always
 //! ```
 //!
-//! [`floor`] is the number of nodes the pool keeps at `now`: the largest of the windows
-//! holding then. Emptiness and consolidation never take the pool below it (`plan.rs`).
-//! The sweeper also launches the floor ahead of demand (`functions/sweeper/src/floor.rs`).
+//! [`floor`] is the number of nodes the pool keeps at `now`, [`headroom`] the CPU and
+//! memory it keeps free (allocatable not requested by the pods on its nodes): each the
+//! largest of the windows holding then. Emptiness and consolidation never take the pool
+//! below either (`plan.rs`). The sweeper also launches both ahead of demand
+//! (`functions/sweeper/src/floor.rs`): as real pods take the headroom, the next sweep
+//! launches more, which is the "overprovisioning with placeholder pods" pattern without
+//! anything running in the cluster.
 
 use std::time::Duration;
 
@@ -26,6 +31,7 @@ use serde::Deserialize;
 
 use super::cron::Cron;
 use crate::api::NodePool;
+use crate::resources::{CPU, MEMORY, Resources, parse_milli};
 
 pub const CAPACITY_WINDOWS_ANNOTATION: &str = "nodewright.io/capacity-windows";
 
@@ -36,6 +42,8 @@ pub struct CapacityWindow {
     pub duration: Duration,
     pub lead: Duration,
     pub nodes: usize,
+    /// CPU and memory kept free (milli-units, as [`Resources`]); zero when not asked for.
+    pub headroom: Resources,
 }
 
 impl CapacityWindow {
@@ -65,6 +73,15 @@ pub fn floor(windows: &[CapacityWindow], now: Timestamp) -> usize {
         .unwrap_or(0)
 }
 
+/// The headroom at `now`: per resource, the most any holding window asks to keep free.
+pub fn headroom(windows: &[CapacityWindow], now: Timestamp) -> Resources {
+    let mut most = Resources::default();
+    for w in windows.iter().filter(|w| w.holds(now)) {
+        most.max(&w.headroom);
+    }
+    most
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Spec {
@@ -72,7 +89,15 @@ struct Spec {
     time_zone: Option<String>,
     duration: Option<crate::api::Duration>,
     lead: Option<crate::api::Duration>,
-    nodes: usize,
+    nodes: Option<usize>,
+    headroom: Option<HeadroomSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadroomSpec {
+    cpu: Option<String>,
+    memory: Option<String>,
 }
 
 /// A NodePool's capacity windows, or why they cannot be read, naming the annotation and
@@ -92,6 +117,27 @@ pub fn pool_capacity(np: &NodePool) -> Result<Vec<CapacityWindow>, String> {
 }
 
 fn window(s: Spec) -> Result<CapacityWindow, (&'static str, String)> {
+    let mut headroom = Resources::default();
+    if let Some(h) = &s.headroom {
+        for (field, name, value) in [
+            ("headroom.cpu", CPU, &h.cpu),
+            ("headroom.memory", MEMORY, &h.memory),
+        ] {
+            let Some(value) = value else { continue };
+            let milli = parse_milli(value)
+                .map_err(|e| (field, format!("{value:?} is not a quantity ({e})")))?;
+            if milli < 0 {
+                return Err((field, format!("{value:?} is negative")));
+            }
+            headroom.set(name, milli);
+        }
+        if headroom == Resources::default() {
+            return Err(("headroom", "set cpu or memory (above zero)".into()));
+        }
+    }
+    if s.nodes.is_none() && s.headroom.is_none() {
+        return Err(("nodes", "required unless headroom is set".into()));
+    }
     let lead = s.lead.map_or(Duration::ZERO, |d| d.0);
     let schedule = match (&s.schedule, s.duration) {
         (None, None) => {
@@ -119,6 +165,7 @@ fn window(s: Spec) -> Result<CapacityWindow, (&'static str, String)> {
         schedule,
         duration: s.duration.map_or(Duration::ZERO, |d| d.0),
         lead,
-        nodes: s.nodes,
+        nodes: s.nodes.unwrap_or(0),
+        headroom,
     })
 }

@@ -16,7 +16,8 @@ use crate::api::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM
 use crate::api::{NillableDuration, NodePool};
 use crate::aws::{InstanceState, OwnedInstance};
 use crate::kube::{Readiness, parse_provider_id, readiness, tainted_for_disruption};
-use crate::scheduling::Selector;
+use crate::resources::{Resources, parse_milli};
+use crate::scheduling::{Selector, effective_requests};
 
 /// On a node: when the sweeper first saw it empty (RFC 3339). Emptiness is counted from it,
 /// so `consolidateAfter` holds across invocations without any store of our own.
@@ -60,11 +61,26 @@ pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
     // Per node: when the newest pod that would move was created (consolidation's churn
     // guard: a node that just gained work waits `consolidateAfter`).
     let mut arrivals: HashMap<&str, Timestamp> = HashMap::new();
+    // Per node: the requests of its pods that still run, and of those that would move.
+    let mut requested: HashMap<&str, (Resources, Resources)> = HashMap::new();
     for pod in inputs.pods {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+        let Some(spec) = pod.spec.as_ref() else {
+            continue;
+        };
+        let Some(node) = spec.node_name.as_deref() else {
             continue;
         };
         let view = pod_view(pod, &blocked);
+        if view.kind != PodKind::Finished {
+            // A pod whose requests cannot be read counts as requesting nothing: headroom
+            // is then overstated, never a reason to remove a node by itself.
+            let r = effective_requests(spec).unwrap_or_default();
+            let (all, moving) = requested.entry(node).or_default();
+            all.add(&r);
+            if view.moves() {
+                moving.add(&r);
+            }
+        }
         if let (true, Some(created)) = (view.moves(), &pod.metadata.creation_timestamp) {
             let newest = arrivals.entry(node).or_insert(created.0);
             *newest = (*newest).max(created.0);
@@ -77,6 +93,12 @@ pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
             Ok(mut view) => {
                 view.pods = pods_by_node.remove(view.name.as_str()).unwrap_or_default();
                 view.last_pod_arrival = arrivals.get(view.name.as_str()).copied();
+                let (all, moving) = requested.remove(view.name.as_str()).unwrap_or_default();
+                view.free = allocatable(node).map(|mut free| {
+                    free.sub(&all);
+                    free
+                });
+                view.moving_requests = moving;
                 nodes.push(view);
             }
             Err(e) => problems.push(e),
@@ -195,8 +217,23 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         pods: Vec::new(),
         last_pod_arrival: None,
         drifted: None,
+        free: None,
+        moving_requests: Resources::default(),
         name,
     })
+}
+
+/// The Node's `status.allocatable` (None when it reports none, as before its kubelet
+/// registers); a quantity that cannot be read counts as zero.
+fn allocatable(node: &Node) -> Option<Resources> {
+    let map = node.status.as_ref()?.allocatable.as_ref()?;
+    let mut out = Resources::default();
+    for (name, q) in map {
+        if let Ok(milli) = parse_milli(&q.0) {
+            out.set(name, milli);
+        }
+    }
+    Some(out)
 }
 
 fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {

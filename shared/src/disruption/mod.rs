@@ -10,6 +10,7 @@ mod consolidate;
 mod cron;
 mod drift;
 mod from_k8s;
+mod headroom;
 mod hygiene;
 mod leftovers;
 mod plan;
@@ -18,7 +19,7 @@ mod simulation;
 mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
-pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, pool_capacity};
+pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
 pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
 pub use cron::Cron;
 pub use drift::{

@@ -28,6 +28,7 @@ use super::Reason;
 use super::budget::allowed;
 use super::capacity::{CAPACITY_WINDOWS_ANNOTATION, floor};
 use super::consolidate::{self, Decision, Outcome};
+use super::headroom::Room;
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::snapshot::{NodeView, PoolPolicy, Snapshot};
 use crate::api::ConsolidationPolicy;
@@ -94,6 +95,11 @@ pub enum KeptWhy {
         pool: String,
         nodes: usize,
     },
+    /// Removing it would leave its pool less free room than its capacity windows' headroom.
+    CapacityHeadroom {
+        pool: String,
+        headroom: String,
+    },
 }
 
 impl fmt::Display for KeptWhy {
@@ -128,6 +134,10 @@ impl fmt::Display for KeptWhy {
             KeptWhy::CapacityFloor { pool, nodes } => write!(
                 f,
                 "NodePool {pool} keeps at least {nodes} nodes now ({CAPACITY_WINDOWS_ANNOTATION})"
+            ),
+            KeptWhy::CapacityHeadroom { pool, headroom } => write!(
+                f,
+                "NodePool {pool} keeps {headroom} free now ({CAPACITY_WINDOWS_ANNOTATION})"
             ),
             KeptWhy::PoolSettings { pool, error } => {
                 write!(
@@ -180,6 +190,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         .map(|p| (p.name.as_str(), p))
         .collect();
     let mut plan = Plan::default();
+    let mut room = Room::default();
     let mut candidates = Vec::new();
     let mut underutilized = Vec::new();
     // Per pool: (nodes, nodes already being disrupted), for the budgets.
@@ -198,6 +209,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             count.1 += 1;
             continue;
         }
+        room.count(pool.name.as_str(), node);
         if !node.ready {
             continue;
         }
@@ -276,7 +288,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut lowered: HashMap<&str, usize> = HashMap::new();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
-        if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, now) {
+        if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
             plan.kept.push(kept(c.node, c.reason, why));
             continue;
         }
@@ -297,6 +309,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         *used += 1;
         if lowers(c.reason) {
             *lowered.entry(c.pool.name.as_str()).or_default() += 1;
+            room.take(c.pool.name.as_str(), c.node);
         }
         let moves = c.node.pods.iter().any(|p| p.moves());
         let (action, savings) = if matches!(c.reason, Reason::Expired | Reason::Drifted) && moves {
@@ -321,7 +334,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         let mut within = Vec::new();
         for c in underutilized {
             let (nodes, disrupting) = counts[c.pool.name.as_str()];
-            if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, now) {
+            if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
                 plan.kept.push(kept(c.node, c.reason, why));
                 continue;
             }
@@ -337,6 +350,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             }
             *used += 1;
             *lowered.entry(c.pool.name.as_str()).or_default() += 1;
+            room.take(c.pool.name.as_str(), c.node);
             within.push(c.node);
         }
         match consolidate::decide(sim, &within) {
@@ -361,11 +375,12 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
 
 /// Whether removing `c` (empty or underutilized: replaced by nothing, or by fewer nodes)
 /// would take its pool below its capacity floor, given the pool's `staying` nodes and
-/// those `lowered` already planned away.
+/// those `lowered` already planned away, or below its headroom of free room.
 fn at_floor(
     c: &Candidate<'_>,
     staying: usize,
     lowered: &HashMap<&str, usize>,
+    room: &Room<'_>,
     now: Timestamp,
 ) -> Option<KeptWhy> {
     if !lowers(c.reason) {
@@ -373,10 +388,17 @@ fn at_floor(
     }
     let nodes = floor(&c.pool.capacity, now);
     let gone = lowered.get(c.pool.name.as_str()).copied().unwrap_or(0);
-    (staying.saturating_sub(gone) <= nodes).then(|| KeptWhy::CapacityFloor {
-        pool: c.pool.name.clone(),
-        nodes,
-    })
+    if staying.saturating_sub(gone) <= nodes {
+        return Some(KeptWhy::CapacityFloor {
+            pool: c.pool.name.clone(),
+            nodes,
+        });
+    }
+    room.short(c.pool, c.node, now)
+        .map(|headroom| KeptWhy::CapacityHeadroom {
+            pool: c.pool.name.clone(),
+            headroom,
+        })
 }
 
 /// The reasons whose removals lower a pool's node count (the others are replaced).

@@ -10,6 +10,7 @@ use super::budget::BudgetRule;
 use super::capacity::CapacityWindow;
 use super::simulation::Simulation;
 use crate::api::ConsolidationPolicy;
+use crate::resources::Resources;
 
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -75,6 +76,11 @@ pub struct NodeView {
     /// Why its instance no longer matches what a launch of its pool and class would use
     /// ([`super::drift`]); set by the sweeper, which knows both, never offline.
     pub drifted: Option<String>,
+    /// Allocatable less the requests of the pods on it that still run; `None` when the
+    /// Node reports no allocatable. What a capacity window's headroom counts as free.
+    pub free: Option<Resources>,
+    /// The requests of its pods that would move (they take other nodes' free room).
+    pub moving_requests: Resources,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,6 +32,8 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         pods: Vec::new(),
         last_pod_arrival: None,
         drifted: None,
+        free: None,
+        moving_requests: Default::default(),
     }
 }
 
