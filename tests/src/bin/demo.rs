@@ -381,44 +381,69 @@ async fn main() -> anyhow::Result<()> {
     }
 
     story.phase("6. Scale down and the sweeper");
-    let sweeper = sweeper_state(&world).await?;
-    let mut deployment = world
-        .sim
-        .get_json("apps/v1", "Deployment", "default", "inflate")
-        .context("the inflate Deployment")?;
-    deployment["spec"]["replicas"] = json!(0);
-    world.sim.apply_json(deployment)?;
-    story.say("inflate scaled to 0 replicas; the real sweeper handler runs every (simulated) 30 s");
-    let mut first: Option<f64> = None;
-    let mut last = 0.0;
-    for _ in 0..12 {
-        world.clock().advance(Duration::from_secs(30));
-        world.sim.step().await;
-        let report = nodewright_sweeper::handler(
-            lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),
-            &sweeper,
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("sweeper: {e}"))?;
-        first.get_or_insert(report["price_before"].as_f64().unwrap_or_default());
-        last = report["price_after"].as_f64().unwrap_or_default();
-        for (key, what) in [
-            ("marked_empty", "seen empty; goes after consolidateAfter"),
-            ("started", "tainted nodewright.io/disrupted; removal begun"),
-            ("removed", "instance terminated, Node deleted"),
-        ] {
-            for node in report[key].as_array().into_iter().flatten() {
+    // The sweeper's replacements (consolidation, expiry) launch through the same core.
+    let sweeper = sweeper_state(&world)
+        .await?
+        .with_replacer(state.provisioner());
+    for (replicas, rounds) in [(4, 10), (0, 12)] {
+        let mut deployment = world
+            .sim
+            .get_json("apps/v1", "Deployment", "default", "inflate")
+            .context("the inflate Deployment")?;
+        deployment["spec"]["replicas"] = json!(replicas);
+        world.sim.apply_json(deployment)?;
+        story.say(format!(
+            "inflate scaled to {replicas} replicas; the real sweeper handler runs every (simulated) 30 s, the provisioner after it"
+        ));
+        let mut first: Option<f64> = None;
+        let mut last = 0.0;
+        for _ in 0..rounds {
+            world.clock().advance(Duration::from_secs(30));
+            world.sim.step().await;
+            let report = nodewright_sweeper::handler(
+                lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),
+                &sweeper,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("sweeper: {e}"))?;
+            first.get_or_insert(report["price_before"].as_f64().unwrap_or_default());
+            last = report["price_after"].as_f64().unwrap_or_default();
+            for c in report["commands"].as_array().into_iter().flatten() {
                 story.say(format!(
-                    "node {}: {what}",
-                    node.as_str().unwrap_or_default()
+                    "sweeper: {} {} ({}), saving ${:.4}/h",
+                    c["action"].as_str().unwrap_or_default(),
+                    c["nodes"],
+                    c["reason"].as_str().unwrap_or_default(),
+                    c["savings_per_hour"].as_f64().unwrap_or_default()
+                ));
+            }
+            for (key, what) in [
+                ("marked_empty", "seen empty; goes after consolidateAfter"),
+                (
+                    "replacements_launched",
+                    "replacement launched before the drain",
+                ),
+                ("removed", "instance terminated, Node deleted"),
+            ] {
+                for node in report[key].as_array().into_iter().flatten() {
+                    story.say(format!("  {}: {what}", node.as_str().unwrap_or_default()));
+                }
+            }
+            // Pods a drain moved that fit nowhere are the provisioner's.
+            let summary = invoke(&state).await?;
+            let launched = summary["launchedInstances"].as_array().map_or(0, Vec::len);
+            if launched > 0 {
+                story.say(format!(
+                    "  provisioner: {launched} instances for pods the drains moved"
                 ));
             }
         }
+        let (total, running, _) = pods(&world);
+        story.say(format!(
+            "nodewright's fleet: ${:.4}/h before, ${last:.4}/h after; {running}/{total} pods Running",
+            first.unwrap_or_default()
+        ));
     }
-    story.say(format!(
-        "nodewright's fleet: ${:.4}/h before, ${last:.4}/h after (consolidation of half-empty nodes and expiry replacement are not shown yet)",
-        first.unwrap_or_default()
-    ));
 
     story.phase("Summary");
     let (total, running, _) = pods(&world);
