@@ -62,6 +62,7 @@ demo: setup
 # --workspace, not -p: a -p build resolves features differently and rebuilds the AWS SDK.
 bench: setup release
 	$(CARGO) bench --workspace --bench solver
+	$(CARGO) bench --workspace --bench sweep
 	$(CARGO) bench --workspace --bench provisioner
 	$(CARGO) bench --workspace --bench interruption
 	$(CARGO) bench --workspace --bench cold_start

@@ -301,7 +301,11 @@ async fn a_holder_killed_without_releasing_is_taken_over_once_its_lease_expires(
     let expires = expiry(&lease).await;
     pods(&world, "inflate", 2).await;
 
-    let (summary, _) = b.invoke(Duration::from_secs(MARGIN_SECONDS + 20)).await;
+    // b waits out the dead holder's lease, then builds its catalog cold: its working time
+    // (the timeout less the margin) covers both on a loaded machine.
+    let (summary, _) = b
+        .invoke(Duration::from_secs(MARGIN_SECONDS + 30 + LEASE_SECONDS))
+        .await;
     assert_eq!(launched(&summary), 1, "{summary}\n{}", b.log());
     assert!(
         summary["lease"]["standbyChecks"].as_u64() > Some(0),
@@ -332,7 +336,8 @@ async fn a_holder_frozen_past_its_lease_launches_nothing_when_it_resumes() {
     signal(&a, "STOP");
     pods(&world, "inflate", 2).await;
 
-    let b_call = b.invoke(Duration::from_secs(MARGIN_SECONDS + 20));
+    // As above: the frozen holder's lease, then a cold catalog, within b's working time.
+    let b_call = b.invoke(Duration::from_secs(MARGIN_SECONDS + 30 + LEASE_SECONDS));
     tokio::pin!(b_call);
     let start = Instant::now();
     while world.front.calls("CreateFleet").is_empty() {

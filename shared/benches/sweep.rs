@@ -1,0 +1,245 @@
+//! The sweeper's decision at scale (`make bench`): a fragmented cluster of 1,000 nodes and
+//! 20,000 pods, read into the sweeper's snapshot and simulation and planned by
+//! `plan_disruption`, as one sweep does after its API reads (issue 11: target ≤ 1 s on one
+//! core). Also prints the fleet's $/h before and after that sweep's consolidation, and the
+//! $/h of planning the same pods from scratch (the cheapest fleet the solver finds for
+//! them), so the gap consolidation leaves is visible. Prints medians; BENCHMARKS.md records
+//! them with the machine.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright::api::{EC2NodeClass, NodePool};
+use nodewright::catalog::{CapacityType, Catalog, DEFAULT_SPOT_DISCOUNT};
+use nodewright::disruption::{
+    FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
+};
+use serde_json::json;
+
+const NODES: usize = 1_000;
+const PODS: usize = 20_000;
+const RUNS: usize = 5;
+const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+/// Node types of a cluster grown by several autoscalers over time.
+const TYPES: [&str; 4] = ["m5.2xlarge", "c5.2xlarge", "r5.2xlarge", "m5.4xlarge"];
+
+/// xorshift64*: a deterministic cluster without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn pool() -> NodePool {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "default"},
+        "spec": {
+            "template": {"spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                    {"key": "karpenter.k8s.aws/instance-category", "operator": "In", "values": ["c", "m", "r"]}
+                ]
+            }},
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "1m",
+                "budgets": [{"nodes": "10%"}]}
+        }
+    }))
+    .expect("the bench's NodePool")
+}
+
+fn class() -> EC2NodeClass {
+    serde_json::from_value(json!({
+        "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+        "metadata": {"name": "default"},
+        "spec": {"role": "nodes", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}],
+            "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "bench"}}]}
+    }))
+    .expect("the bench's EC2NodeClass")
+}
+
+/// `NODES` nodes two days old, each 25-60% requested by `PODS` pods in all (a cluster
+/// after a peak: every node partly used, few empty). Each pod: 50-250m CPU, 64-512 MiB.
+fn cluster(catalog: &Catalog) -> (Vec<Node>, Vec<Pod>) {
+    let mut rng = Rng(0x5eed);
+    let created = "2026-03-01T00:00:00Z";
+    let mut nodes = Vec::with_capacity(NODES);
+    let mut room = Vec::with_capacity(NODES);
+    for i in 0..NODES {
+        let ty = TYPES[i % TYPES.len()];
+        let zone = ZONES[i % ZONES.len()];
+        let entry = catalog.get(ty).expect("a bundled type");
+        let alloc = entry.instance_type.allocatable(None);
+        let name = format!("ip-10-0-{}-{}.ec2.internal", i / 250, i % 250);
+        nodes.push(
+            serde_json::from_value::<Node>(json!({
+                "metadata": {"name": name, "creationTimestamp": created, "labels": {
+                    "karpenter.sh/nodepool": "default", "nodewright.io/nodeclaim": format!("nw-{i}"),
+                    "node.kubernetes.io/instance-type": ty, "karpenter.sh/capacity-type": "on-demand",
+                    "topology.kubernetes.io/zone": zone, "kubernetes.io/arch": "amd64",
+                    "kubernetes.io/hostname": name}},
+                "spec": {"providerID": format!("aws:///{zone}/i-{i:017x}")},
+                "status": {
+                    "allocatable": {"cpu": format!("{}m", alloc.cpu), "memory": format!("{}", alloc.memory / 1000), "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}]
+                }
+            }))
+            .expect("a node"),
+        );
+        // Fill to a random 25-60% of CPU and memory.
+        let share = 25 + rng.below(36) as i64;
+        room.push((
+            name,
+            alloc.cpu * share / 100,
+            alloc.memory / 1000 * share / 100,
+        ));
+    }
+    let mut pods = Vec::with_capacity(PODS);
+    let mut n = 0;
+    'fill: loop {
+        let mut placed = false;
+        for (name, cpu_left, mem_left) in room.iter_mut() {
+            if pods.len() == PODS {
+                break 'fill;
+            }
+            let cpu = 50 + 50 * rng.below(5) as i64;
+            let mem = (64 << 20) * (1 + rng.below(8) as i64);
+            if cpu > *cpu_left || mem > *mem_left {
+                continue;
+            }
+            *cpu_left -= cpu;
+            *mem_left -= mem;
+            placed = true;
+            n += 1;
+            pods.push(
+                serde_json::from_value::<Pod>(json!({
+                    "metadata": {"name": format!("app-{n}"), "namespace": "default", "uid": format!("u-{n}"),
+                        "creationTimestamp": created, "labels": {"app": format!("app{}", n % 50)},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("app{}", n % 50), "uid": "rs", "controller": true}]},
+                    "spec": {"nodeName": name, "containers": [{"name": "c", "image": "app",
+                        "resources": {"requests": {"cpu": format!("{cpu}m"), "memory": format!("{mem}")}}}]},
+                    "status": {"phase": "Running"}
+                }))
+                .expect("a pod"),
+            );
+        }
+        if !placed {
+            break;
+        }
+    }
+    (nodes, pods)
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn main() {
+    let zones: Vec<String> = ZONES.iter().map(|z| z.to_string()).collect();
+    let catalog = Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).expect("the bundled catalog");
+    let (pools, classes) = (vec![pool()], vec![class()]);
+    let (nodes, pods) = cluster(&catalog);
+    let price = |t: &str, _: &str| {
+        catalog.get(t).and_then(|e| {
+            e.offerings
+                .iter()
+                .find(|o| o.capacity_type == CapacityType::OnDemand)
+                .map(|o| o.price)
+        })
+    };
+    let now: Timestamp = "2026-03-03T12:00:00Z".parse().unwrap();
+    assert_eq!(pods.len(), PODS, "the cluster holds every pod");
+    println!(
+        "sweep decision: {} nodes, {} pods ({} types, 25-60% requested each), {RUNS} runs",
+        nodes.len(),
+        pods.len(),
+        TYPES.len()
+    );
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let (mut snap, problems) = snapshot(&Inputs {
+            pools: &pools,
+            nodes: &nodes,
+            pods: &pods,
+            pdbs: &[],
+            instances: None,
+            price: &price,
+            first_sight: FirstSight::SinceCreation,
+        });
+        let (sim, _) = simulation(&SimulationInputs {
+            pools: &pools,
+            classes: &classes,
+            nodes: &nodes,
+            pods: &pods,
+            daemon_sets: &[],
+            spot_discount: DEFAULT_SPOT_DISCOUNT,
+        });
+        snap.simulation = sim.ok();
+        let plan = plan_disruption(&snap, now);
+        times.push(started.elapsed());
+        assert!(problems.is_empty(), "{problems:?}");
+        last = Some(plan);
+    }
+    let plan = last.expect("at least one run");
+    let t = median(times.clone());
+    println!(
+        "  median {:.3} s (min {:.3}, max {:.3}); target <= 1 s on one core: {}",
+        t.as_secs_f64(),
+        times.iter().min().unwrap().as_secs_f64(),
+        times.iter().max().unwrap().as_secs_f64(),
+        if t <= Duration::from_secs(1) {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+    let disrupted: usize = plan.commands.iter().map(|c| c.nodes.len()).sum();
+    println!(
+        "  one sweep: {} commands over {disrupted} nodes ({} kept with a reason); fleet ${:.2}/h before, ${:.2}/h after",
+        plan.commands.len(),
+        plan.kept.len(),
+        plan.price_before,
+        plan.price_after
+    );
+    // The same pods planned from scratch: the cheapest fleet the solver finds for them.
+    let unbound: Vec<Pod> = pods
+        .iter()
+        .cloned()
+        .map(|mut p| {
+            if let Some(s) = p.spec.as_mut() {
+                s.node_name = None;
+            }
+            p
+        })
+        .collect();
+    let started = Instant::now();
+    let (fresh, errors) = nodewright::scheduling::Snapshot::from_k8s(&unbound, &[]);
+    assert!(errors.is_empty());
+    let from_scratch = nodewright::scheduling::solve(&fresh, &catalog, &pools, &classes);
+    let scratch_price: f64 = from_scratch
+        .node_claims
+        .iter()
+        .map(|c| c.price_per_hour)
+        .sum();
+    println!(
+        "  from scratch: {} nodes, ${scratch_price:.2}/h (planned in {:.2} s): the fleet is {:.2}x it before, {:.2}x after this sweep",
+        from_scratch.node_claims.len(),
+        started.elapsed().as_secs_f64(),
+        plan.price_before / scratch_price,
+        plan.price_after / scratch_price
+    );
+}
