@@ -12,6 +12,7 @@ pub use selector::Selector;
 pub use taints::{Toleration, first_untolerated, format_taint};
 
 mod claim;
+mod domains;
 mod finalize;
 mod packing;
 mod plan;
@@ -41,5 +42,7 @@ mod solver_props;
 mod solver_semantics_tests;
 #[cfg(test)]
 mod solver_tests;
+#[cfg(test)]
+mod solver_topology_tests;
 #[cfg(test)]
 pub(crate) mod testkit;
