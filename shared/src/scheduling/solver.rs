@@ -257,35 +257,13 @@ impl<'a> Solver<'a> {
         });
 
         let mut cursor = vec![0usize; self.class_templates.len()];
+        let mut failed = vec![];
         for p in order {
             let class = self.class_of[p];
-            // Every preference held first, then dropped one at a time (`preferences.rs`).
-            let levels = self.relaxations(p);
-            let mut placed = None;
-            let mut whys = vec![];
-            for level in 0..=levels {
-                if !self.relax_to(p, level) {
-                    continue;
-                }
-                // A relaxed pod may fit a claim its class's cursor has passed.
-                let start = if self.class_full_scan[class] || level > 0 {
-                    0
-                } else {
-                    cursor[class]
-                };
-                match self.place_anywhere(p, start) {
-                    Ok(ci) => {
-                        if level == 0 {
-                            cursor[class] = ci;
-                        }
-                        placed = Some(ci);
-                        break;
-                    }
-                    Err(w) => whys = w,
-                }
-            }
-            if placed.is_none() {
-                self.unschedulable.push((p, whys));
+            match self.attempt(p, cursor[class], self.class_full_scan[class]) {
+                Ok((ci, 0)) => cursor[class] = ci,
+                Ok(_) => {}
+                Err(whys) => failed.push((p, whys)),
             }
             if self.open.len() > 64
                 && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2
@@ -295,6 +273,53 @@ impl<'a> Solver<'a> {
                 self.open.retain(|&c| !claims[c].closed);
             }
         }
+        // As Karpenter requeues a pod that failed while others still schedule: a pod
+        // packed before the pod it follows (a larger follower of a target pinned to one
+        // zone) gets another try once that one is placed, until a round places nothing.
+        while !failed.is_empty() {
+            let before = failed.len();
+            let mut still = vec![];
+            for (p, _) in failed {
+                if let Err(whys) = self.attempt(p, 0, true) {
+                    still.push((p, whys));
+                }
+            }
+            failed = still;
+            if failed.len() == before {
+                break;
+            }
+        }
+        self.unschedulable.extend(failed);
+    }
+
+    /// Places pod `p` with every preference held, then dropping them one at a time
+    /// (`preferences.rs`): the claim and the relaxation level that worked, or why every
+    /// NodePool refused it at the last level. A pod that fails keeps its own terms, so a
+    /// later try starts from all of them again.
+    fn attempt(
+        &mut self,
+        p: usize,
+        cursor: usize,
+        full_scan: bool,
+    ) -> Result<(usize, usize), Vec<Why>> {
+        let levels = self.relaxations(p);
+        let original = (levels > 0).then(|| self.groups.terms[p].clone());
+        let mut whys = vec![];
+        for level in 0..=levels {
+            if !self.relax_to(p, level) {
+                continue;
+            }
+            // A relaxed pod may fit a claim its class's cursor has passed.
+            let start = if full_scan || level > 0 { 0 } else { cursor };
+            match self.place_anywhere(p, start) {
+                Ok(ci) => return Ok((ci, level)),
+                Err(w) => whys = w,
+            }
+        }
+        if let Some(terms) = original {
+            self.groups.terms[p] = terms;
+        }
+        Err(whys)
     }
 
     /// Places pod `p` on the first open claim from `start` that takes it, or on a new

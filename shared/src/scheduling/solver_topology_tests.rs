@@ -539,3 +539,55 @@ fn an_affinity_with_an_empty_namespace_selector_follows_a_target_in_another_name
     let own_namespace_only = solve_with(all, &pools);
     assert_eq!(own_namespace_only.unschedulable.len(), 2);
 }
+
+#[test]
+fn a_follower_packed_before_its_target_pinned_to_one_zone_goes_to_that_zone() {
+    // Karpenter requeues a pod that failed while others still schedule. The followers are
+    // larger than their target, so they are packed first and find no target yet.
+    let mut all = pods(
+        "web",
+        2,
+        |p| p.label("app", "web").affinity(TopologyKey::Zone, "db"),
+        2000,
+        4 * GI,
+    );
+    all.extend(pods(
+        "db",
+        1,
+        |p| p.label("app", "db").select(ZONE, "us-east-1c"),
+        250,
+        GI,
+    ));
+    let plan = solve_with(all, &[pool("default").build()]);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(
+        per_value(&plan, ZONE),
+        [("us-east-1c".to_string(), 3)].into()
+    );
+}
+
+#[test]
+fn a_follower_of_a_target_that_cannot_schedule_stays_pending_and_says_why() {
+    let mut all = pods(
+        "web",
+        1,
+        |p| p.label("app", "web").affinity(TopologyKey::Zone, "db"),
+        500,
+        GI,
+    );
+    all.extend(pods(
+        "db",
+        1,
+        |p| p.label("app", "db").select(ZONE, "us-west-2a"),
+        250,
+        GI,
+    ));
+    let plan = solve_with(all, &[pool("default").build()]);
+    assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
+    let web = plan
+        .unschedulable
+        .iter()
+        .find(|u| u.pod == "default/web-0")
+        .expect("the follower is pending");
+    assert!(web.reason.contains(ZONE), "{}", web.reason);
+}
