@@ -6,7 +6,9 @@ mod requirements;
 mod selector;
 mod taints;
 
-pub use pod::{AffinityTerm, PodDemand, PodError, Spread, TopologyKey, effective_requests};
+pub use pod::{
+    AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity, effective_requests,
+};
 pub use requirements::{Conflict, Requirement, Requirements};
 pub use selector::Selector;
 pub use taints::{Toleration, first_untolerated, format_taint};

@@ -195,6 +195,23 @@ impl PodDemand {
     }
 }
 
+/// The required pod anti-affinity terms of a pod bound to a node: pending pods they select
+/// must keep out of its domain too (kube-scheduler checks them both ways).
+pub fn bound_anti_affinity(pod: &Pod) -> Result<Vec<AffinityTerm>, PodError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(vec![]);
+    };
+    affinity_terms(spec, namespace, true).map_err(|(field, message)| PodError {
+        pod: format!(
+            "{namespace}/{}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+        field,
+        message,
+    })
+}
+
 type FieldError = (String, String);
 
 fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldError> {

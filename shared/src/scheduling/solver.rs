@@ -90,7 +90,12 @@ pub(super) struct Solver<'a> {
 impl<'a> Solver<'a> {
     fn new(snapshot: &'a Snapshot, templates: Vec<Template>) -> Self {
         let pods = snapshot.pods.as_slice();
-        let groups = Groups::build(pods);
+        let bound_anti: Vec<&[super::pod::AffinityTerm]> = snapshot
+            .nodes
+            .iter()
+            .map(|n| n.anti_affinity.as_slice())
+            .collect();
+        let groups = Groups::build(pods, &bound_anti);
 
         let mut domains: Vec<Domain> = groups
             .domain_keys
@@ -103,6 +108,11 @@ impl<'a> Solver<'a> {
                 if let Key::Domain(d) = key {
                     domains[d as usize].tracked[g as usize] = true;
                 }
+            }
+        }
+        for &(g, key) in groups.bound_anti.iter().flatten() {
+            if let Key::Domain(d) = key {
+                domains[d as usize].tracked[g as usize] = true;
             }
         }
         let mut total = vec![0; groups.len()];
@@ -132,6 +142,18 @@ impl<'a> Solver<'a> {
                 claim.pins[d] = dom.of_node[i];
             }
             claim.closed = !node.schedulable;
+            // Running pods' own anti-affinity keeps the pods it selects off this node, or
+            // out of its zone (or other domain): kube-scheduler checks it both ways.
+            for &(g, key) in &groups.bound_anti[i] {
+                match key {
+                    Key::Hostname => claim.anti.push(g),
+                    Key::Domain(d) => {
+                        if let Some(v) = claim.pins[d as usize] {
+                            domains[d as usize].counts.mark_anti(g, v);
+                        }
+                    }
+                }
+            }
             for (ns, pod_labels) in &node.pods {
                 for g in groups.membership(ns, pod_labels) {
                     claim.increment(g);

@@ -491,6 +491,7 @@ pub(super) fn full_node(name: &str, zone: &str) -> ExistingNode {
         allocatable: capacity.clone(),
         requested: capacity,
         pods: vec![],
+        anti_affinity: vec![],
         schedulable: true,
     }
 }
@@ -590,4 +591,88 @@ fn a_follower_of_a_target_that_cannot_schedule_stays_pending_and_says_why() {
         .find(|u| u.pod == "default/web-0")
         .expect("the follower is pending");
     assert!(web.reason.contains(ZONE), "{}", web.reason);
+}
+
+/// A node in `zone` with room for 4 vCPU / 8 GiB, running one `app=db` pod whose required
+/// anti-affinity on `key` selects `app=web` (or nothing, without `key`).
+fn node_with_anti_affine_db(zone: &str, key: Option<TopologyKey>) -> ExistingNode {
+    let mut node = full_node("db-node", zone);
+    node.allocatable.cpu += 4000;
+    node.allocatable.memory += 8 * GI;
+    node.allocatable.pods += 10_000;
+    node.pods = vec![(
+        "default".to_string(),
+        [("app".to_string(), "db".to_string())].into(),
+    )];
+    if let Some(key) = key {
+        node.anti_affinity = pods("db", 1, |p| p.anti(key.clone(), "web"), 1, 1)[0]
+            .anti_affinity
+            .clone();
+    }
+    node
+}
+
+fn plan_web_next_to(node: ExistingNode) -> ProvisioningPlan {
+    solve(
+        &Snapshot {
+            pods: pods("web", 2, |p| p.label("app", "web"), 500, GI),
+            nodes: vec![node],
+            ..Default::default()
+        },
+        &standard_catalog(ZONES),
+        &[pool("default").build()],
+        &[class("default")],
+    )
+}
+
+#[test]
+fn a_running_pods_hostname_anti_affinity_keeps_the_pods_it_selects_off_its_node() {
+    // Without the running pod's term the web pods take the room on its node.
+    let free = plan_web_next_to(node_with_anti_affine_db("us-east-1a", None));
+    assert_eq!(free.nominations.len(), 1, "{free:?}");
+    assert!(free.node_claims.is_empty());
+    let kept_off = plan_web_next_to(node_with_anti_affine_db(
+        "us-east-1a",
+        Some(TopologyKey::Hostname),
+    ));
+    assert!(
+        kept_off.nominations.is_empty(),
+        "{:?}",
+        kept_off.nominations
+    );
+    assert!(
+        kept_off.unschedulable.is_empty(),
+        "{:?}",
+        kept_off.unschedulable
+    );
+    assert_eq!(
+        kept_off
+            .node_claims
+            .iter()
+            .map(|c| c.pods.len())
+            .sum::<usize>(),
+        2
+    );
+}
+
+#[test]
+fn a_running_pods_zone_anti_affinity_keeps_the_pods_it_selects_out_of_its_zone() {
+    let plan = plan_web_next_to(node_with_anti_affine_db(
+        "us-east-1a",
+        Some(TopologyKey::Zone),
+    ));
+    assert!(plan.nominations.is_empty(), "{:?}", plan.nominations);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+    assert_eq!(
+        plan.node_claims.iter().map(|c| c.pods.len()).sum::<usize>(),
+        2
+    );
+    for c in &plan.node_claims {
+        assert_ne!(value_of(c, ZONE), "us-east-1a", "{:?}", c.zones);
+        assert!(
+            !c.zones.contains(&"us-east-1a".to_string()),
+            "{:?}",
+            c.zones
+        );
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::pod::{PodDemand, TopologyKey};
+use super::pod::{AffinityTerm, PodDemand, TopologyKey};
 use super::selector::Selector;
 use crate::api::labels;
 
@@ -82,10 +82,13 @@ pub struct Groups {
     pub domain_keys: Vec<String>,
     pub member_of: Vec<Vec<GroupId>>,
     pub terms: Vec<Terms>,
+    /// Per existing node, the required anti-affinity terms of the pods running there.
+    pub bound_anti: Vec<Vec<(GroupId, Key)>>,
 }
 
 impl Groups {
-    pub fn build(pods: &[PodDemand]) -> Groups {
+    /// `bound_anti`: per existing node, its pods' required anti-affinity terms.
+    pub fn build(pods: &[PodDemand], bound_anti: &[&[AffinityTerm]]) -> Groups {
         let mut index: HashMap<(Selector, Vec<String>), GroupId> = HashMap::new();
         let mut keys = vec![];
         let mut intern = |sel: &Selector, ns: &Vec<String>| -> GroupId {
@@ -148,8 +151,18 @@ impl Groups {
                 }
             })
             .collect();
+        let bound_anti = bound_anti
+            .iter()
+            .map(|terms| {
+                terms
+                    .iter()
+                    .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
+                    .collect()
+            })
+            .collect();
         let mut groups = Groups {
             keys,
+            bound_anti,
             domain_keys,
             member_of: vec![],
             terms,
