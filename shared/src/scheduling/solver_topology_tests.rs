@@ -87,7 +87,7 @@ fn a_capacity_type_spread_balances_pods_across_spot_and_on_demand() {
 
 #[test]
 fn an_arch_spread_balances_pods_across_amd64_and_arm64_and_every_type_has_the_claims_arch() {
-    // Karpenter: "should balance pods across arch" (kubernetes.io/arch as topology key).
+    // kubernetes.io/arch as a topology key, like Karpenter's capacity-type case.
     let catalog = catalog(
         &[
             (itype("c5.large", 2, 4), 0.085),
@@ -134,7 +134,7 @@ fn an_arch_spread_balances_pods_across_amd64_and_arm64_and_every_type_has_the_cl
 
 #[test]
 fn a_spread_over_a_label_the_nodepool_requires_balances_pods_across_its_values() {
-    // Karpenter: "should balance pods across a label" (NodePool requirement In [...]).
+    // A custom label the NodePool requirement lists (In [...]) as the topology key.
     let pools = [pool("default").req(RACK, In, &["r1", "r2", "r3"]).build()];
     let plan = solve_with(
         pods(
@@ -166,7 +166,7 @@ fn a_spread_over_a_label_the_nodepool_requires_balances_pods_across_its_values()
 
 #[test]
 fn template_labels_of_several_nodepools_are_the_domains_of_a_custom_key() {
-    // Karpenter: "should spread pods across nodepool template labels".
+    // Each NodePool's template label gives one domain of the key.
     let pools = [
         pool("one").label(RACK, "r1").build(),
         pool("two").label(RACK, "r2").build(),
@@ -305,7 +305,7 @@ fn an_affinity_on_a_custom_label_follows_its_target_to_the_targets_value() {
 
 #[test]
 fn fewer_domains_than_min_domains_count_the_global_minimum_as_zero() {
-    // Karpenter: "should satisfy minDomains" / kube-scheduler: with 3 zones and
+    // kube-scheduler's minDomains: with 3 zones and
     // minDomains 5 every zone may hold at most maxSkew pods of the group.
     let plan = solve_with(
         pods(
@@ -395,7 +395,7 @@ fn a_tainted_nodepools_zone_counts_as_a_domain_unless_node_taints_policy_is_hono
 
 #[test]
 fn zones_the_pods_affinity_excludes_count_as_domains_only_when_node_affinity_policy_is_ignore() {
-    // Karpenter: "should balance pods across a label (NodeAffinityPolicy=ignore / honor)".
+    // nodeAffinityPolicy, as kube-scheduler defines it (Honor by default).
     let spread = |honor: bool| {
         move |p: PodBuilder| {
             p.label("app", "s")
