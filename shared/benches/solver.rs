@@ -73,16 +73,12 @@ fn karpenter_shape(n: usize, seed: u64) -> Vec<PodDemand> {
                 namespaces: vec!["default".into()],
             };
             match kind {
-                1 => p.spread.push(Spread {
-                    key: TopologyKey::Zone,
-                    max_skew: 1,
-                    selector: selector(&app),
-                }),
-                2 => p.spread.push(Spread {
-                    key: TopologyKey::Hostname,
-                    max_skew: 1,
-                    selector: selector(&app),
-                }),
+                1 => p
+                    .spread
+                    .push(Spread::new(TopologyKey::Zone, 1, selector(&app))),
+                2 => p
+                    .spread
+                    .push(Spread::new(TopologyKey::Hostname, 1, selector(&app))),
                 3 => p.affinity.push(term(TopologyKey::Zone)),
                 4 => p.anti_affinity.push(term(TopologyKey::Hostname)),
                 _ => {}

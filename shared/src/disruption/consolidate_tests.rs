@@ -125,6 +125,7 @@ impl Fleet {
             },
             requested,
             pods: vec![],
+            anti_affinity: vec![],
             schedulable: true,
         });
         sim.pods.insert(name.into(), pods);

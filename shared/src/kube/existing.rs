@@ -11,7 +11,7 @@ use super::provider_id::parse_provider_id;
 use crate::api::{Taint, TaintEffect, labels};
 use crate::catalog::CapacityType;
 use crate::resources::{Resources, parse_milli};
-use crate::scheduling::{ExistingNode, effective_requests};
+use crate::scheduling::{ExistingNode, bound_anti_affinity, effective_requests};
 
 /// The kubelet's own label for the instance type (`node.kubernetes.io/instance-type`), with
 /// the beta label older AMIs still set as a fallback.
@@ -119,11 +119,17 @@ pub fn existing_nodes(
         let pods = bound.get(&name).map(Vec::as_slice).unwrap_or_default();
         let mut requested = Resources::default();
         let mut pod_labels = Vec::with_capacity(pods.len());
+        let mut anti_affinity = vec![];
         for pod in pods {
             // The API server validated these quantities when it admitted the pod; one that
             // still fails to parse counts as zero rather than hiding the whole node.
             if let Some(r) = pod.spec.as_ref().and_then(|s| effective_requests(s).ok()) {
                 requested.add(&r);
+            }
+            // Likewise a selector the API server admitted; one that fails here only loses
+            // that pod's anti-affinity, not the node.
+            if let Ok(terms) = bound_anti_affinity(pod) {
+                anti_affinity.extend(terms);
             }
             pod_labels.push((
                 pod.metadata.namespace.clone().unwrap_or_default(),
@@ -151,6 +157,7 @@ pub fn existing_nodes(
             allocatable: resources(status.and_then(|s| s.allocatable.as_ref())),
             requested,
             pods: pod_labels,
+            anti_affinity,
             schedulable: state != Readiness::Lost && !cordoned && !disrupted && !deleting,
             labels: node_labels,
             name,
@@ -214,6 +221,7 @@ fn in_flight_node(f: &InFlight) -> ExistingNode {
         allocatable: f.allocatable.clone(),
         requested: Resources::default(),
         pods: vec![],
+        anti_affinity: vec![],
         schedulable: true,
     }
 }

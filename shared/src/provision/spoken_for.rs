@@ -116,6 +116,7 @@ pub fn book(nodes: &mut [ExistingNode], pods: &[PodDemand], nominations: &[Nomin
         for pod in nomination.pods.iter().filter_map(|k| by_key.get(k)) {
             node.requested.add(&pod.requests);
             node.pods.push((pod.namespace.clone(), pod.labels.clone()));
+            node.anti_affinity.extend(pod.anti_affinity.iter().cloned());
         }
     }
 }
@@ -281,6 +282,7 @@ mod tests {
             allocatable: Resources::default(),
             requested: Resources::default(),
             pods: Vec::new(),
+            anti_affinity: vec![],
             schedulable: true,
         }
     }

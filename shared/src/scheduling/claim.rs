@@ -23,7 +23,9 @@ pub struct Claim {
     /// Capacity counted against the NodePool's limits while the claim is open.
     pub reserved: Resources,
     pub pods: Vec<usize>,
-    pub zone: Option<usize>,
+    /// The value of each domain key (`domains.rs`; `[0]` the zone) the claim is pinned
+    /// to, or an existing node carries.
+    pub pins: Vec<Option<usize>>,
     counts: Vec<(GroupId, u32)>,
     /// Groups some pod here is anti-affine to on hostname.
     pub anti: Vec<GroupId>,
@@ -37,6 +39,7 @@ impl Claim {
         reqs: Requirements,
         pack: usize,
         free: Resources,
+        domains: usize,
     ) -> Self {
         Claim {
             template,
@@ -48,7 +51,7 @@ impl Claim {
             used: Resources::default(),
             reserved: Resources::default(),
             pods: vec![],
-            zone: None,
+            pins: vec![None; domains],
             counts: vec![],
             anti: vec![],
             closed: false,

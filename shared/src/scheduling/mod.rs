@@ -6,12 +6,15 @@ mod requirements;
 mod selector;
 mod taints;
 
-pub use pod::{AffinityTerm, PodDemand, PodError, Spread, TopologyKey, effective_requests};
+pub use pod::{
+    AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity, effective_requests,
+};
 pub use requirements::{Conflict, Requirement, Requirements};
 pub use selector::Selector;
 pub use taints::{Toleration, first_untolerated, format_taint};
 
 mod claim;
+mod domains;
 mod finalize;
 mod packing;
 mod plan;
@@ -41,5 +44,7 @@ mod solver_props;
 mod solver_semantics_tests;
 #[cfg(test)]
 mod solver_tests;
+#[cfg(test)]
+mod solver_topology_tests;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec};
 use thiserror::Error;
 
-use super::requirements::{Requirement, Requirements};
+use super::requirements::{Requirement, Requirements, normalized};
 use super::selector::Selector;
 use super::taints::Toleration;
 use crate::api::{Operator, labels};
@@ -23,20 +23,30 @@ pub struct PodError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TopologyKey {
     Zone,
     Hostname,
-    /// Any other key; the solver does not spread over it and says so.
-    Other,
+    /// Any other node label (`karpenter.sh/capacity-type`, `kubernetes.io/arch`, a custom
+    /// label a NodePool sets): its domains are the values NodePools and nodes can carry.
+    Label(String),
 }
 
 impl TopologyKey {
-    fn parse(key: &str) -> Self {
-        match key {
+    pub fn parse(key: &str) -> Self {
+        match normalized(key) {
             labels::ZONE => TopologyKey::Zone,
             labels::HOSTNAME => TopologyKey::Hostname,
-            _ => TopologyKey::Other,
+            other => TopologyKey::Label(other.to_string()),
+        }
+    }
+
+    /// The node label the key names.
+    pub fn label(&self) -> &str {
+        match self {
+            TopologyKey::Zone => labels::ZONE,
+            TopologyKey::Hostname => labels::HOSTNAME,
+            TopologyKey::Label(k) => k,
         }
     }
 }
@@ -47,10 +57,35 @@ impl TopologyKey {
 pub struct Spread {
     pub key: TopologyKey,
     pub max_skew: u32,
+    /// The constraint's `labelSelector`, ANDed with the pod's own value of each
+    /// `matchLabelKeys` key.
     pub selector: Selector,
+    /// `minDomains`: while fewer domains are eligible, the global minimum counts as 0.
+    pub min_domains: u32,
+    /// `nodeAffinityPolicy: Honor` (the default): only domains the pod's node affinity
+    /// allows are eligible.
+    pub honor_affinity: bool,
+    /// `nodeTaintsPolicy: Honor` (default `Ignore`): only domains of nodes and NodePools
+    /// whose taints the pod tolerates are eligible.
+    pub honor_taints: bool,
 }
 
-/// A required pod (anti-)affinity term: pods matching `selector` in `namespaces`.
+impl Spread {
+    /// A spread with Kubernetes' defaults for everything but key, skew and selector.
+    pub fn new(key: TopologyKey, max_skew: u32, selector: Selector) -> Self {
+        Spread {
+            key,
+            max_skew,
+            selector,
+            min_domains: 1,
+            honor_affinity: true,
+            honor_taints: false,
+        }
+    }
+}
+
+/// A required pod (anti-)affinity term: pods matching `selector` in `namespaces` (empty:
+/// every namespace, from `namespaceSelector: {}`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     pub key: TopologyKey,
@@ -130,8 +165,8 @@ impl PodDemand {
             .spec
             .as_ref()
             .ok_or_else(|| err("spec", "missing".into()))?;
+        let pod_labels = pod.metadata.labels.clone().unwrap_or_default();
         Ok(PodDemand {
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
             requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,
             preferred: preferred_node_terms(spec).map_err(|(f, m)| err(&f, m))?,
@@ -144,18 +179,37 @@ impl PodDemand {
                     Toleration::from_k8s(t).map_err(|m| err(&format!("spec.tolerations[{i}]"), m))
                 })
                 .collect::<Result<_, _>>()?,
-            spread: spread_constraints(spec, false).map_err(|(f, m)| err(&f, m))?,
-            soft_spread: spread_constraints(spec, true).map_err(|(f, m)| err(&f, m))?,
+            spread: spread_constraints(spec, &pod_labels, false).map_err(|(f, m)| err(&f, m))?,
+            soft_spread: spread_constraints(spec, &pod_labels, true)
+                .map_err(|(f, m)| err(&f, m))?,
             affinity: affinity_terms(spec, &namespace, false).map_err(|(f, m)| err(&f, m))?,
             anti_affinity: affinity_terms(spec, &namespace, true).map_err(|(f, m)| err(&f, m))?,
             soft_affinity: preferred_affinity_terms(spec, &namespace, false)
                 .map_err(|(f, m)| err(&f, m))?,
             soft_anti_affinity: preferred_affinity_terms(spec, &namespace, true)
                 .map_err(|(f, m)| err(&f, m))?,
+            labels: pod_labels,
             namespace,
             name,
         })
     }
+}
+
+/// The required pod anti-affinity terms of a pod bound to a node: pending pods they select
+/// must keep out of its domain too (kube-scheduler checks them both ways).
+pub fn bound_anti_affinity(pod: &Pod) -> Result<Vec<AffinityTerm>, PodError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let Some(spec) = pod.spec.as_ref() else {
+        return Ok(vec![]);
+    };
+    affinity_terms(spec, namespace, true).map_err(|(field, message)| PodError {
+        pod: format!(
+            "{namespace}/{}",
+            pod.metadata.name.as_deref().unwrap_or_default()
+        ),
+        field,
+        message,
+    })
 }
 
 type FieldError = (String, String);
@@ -294,7 +348,11 @@ fn preferred_node_terms(spec: &PodSpec) -> Result<Vec<Requirements>, FieldError>
 }
 
 /// The `DoNotSchedule` constraints, or with `soft` the `ScheduleAnyway` ones.
-fn spread_constraints(spec: &PodSpec, soft: bool) -> Result<Vec<Spread>, FieldError> {
+fn spread_constraints(
+    spec: &PodSpec,
+    labels: &BTreeMap<String, String>,
+    soft: bool,
+) -> Result<Vec<Spread>, FieldError> {
     let mut out = vec![];
     for (i, c) in spec
         .topology_spread_constraints
@@ -306,7 +364,7 @@ fn spread_constraints(spec: &PodSpec, soft: bool) -> Result<Vec<Spread>, FieldEr
             continue;
         }
         let field = format!("spec.topologySpreadConstraints[{i}]");
-        let selector = match &c.label_selector {
+        let mut selector = match &c.label_selector {
             Some(s) => Selector::from_k8s(s).map_err(|m| (format!("{field}.labelSelector"), m))?,
             // No selector matches no pods: the constraint is vacuous.
             None => continue,
@@ -317,13 +375,50 @@ fn spread_constraints(spec: &PodSpec, soft: bool) -> Result<Vec<Spread>, FieldEr
                 format!("must be at least 1, got {}", c.max_skew),
             ));
         }
-        out.push(Spread {
-            key: TopologyKey::parse(&c.topology_key),
-            max_skew: c.max_skew as u32,
+        // A key the pod does not carry is ignored, as kube-scheduler does.
+        for key in c.match_label_keys.iter().flatten() {
+            if let Some(v) = labels.get(key) {
+                selector = selector.and_label(key, v);
+            }
+        }
+        let mut spread = Spread::new(
+            TopologyKey::parse(&c.topology_key),
+            c.max_skew as u32,
             selector,
-        });
+        );
+        if let Some(m) = c.min_domains {
+            if m < 1 {
+                return Err((
+                    format!("{field}.minDomains"),
+                    format!("must be at least 1, got {m}"),
+                ));
+            }
+            spread.min_domains = m as u32;
+        }
+        spread.honor_affinity =
+            policy(&c.node_affinity_policy, true, &field, "nodeAffinityPolicy")?;
+        spread.honor_taints = policy(&c.node_taints_policy, false, &field, "nodeTaintsPolicy")?;
+        out.push(spread);
     }
     Ok(out)
+}
+
+/// `Honor` / `Ignore`, or the default when unset.
+fn policy(
+    value: &Option<String>,
+    default: bool,
+    field: &str,
+    name: &str,
+) -> Result<bool, FieldError> {
+    match value.as_deref() {
+        None => Ok(default),
+        Some("Honor") => Ok(true),
+        Some("Ignore") => Ok(false),
+        Some(other) => Err((
+            format!("{field}.{name}"),
+            format!("{other:?} is not one of Honor, Ignore"),
+        )),
+    }
 }
 
 fn affinity_terms(
@@ -371,7 +466,16 @@ fn affinity_term(
         None => return Ok(None),
     };
     let mut namespaces = t.namespaces.clone().unwrap_or_default();
-    if namespaces.is_empty() {
+    // `namespaceSelector: {}` selects every namespace (kept as an empty list). A selector
+    // with terms would need the Namespace objects' labels, which the solver does not
+    // read: the term then covers the listed namespaces, or the pod's own.
+    let every_namespace = t.namespace_selector.as_ref().is_some_and(|s| {
+        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+            && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+    });
+    if every_namespace {
+        namespaces.clear();
+    } else if namespaces.is_empty() {
         namespaces.push(namespace.to_string());
     }
     namespaces.sort();
@@ -502,7 +606,7 @@ mod tests {
         }));
         let d = PodDemand::from_pod(&p).unwrap();
         assert!(d.anti_affinity.is_empty() && d.affinity.is_empty());
-        let keys: Vec<TopologyKey> = d.soft_anti_affinity.iter().map(|a| a.key).collect();
+        let keys: Vec<TopologyKey> = d.soft_anti_affinity.iter().map(|a| a.key.clone()).collect();
         assert_eq!(keys, vec![TopologyKey::Zone, TopologyKey::Hostname]);
         assert_eq!(d.soft_affinity.len(), 1);
         assert_eq!(d.soft_affinity[0].namespaces, vec!["ns".to_string()]);
@@ -536,5 +640,99 @@ mod tests {
         assert_eq!(d.soft_spread[0].key, TopologyKey::Hostname);
         assert_eq!(d.anti_affinity[0].namespaces, vec!["ns".to_string()]);
         assert_eq!(d.anti_affinity[0].key, TopologyKey::Hostname);
+    }
+
+    #[test]
+    fn spread_details_min_domains_policies_and_match_label_keys_are_read() {
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "topologySpreadConstraints": [{
+                "maxSkew": 2, "topologyKey": "karpenter.sh/capacity-type",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "a"}},
+                "minDomains": 3, "nodeAffinityPolicy": "Ignore", "nodeTaintsPolicy": "Honor",
+                "matchLabelKeys": ["app", "pod-template-hash"]
+            }]
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        let s = &d.spread[0];
+        assert_eq!(
+            s.key,
+            TopologyKey::Label("karpenter.sh/capacity-type".into())
+        );
+        assert_eq!((s.max_skew, s.min_domains), (2, 3));
+        assert!(!s.honor_affinity && s.honor_taints);
+        // matchLabelKeys: "app" is ANDed in (same value); the pod lacks pod-template-hash,
+        // which is then ignored, as kube-scheduler does.
+        let mut other = BTreeMap::new();
+        other.insert("app".to_string(), "a".to_string());
+        assert!(s.selector.matches(&other));
+        other.insert("app".to_string(), "b".to_string());
+        assert!(!s.selector.matches(&other));
+    }
+
+    #[test]
+    fn a_spread_keyed_on_the_pods_own_revision_matches_only_that_revision() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a", "pod-template-hash": "v2"}},
+            "spec": {"containers": [{"name": "a"}], "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "a"}},
+                "matchLabelKeys": ["pod-template-hash"]
+            }]}
+        }))
+        .unwrap();
+        let d = PodDemand::from_pod(&p).unwrap();
+        let labels = |hash: &str| -> BTreeMap<String, String> {
+            [("app", "a"), ("pod-template-hash", hash)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(d.spread[0].selector.matches(&labels("v2")));
+        assert!(!d.spread[0].selector.matches(&labels("v1")));
+        assert_eq!(d.spread[0].min_domains, 1);
+        assert!(d.spread[0].honor_affinity && !d.spread[0].honor_taints);
+    }
+
+    #[test]
+    fn an_unknown_node_taints_policy_names_the_field() {
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "a"}},
+                "nodeTaintsPolicy": "Sometimes"
+            }]
+        }));
+        let e = PodDemand::from_pod(&p).unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.topologySpreadConstraints[0].nodeTaintsPolicy"
+        );
+        assert!(e.message.contains("Sometimes"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_empty_namespace_selector_covers_every_namespace_and_deprecated_keys_are_normalised() {
+        let p = pod(json!({
+            "containers": [{"name": "a"}],
+            "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "failure-domain.beta.kubernetes.io/zone", "namespaceSelector": {},
+                 "labelSelector": {"matchLabels": {"app": "db"}}},
+                {"topologyKey": "example.com/rack", "namespaces": ["other"],
+                 "labelSelector": {"matchLabels": {"app": "db"}}}
+            ]}}
+        }));
+        let d = PodDemand::from_pod(&p).unwrap();
+        assert!(d.affinity[0].namespaces.is_empty(), "every namespace");
+        assert_eq!(d.affinity[0].key, TopologyKey::Zone);
+        assert_eq!(d.affinity[1].namespaces, vec!["other".to_string()]);
+        assert_eq!(
+            d.affinity[1].key,
+            TopologyKey::Label("example.com/rack".into())
+        );
     }
 }

@@ -44,9 +44,9 @@ impl Solver<'_> {
         let mut index: HashMap<(usize, &Requirements), usize> = HashMap::new();
         let mut batches: Vec<Batch> = vec![];
         for (ci, c) in self.claims.iter().enumerate() {
-            // Only new, unpinned claims: a zone pin or an existing node is a decision
-            // some pod's rule depended on.
-            if c.node.is_some() || c.zone.is_some() || c.pods.is_empty() {
+            // Only new, unpinned claims: a domain pin (zone, capacity type, ...) or an
+            // existing node is a decision some pod's rule depended on.
+            if c.node.is_some() || c.pins.iter().any(Option::is_some) || c.pods.is_empty() {
                 continue;
             }
             if !c.pods.iter().all(|&p| self.movable(p)) {
@@ -193,7 +193,14 @@ impl Solver<'_> {
         for node in nodes {
             let k = types[node.bin].0;
             let ty = &self.templates[ti].types[k];
-            let mut claim = Claim::new(ti, None, batch.reqs.clone(), k, ty.free.clone());
+            let mut claim = Claim::new(
+                ti,
+                None,
+                batch.reqs.clone(),
+                k,
+                ty.free.clone(),
+                self.domains.len(),
+            );
             claim.narrowed = narrowed;
             claim.reserved = ty.capacity.clone();
             claim.closed = true;

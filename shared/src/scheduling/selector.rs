@@ -42,6 +42,15 @@ impl Selector {
         Ok(Selector(exprs))
     }
 
+    /// This selector ANDed with `key = value` (a spread's `matchLabelKeys`).
+    pub fn and_label(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .push(Expr::In(key.to_string(), vec![value.to_string()]));
+        self.0.sort();
+        self.0.dedup();
+        self
+    }
+
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.0.iter().all(|e| match e {
             Expr::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),

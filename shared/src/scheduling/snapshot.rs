@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::pod::PodDemand;
+use super::pod::{AffinityTerm, PodDemand};
 use crate::api::Taint;
 use crate::catalog::CapacityType;
 use crate::resources::Resources;
@@ -25,6 +25,9 @@ pub struct ExistingNode {
     pub requested: Resources,
     /// (namespace, labels) of the pods on it, for topology counts.
     pub pods: Vec<(String, BTreeMap<String, String>)>,
+    /// The required pod anti-affinity terms of the pods on it: pending pods they select
+    /// must stay off this node's domain (symmetry).
+    pub anti_affinity: Vec<AffinityTerm>,
     /// False when cordoned or tainted for disruption: it still counts for limits and
     /// topology, but no new pod is planned onto it.
     pub schedulable: bool,

@@ -16,14 +16,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::claim::{Claim, EXISTING};
+use super::domains::Domain;
 use super::plan::ProvisioningPlan;
-use super::pod::{PodDemand, TopologyKey};
+use super::pod::PodDemand;
 use super::reasons::Why;
-use super::requirements::{Requirement, Requirements};
+use super::requirements::Requirements;
 use super::snapshot::Snapshot;
 use super::taints::first_untolerated;
 use super::template::{NODES, Template, defined_by_instance};
-use super::topology::{GroupId, Groups, Terms, ZoneCounts};
+use super::topology::{GroupId, Groups, Key, Terms};
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::catalog::Catalog;
 use crate::resources::Resources;
@@ -51,11 +52,12 @@ pub fn solve(
     solver.finish()
 }
 
-/// Where a placement lands: requirements narrowed by the pod, and a zone to pin.
+/// Where a placement lands: requirements narrowed by the pod, and the domain values
+/// (key, value) to pin the claim to.
 pub(super) struct Placement {
     reqs: Option<Requirements>,
     narrowed: bool,
-    zone: Option<usize>,
+    pins: Vec<(usize, usize)>,
 }
 
 pub(super) struct Solver<'a> {
@@ -63,12 +65,10 @@ pub(super) struct Solver<'a> {
     pub(super) snapshot: &'a Snapshot,
     pub(super) templates: Vec<Template>,
     pub(super) groups: Groups,
-    pub(super) zones: Vec<String>,
-    /// Zones each template has offerings in.
-    template_zones: Vec<Vec<usize>>,
-    counts: ZoneCounts,
-    /// Groups that some pod is zone-anti-affine to.
-    zone_anti_groups: Vec<bool>,
+    /// One per domain key the pods name (`domains.rs`); `[0]` is the zone.
+    pub(super) domains: Vec<Domain>,
+    /// Members of each group placed or running anywhere.
+    pub(super) total: Vec<u32>,
     pub(super) claims: Vec<Claim>,
     open: Vec<usize>,
     /// Demand not yet placed that each template could host.
@@ -90,47 +90,32 @@ pub(super) struct Solver<'a> {
 impl<'a> Solver<'a> {
     fn new(snapshot: &'a Snapshot, templates: Vec<Template>) -> Self {
         let pods = snapshot.pods.as_slice();
-        let groups = Groups::build(pods);
+        let bound_anti: Vec<&[super::pod::AffinityTerm]> = snapshot
+            .nodes
+            .iter()
+            .map(|n| n.anti_affinity.as_slice())
+            .collect();
+        let groups = Groups::build(pods, &bound_anti);
 
-        let mut zones: Vec<String> = templates
+        let mut domains: Vec<Domain> = groups
+            .domain_keys
             .iter()
-            .flat_map(|t| {
-                t.types
-                    .iter()
-                    .flat_map(|ty| ty.offerings.iter().map(|o| o.zone.clone()))
-            })
-            .chain(snapshot.nodes.iter().map(|n| n.zone.clone()))
+            .map(|k| Domain::build(k, &templates, &snapshot.nodes, groups.len()))
             .collect();
-        zones.sort();
-        zones.dedup();
-        let zone_index: HashMap<&str, usize> = zones
-            .iter()
-            .enumerate()
-            .map(|(i, z)| (z.as_str(), i))
-            .collect();
-        let template_zones = templates
-            .iter()
-            .map(|t| {
-                let mut zs: Vec<usize> = t
-                    .types
-                    .iter()
-                    .flat_map(|ty| ty.offerings.iter().map(|o| zone_index[o.zone.as_str()]))
-                    .collect();
-                zs.sort();
-                zs.dedup();
-                zs
-            })
-            .collect();
-
-        let mut counts = ZoneCounts::new(groups.len(), zones.len());
-        let mut zone_anti_groups = vec![false; groups.len()];
         for terms in &groups.terms {
-            for (g, key) in terms.hard_anti() {
-                if *key == TopologyKey::Zone {
-                    zone_anti_groups[*g as usize] = true;
+            let spreads = terms.spread.iter().map(|s| (s.group, s.key));
+            for (g, key) in spreads.chain(terms.affinity.iter().chain(&terms.anti).copied()) {
+                if let Key::Domain(d) = key {
+                    domains[d as usize].tracked[g as usize] = true;
                 }
             }
         }
+        for &(g, key) in groups.bound_anti.iter().flatten() {
+            if let Key::Domain(d) = key {
+                domains[d as usize].tracked[g as usize] = true;
+            }
+        }
+        let mut total = vec![0; groups.len()];
 
         // Nodes that exist become claims first, so pods land on room already paid for.
         let mut claims = vec![];
@@ -151,15 +136,32 @@ impl<'a> Solver<'a> {
                 Requirements::from_labels(&node.labels),
                 0,
                 free,
+                domains.len(),
             );
-            claim.zone = zone_index.get(node.zone.as_str()).copied();
+            for (d, dom) in domains.iter().enumerate() {
+                claim.pins[d] = dom.of_node[i];
+            }
             claim.closed = !node.schedulable;
+            // Running pods' own anti-affinity keeps the pods it selects off this node, or
+            // out of its zone (or other domain): kube-scheduler checks it both ways.
+            for &(g, key) in &groups.bound_anti[i] {
+                match key {
+                    Key::Hostname => claim.anti.push(g),
+                    Key::Domain(d) => {
+                        if let Some(v) = claim.pins[d as usize] {
+                            domains[d as usize].counts.mark_anti(g, v);
+                        }
+                    }
+                }
+            }
             for (ns, pod_labels) in &node.pods {
                 for g in groups.membership(ns, pod_labels) {
                     claim.increment(g);
-                    counts.total[g as usize] += 1;
-                    if let Some(z) = claim.zone {
-                        counts.add(g, z);
+                    total[g as usize] += 1;
+                    for (d, dom) in domains.iter_mut().enumerate() {
+                        if let Some(v) = claim.pins[d] {
+                            dom.counts.add(g, v);
+                        }
                     }
                 }
             }
@@ -226,10 +228,8 @@ impl<'a> Solver<'a> {
             snapshot,
             templates,
             groups,
-            zones,
-            template_zones,
-            counts,
-            zone_anti_groups,
+            domains,
+            total,
             claims,
             open,
             remaining,
@@ -244,7 +244,7 @@ impl<'a> Solver<'a> {
         }
     }
 
-    fn member(&self, p: usize, g: GroupId) -> bool {
+    pub(super) fn member(&self, p: usize, g: GroupId) -> bool {
         self.groups.member_of[p].contains(&g)
     }
 
@@ -279,35 +279,13 @@ impl<'a> Solver<'a> {
         });
 
         let mut cursor = vec![0usize; self.class_templates.len()];
+        let mut failed = vec![];
         for p in order {
             let class = self.class_of[p];
-            // Every preference held first, then dropped one at a time (`preferences.rs`).
-            let levels = self.relaxations(p);
-            let mut placed = None;
-            let mut whys = vec![];
-            for level in 0..=levels {
-                if !self.relax_to(p, level) {
-                    continue;
-                }
-                // A relaxed pod may fit a claim its class's cursor has passed.
-                let start = if self.class_full_scan[class] || level > 0 {
-                    0
-                } else {
-                    cursor[class]
-                };
-                match self.place_anywhere(p, start) {
-                    Ok(ci) => {
-                        if level == 0 {
-                            cursor[class] = ci;
-                        }
-                        placed = Some(ci);
-                        break;
-                    }
-                    Err(w) => whys = w,
-                }
-            }
-            if placed.is_none() {
-                self.unschedulable.push((p, whys));
+            match self.attempt(p, cursor[class], self.class_full_scan[class]) {
+                Ok((ci, 0)) => cursor[class] = ci,
+                Ok(_) => {}
+                Err(whys) => failed.push((p, whys)),
             }
             if self.open.len() > 64
                 && self.open.iter().filter(|&&c| self.claims[c].closed).count() * 2
@@ -317,6 +295,53 @@ impl<'a> Solver<'a> {
                 self.open.retain(|&c| !claims[c].closed);
             }
         }
+        // As Karpenter requeues a pod that failed while others still schedule: a pod
+        // packed before the pod it follows (a larger follower of a target pinned to one
+        // zone) gets another try once that one is placed, until a round places nothing.
+        while !failed.is_empty() {
+            let before = failed.len();
+            let mut still = vec![];
+            for (p, _) in failed {
+                if let Err(whys) = self.attempt(p, 0, true) {
+                    still.push((p, whys));
+                }
+            }
+            failed = still;
+            if failed.len() == before {
+                break;
+            }
+        }
+        self.unschedulable.extend(failed);
+    }
+
+    /// Places pod `p` with every preference held, then dropping them one at a time
+    /// (`preferences.rs`): the claim and the relaxation level that worked, or why every
+    /// NodePool refused it at the last level. A pod that fails keeps its own terms, so a
+    /// later try starts from all of them again.
+    fn attempt(
+        &mut self,
+        p: usize,
+        cursor: usize,
+        full_scan: bool,
+    ) -> Result<(usize, usize), Vec<Why>> {
+        let levels = self.relaxations(p);
+        let original = (levels > 0).then(|| self.groups.terms[p].clone());
+        let mut whys = vec![];
+        for level in 0..=levels {
+            if !self.relax_to(p, level) {
+                continue;
+            }
+            // A relaxed pod may fit a claim its class's cursor has passed.
+            let start = if full_scan || level > 0 { 0 } else { cursor };
+            match self.place_anywhere(p, start) {
+                Ok(ci) => return Ok((ci, level)),
+                Err(w) => whys = w,
+            }
+        }
+        if let Some(terms) = original {
+            self.groups.terms[p] = terms;
+        }
+        Err(whys)
     }
 
     /// Places pod `p` on the first open claim from `start` that takes it, or on a new
@@ -343,13 +368,15 @@ impl<'a> Solver<'a> {
             return None;
         }
         let terms = &self.groups.terms[p];
-        for &(g, key, skew) in &terms.spread {
-            if key == TopologyKey::Hostname && c.count(g) + u32::from(self.member(p, g)) > skew {
+        for s in &terms.spread {
+            if s.key == Key::Hostname
+                && c.count(s.group) + u32::from(self.member(p, s.group)) > s.skew
+            {
                 return None;
             }
         }
         for &(g, key) in &terms.anti {
-            if key == TopologyKey::Hostname && c.count(g) > 0 {
+            if key == Key::Hostname && c.count(g) > 0 {
                 return None;
             }
         }
@@ -357,8 +384,8 @@ impl<'a> Solver<'a> {
             return None;
         }
         for &(g, key) in &terms.affinity {
-            let first_of_group = self.counts.total[g as usize] == 0 && self.member(p, g);
-            if key == TopologyKey::Hostname && c.count(g) == 0 && !first_of_group {
+            let first_of_group = self.total[g as usize] == 0 && self.member(p, g);
+            if key == Key::Hostname && c.count(g) == 0 && !first_of_group {
                 return None;
             }
         }
@@ -400,129 +427,12 @@ impl<'a> Solver<'a> {
                 chosen?
             }
         };
-        let zone = self.zone_for(p, ci, reqs.as_ref().unwrap_or(&c.reqs))?;
+        let pins = self.domain_pins(p, ci, reqs.as_ref().unwrap_or(&c.reqs))?;
         Some(Placement {
             reqs,
             narrowed,
-            zone,
+            pins,
         })
-    }
-
-    /// `None`: the zone rules forbid this claim. `Some(None)`: nothing to pin.
-    /// `Some(Some(z))`: pin the claim to zone `z`.
-    fn zone_for(&self, p: usize, ci: usize, reqs: &Requirements) -> Option<Option<usize>> {
-        let terms = &self.groups.terms[p];
-        let member_of_anti = self.groups.member_of[p]
-            .iter()
-            .any(|&g| self.zone_anti_groups[g as usize]);
-        if !terms.has_zone_terms() && !member_of_anti {
-            return Some(None);
-        }
-        let c = &self.claims[ci];
-        let candidates: Vec<usize> = match c.zone {
-            Some(z) => vec![z],
-            None => {
-                let pack = &self.templates[c.template].types[c.pack];
-                self.allowed_zones(c.template, reqs)
-                    .into_iter()
-                    .filter(|&z| {
-                        let mut r = reqs.clone();
-                        r.add(
-                            labels::ZONE,
-                            Requirement::in_values([self.zones[z].clone()]),
-                        );
-                        pack.cheapest(&r).is_some()
-                    })
-                    .collect()
-            }
-        };
-        let domains = self.spread_domains(p, c.template);
-        let best = self
-            .rank_zones(p, &candidates, &domains)
-            .into_iter()
-            .next()?;
-        Some(if c.zone.is_some() { None } else { Some(best) })
-    }
-
-    /// The zones a pod's zone spread is measured over: those its NodePool can launch in
-    /// and one of its node-affinity alternatives allows. Never the zone a claim happens to
-    /// be pinned to, or every count would look balanced against itself.
-    fn spread_domains(&self, p: usize, template: usize) -> Vec<usize> {
-        let pod = &self.pods[p];
-        let in_template = |z: usize| {
-            template == EXISTING
-                || (self.template_zones[template].contains(&z)
-                    && zone_allowed(&self.templates[template].requirements, &self.zones[z]))
-        };
-        (0..self.zones.len())
-            .filter(|&z| {
-                in_template(z)
-                    && pod
-                        .requirements
-                        .iter()
-                        .any(|alt| zone_allowed(alt, &self.zones[z]))
-            })
-            .collect()
-    }
-
-    fn allowed_zones(&self, template: usize, reqs: &Requirements) -> Vec<usize> {
-        self.template_zones[template]
-            .iter()
-            .copied()
-            .filter(|&z| zone_allowed(reqs, &self.zones[z]))
-            .collect()
-    }
-
-    /// Zones from `candidates` that satisfy the pod's zone rules, best first (fewest
-    /// members of its spread groups, then name order). `domains` are the zones the spread
-    /// minimum is taken over.
-    fn rank_zones(&self, p: usize, candidates: &[usize], domains: &[usize]) -> Vec<usize> {
-        let terms = &self.groups.terms[p];
-        let mut ok: Vec<(u32, usize)> = candidates
-            .iter()
-            .copied()
-            .filter(|&z| {
-                terms
-                    .spread
-                    .iter()
-                    .filter(|s| s.1 == TopologyKey::Zone)
-                    .all(|&(g, _, skew)| {
-                        let min = domains
-                            .iter()
-                            .map(|&d| self.counts.count(g, d))
-                            .min()
-                            .unwrap_or(0);
-                        self.counts.count(g, z) + u32::from(self.member(p, g)) <= min + skew
-                    })
-                    && terms
-                        .anti
-                        .iter()
-                        .filter(|a| a.1 == TopologyKey::Zone)
-                        .all(|&(g, _)| self.counts.count(g, z) == 0)
-                    && self.groups.member_of[p]
-                        .iter()
-                        .all(|&g| !self.counts.anti(g, z))
-                    && terms
-                        .affinity
-                        .iter()
-                        .filter(|a| a.1 == TopologyKey::Zone)
-                        .all(|&(g, _)| {
-                            self.counts.count(g, z) > 0
-                                || (self.counts.total[g as usize] == 0 && self.member(p, g))
-                        })
-            })
-            .map(|z| {
-                let load = terms
-                    .spread
-                    .iter()
-                    .filter(|s| s.1 == TopologyKey::Zone)
-                    .map(|&(g, _, _)| self.counts.count(g, z))
-                    .sum();
-                (load, z)
-            })
-            .collect();
-        ok.sort();
-        ok.into_iter().map(|(_, z)| z).collect()
     }
 
     fn place(&mut self, p: usize, ci: usize, pl: Placement) {
@@ -537,18 +447,20 @@ impl<'a> Solver<'a> {
         c.pods.push(p);
         for &g in &self.groups.member_of[p] {
             c.increment(g);
-            self.counts.total[g as usize] += 1;
+            self.total[g as usize] += 1;
         }
         for &(g, key) in self.groups.terms[p].hard_anti() {
-            if key == TopologyKey::Hostname {
+            if key == Key::Hostname {
                 c.anti.push(g);
             }
         }
-        match pl.zone {
-            Some(z) => self.pin(ci, z),
-            None => {
-                if let Some(z) = self.claims[ci].zone {
-                    self.count_in_zone(p, z);
+        for d in 0..self.domains.len() {
+            match pl.pins.iter().find(|pin| pin.0 == d) {
+                Some(&(_, v)) => self.pin(ci, d, v),
+                None => {
+                    if let Some(v) = self.claims[ci].pins[d] {
+                        self.count_in_domain(p, d, v);
+                    }
                 }
             }
         }
@@ -559,28 +471,6 @@ impl<'a> Solver<'a> {
         let (min_cpu, min_mem) = self.smallest;
         if c.free.cpu < min_cpu || c.free.memory < min_mem || c.free.pods < 1000 {
             c.closed = true;
-        }
-    }
-
-    fn pin(&mut self, ci: usize, z: usize) {
-        let zone = self.zones[z].clone();
-        let c = &mut self.claims[ci];
-        c.zone = Some(z);
-        c.reqs.add(labels::ZONE, Requirement::in_values([zone]));
-        let pods = c.pods.clone();
-        for q in pods {
-            self.count_in_zone(q, z);
-        }
-    }
-
-    fn count_in_zone(&mut self, p: usize, z: usize) {
-        for &g in &self.groups.member_of[p] {
-            self.counts.add(g, z);
-        }
-        for &(g, key) in self.groups.terms[p].hard_anti() {
-            if key == TopologyKey::Zone {
-                self.counts.mark_anti(g, z);
-            }
         }
     }
 
@@ -617,8 +507,7 @@ impl<'a> Solver<'a> {
                 let mut reqs = t.requirements.clone();
                 reqs.merge(alt);
                 let joins_elsewhere = terms.affinity.iter().any(|&(g, key)| {
-                    key == TopologyKey::Hostname
-                        && !(self.counts.total[g as usize] == 0 && self.member(p, g))
+                    key == Key::Hostname && !(self.total[g as usize] == 0 && self.member(p, g))
                 });
                 if joins_elsewhere {
                     whys.push(Why::Topology {
@@ -627,39 +516,25 @@ impl<'a> Solver<'a> {
                     });
                     continue;
                 }
-                let zone_choices: Vec<Option<usize>> = if terms.has_zone_terms()
-                    || self.groups.member_of[p]
-                        .iter()
-                        .any(|&g| self.zone_anti_groups[g as usize])
-                {
-                    let candidates = self.allowed_zones(ti, &reqs);
-                    let domains = self.spread_domains(p, ti);
-                    self.rank_zones(p, &candidates, &domains)
-                        .into_iter()
-                        .map(Some)
-                        .collect()
-                } else {
-                    vec![None]
+                let pin_choices = match self.pin_choices(p, ti, &reqs) {
+                    Ok(c) => c,
+                    Err(what) => {
+                        whys.push(Why::Topology {
+                            pool: t.nodepool.clone(),
+                            what,
+                        });
+                        continue;
+                    }
                 };
-                if zone_choices.is_empty() {
-                    whys.push(Why::Topology {
-                        pool: t.nodepool.clone(),
-                        what: "no zone satisfies its topology spread and pod (anti-)affinity on topology.kubernetes.io/zone".into(),
-                    });
-                    continue;
-                }
                 let narrowed = narrows_types(alt);
                 let mut last = None;
-                for zc in zone_choices {
+                for pins in pin_choices {
                     let mut r = reqs.clone();
-                    if let Some(z) = zc {
-                        r.add(
-                            labels::ZONE,
-                            Requirement::in_values([self.zones[z].clone()]),
-                        );
+                    for &(d, v) in &pins {
+                        r.add(&self.domains[d].key, self.domains[d].pin_requirement(v));
                     }
-                    match self.pick_pack_type(ti, &r, p, narrowed || zc.is_some()) {
-                        Ok(k) => return Ok(self.create_claim(p, ti, r, k, narrowed, zc)),
+                    match self.pick_pack_type(ti, &r, p, narrowed || !pins.is_empty()) {
+                        Ok(k) => return Ok(self.create_claim(p, ti, r, k, narrowed, pins)),
                         Err(why) => last = Some(why),
                     }
                 }
@@ -676,10 +551,10 @@ impl<'a> Solver<'a> {
         reqs: Requirements,
         pack: usize,
         narrowed: bool,
-        zone: Option<usize>,
+        pins: Vec<(usize, usize)>,
     ) -> usize {
         let ty = &self.templates[ti].types[pack];
-        let mut claim = Claim::new(ti, None, reqs, pack, ty.free.clone());
+        let mut claim = Claim::new(ti, None, reqs, pack, ty.free.clone(), self.domains.len());
         claim.narrowed = narrowed;
         claim.reserved = ty.capacity.clone();
         self.limit_used[ti].add(&ty.capacity);
@@ -693,7 +568,7 @@ impl<'a> Solver<'a> {
         let placement = Placement {
             reqs: None,
             narrowed: false,
-            zone,
+            pins,
         };
         self.place(p, ci, placement);
         ci
@@ -776,10 +651,6 @@ impl<'a> Solver<'a> {
             }),
         }
     }
-}
-
-fn zone_allowed(reqs: &Requirements, zone: &str) -> bool {
-    reqs.get(labels::ZONE).is_none_or(|r| r.allows(Some(zone)))
 }
 
 /// Whether an affinity alternative constrains instance-decided labels other than zone and

@@ -326,6 +326,7 @@ fn pods_fit_onto_existing_nodes_before_anything_is_launched() {
             ..Default::default()
         },
         pods: vec![],
+        anti_affinity: vec![],
         schedulable: true,
     };
     let snap = Snapshot {
@@ -500,6 +501,7 @@ fn pods_only_one_pool_can_host_get_that_pools_node_in_flight_before_pods_that_co
         },
         requested: Resources::default(),
         pods: vec![],
+        anti_affinity: vec![],
         schedulable: true,
     };
     let mut all = pods("web", 5, |p| p, 1000, GI);

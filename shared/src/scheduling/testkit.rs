@@ -264,20 +264,21 @@ impl PodBuilder {
         .unwrap()
     }
     pub fn spread(mut self, key: TopologyKey, skew: u32, app: &str) -> Self {
-        self.0.spread.push(Spread {
-            key,
-            max_skew: skew,
-            selector: Self::selector(app),
-        });
+        self.0
+            .spread
+            .push(Spread::new(key, skew, Self::selector(app)));
         self
     }
     /// A `whenUnsatisfiable: ScheduleAnyway` spread.
     pub fn spread_anyway(mut self, key: TopologyKey, skew: u32, app: &str) -> Self {
-        self.0.soft_spread.push(Spread {
-            key,
-            max_skew: skew,
-            selector: Self::selector(app),
-        });
+        self.0
+            .soft_spread
+            .push(Spread::new(key, skew, Self::selector(app)));
+        self
+    }
+    /// Changes the last required spread added (`minDomains`, the policies).
+    pub fn with_spread(mut self, f: impl FnOnce(&mut Spread)) -> Self {
+        f(self.0.spread.last_mut().expect("a spread to change"));
         self
     }
     pub fn anti(mut self, key: TopologyKey, app: &str) -> Self {

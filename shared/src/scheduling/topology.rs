@@ -1,24 +1,47 @@
 //! Bookkeeping for topology spread and pod (anti-)affinity: every distinct
 //! (selector, namespaces) pair in the problem becomes a numbered group, each pod knows which
-//! groups it belongs to, and counts per node and per zone are plain integer tables.
+//! groups it belongs to, and counts per node and per domain (zone, capacity type, any
+//! label) are plain integer tables.
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::pod::{PodDemand, TopologyKey};
+use super::pod::{AffinityTerm, PodDemand, TopologyKey};
 use super::selector::Selector;
+use crate::api::labels;
 
 pub type GroupId = u16;
+
+/// Where a term is measured: per node, or per value of a node label (a "domain key":
+/// zone is always domain key 0, the others are numbered as the pods name them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Key {
+    Hostname,
+    Domain(u16),
+}
+
+pub const ZONE: Key = Key::Domain(0);
+
+/// A topology spread constraint with its selector replaced by a group id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SpreadTerm {
+    pub group: GroupId,
+    pub key: Key,
+    pub skew: u32,
+    pub min_domains: u32,
+    pub honor_affinity: bool,
+    pub honor_taints: bool,
+}
 
 /// A pod's topology terms, with selectors replaced by group ids.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Terms {
     /// Required spreads, then the `soft` last ones held from `ScheduleAnyway`.
-    pub spread: Vec<(GroupId, TopologyKey, u32)>,
+    pub spread: Vec<SpreadTerm>,
     pub soft: usize,
     /// Required terms, then the `soft_affinity` (`soft_anti`) last ones held from
     /// preferred terms.
-    pub affinity: Vec<(GroupId, TopologyKey)>,
-    pub anti: Vec<(GroupId, TopologyKey)>,
+    pub affinity: Vec<(GroupId, Key)>,
+    pub anti: Vec<(GroupId, Key)>,
     pub soft_affinity: usize,
     pub soft_anti: usize,
 }
@@ -28,29 +51,44 @@ impl Terms {
     /// such pods must look at every claim again instead of resuming where the last
     /// identical pod stopped.
     pub fn needs_full_scan(&self) -> bool {
-        self.spread.iter().any(|s| s.1 == TopologyKey::Zone) || !self.affinity.is_empty()
+        self.spread.iter().any(|s| s.key != Key::Hostname) || !self.affinity.is_empty()
     }
 
     /// The anti-affinity terms other pods must respect too: the required ones.
-    pub fn hard_anti(&self) -> &[(GroupId, TopologyKey)] {
+    pub fn hard_anti(&self) -> &[(GroupId, Key)] {
         &self.anti[..self.anti.len() - self.soft_anti]
     }
 
-    pub fn has_zone_terms(&self) -> bool {
-        self.spread.iter().any(|s| s.1 == TopologyKey::Zone)
-            || self.affinity.iter().any(|a| a.1 == TopologyKey::Zone)
-            || self.anti.iter().any(|a| a.1 == TopologyKey::Zone)
+    /// Whether some term of this pod is measured over domain key `d`.
+    pub fn on_domain(&self, d: u16) -> bool {
+        let k = Key::Domain(d);
+        self.spread.iter().any(|s| s.key == k)
+            || self.affinity.iter().any(|a| a.1 == k)
+            || self.anti.iter().any(|a| a.1 == k)
+    }
+
+    /// Whether this pod's spread or affinity (not only anti-affinity) uses domain key `d`:
+    /// those need the node to carry the label.
+    pub fn needs_domain(&self, d: u16) -> bool {
+        let k = Key::Domain(d);
+        self.spread.iter().any(|s| s.key == k) || self.affinity.iter().any(|a| a.1 == k)
     }
 }
 
 pub struct Groups {
+    /// Each group's selector and namespaces (empty: every namespace).
     keys: Vec<(Selector, Vec<String>)>,
+    /// The label each domain key names; `[0]` is the zone.
+    pub domain_keys: Vec<String>,
     pub member_of: Vec<Vec<GroupId>>,
     pub terms: Vec<Terms>,
+    /// Per existing node, the required anti-affinity terms of the pods running there.
+    pub bound_anti: Vec<Vec<(GroupId, Key)>>,
 }
 
 impl Groups {
-    pub fn build(pods: &[PodDemand]) -> Groups {
+    /// `bound_anti`: per existing node, its pods' required anti-affinity terms.
+    pub fn build(pods: &[PodDemand], bound_anti: &[&[AffinityTerm]]) -> Groups {
         let mut index: HashMap<(Selector, Vec<String>), GroupId> = HashMap::new();
         let mut keys = vec![];
         let mut intern = |sel: &Selector, ns: &Vec<String>| -> GroupId {
@@ -59,6 +97,23 @@ impl Groups {
                 keys.push(key);
                 (keys.len() - 1) as GroupId
             })
+        };
+        let mut domain_keys = vec![labels::ZONE.to_string()];
+        let mut key_of = |k: &TopologyKey| -> Key {
+            match k {
+                TopologyKey::Hostname => Key::Hostname,
+                TopologyKey::Zone => ZONE,
+                TopologyKey::Label(name) => {
+                    let d = match domain_keys.iter().position(|n| n == name) {
+                        Some(d) => d,
+                        None => {
+                            domain_keys.push(name.clone());
+                            domain_keys.len() - 1
+                        }
+                    };
+                    Key::Domain(d as u16)
+                }
+            }
         };
         let terms: Vec<Terms> = pods
             .iter()
@@ -69,28 +124,46 @@ impl Groups {
                         .spread
                         .iter()
                         .chain(&p.soft_spread)
-                        .map(|s| (intern(&s.selector, &own_ns), s.key, s.max_skew))
+                        .map(|s| SpreadTerm {
+                            group: intern(&s.selector, &own_ns),
+                            key: key_of(&s.key),
+                            skew: s.max_skew,
+                            min_domains: s.min_domains,
+                            honor_affinity: s.honor_affinity,
+                            honor_taints: s.honor_taints,
+                        })
                         .collect(),
                     soft: p.soft_spread.len(),
                     affinity: p
                         .affinity
                         .iter()
                         .chain(&p.soft_affinity)
-                        .map(|a| (intern(&a.selector, &a.namespaces), a.key))
+                        .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
                         .collect(),
                     anti: p
                         .anti_affinity
                         .iter()
                         .chain(&p.soft_anti_affinity)
-                        .map(|a| (intern(&a.selector, &a.namespaces), a.key))
+                        .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
                         .collect(),
                     soft_affinity: p.soft_affinity.len(),
                     soft_anti: p.soft_anti_affinity.len(),
                 }
             })
             .collect();
+        let bound_anti = bound_anti
+            .iter()
+            .map(|terms| {
+                terms
+                    .iter()
+                    .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
+                    .collect()
+            })
+            .collect();
         let mut groups = Groups {
             keys,
+            bound_anti,
+            domain_keys,
             member_of: vec![],
             terms,
         };
@@ -109,28 +182,28 @@ impl Groups {
         self.keys
             .iter()
             .enumerate()
-            .filter(|(_, (sel, ns))| ns.iter().any(|n| n == namespace) && sel.matches(labels))
+            .filter(|(_, (sel, ns))| {
+                (ns.is_empty() || ns.iter().any(|n| n == namespace)) && sel.matches(labels)
+            })
             .map(|(i, _)| i as GroupId)
             .collect()
     }
 }
 
-/// Cluster-wide counts: members per (group, zone), members in total, and zones holding a
-/// pod that is zone-anti-affine to a group.
-pub struct ZoneCounts {
+/// Cluster-wide counts over one domain key: members per (group, value), and values
+/// holding a pod that is anti-affine to a group on that key.
+pub struct DomainCounts {
     zones: usize,
     counts: Vec<u32>,
     anti: Vec<bool>,
-    pub total: Vec<u32>,
 }
 
-impl ZoneCounts {
+impl DomainCounts {
     pub fn new(groups: usize, zones: usize) -> Self {
-        ZoneCounts {
+        DomainCounts {
             zones,
             counts: vec![0; groups * zones],
             anti: vec![false; groups * zones],
-            total: vec![0; groups],
         }
     }
     pub fn count(&self, g: GroupId, z: usize) -> u32 {

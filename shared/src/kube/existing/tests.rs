@@ -257,3 +257,31 @@ fn an_in_flight_instance_whose_node_registered_is_not_counted_twice() {
     .collect();
     assert_eq!(names, ["a", "b", "nodeclaim/nc-3"]);
 }
+
+#[test]
+fn bound_pods_required_anti_affinity_is_kept_for_symmetry_in_their_namespace() {
+    let mut db = pod("db", "a", "1", "2Gi");
+    db.spec.as_mut().unwrap().affinity = Some(
+        serde_json::from_value(json!({"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "topology.kubernetes.io/zone",
+                 "labelSelector": {"matchLabels": {"app": "batch"}}}
+            ],
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 50, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                 "labelSelector": {"matchLabels": {"app": "noisy"}}}}
+            ]
+        }}))
+        .unwrap(),
+    );
+    let mut bound = HashMap::new();
+    bound.insert("a".to_string(), vec![db, pod("web", "a", "500m", "1Gi")]);
+    let nodes = existing_nodes(&[node("a", json!({}))], &bound, &[]);
+    let anti = &nodes[0].anti_affinity;
+    // Only the required term: Karpenter and kube-scheduler keep preferred ones one-way.
+    assert_eq!(anti.len(), 1, "{anti:?}");
+    assert_eq!(anti[0].key, crate::scheduling::TopologyKey::Zone);
+    assert_eq!(anti[0].namespaces, vec!["shop".to_string()]);
+    let batch: BTreeMap<String, String> = [("app".to_string(), "batch".to_string())].into();
+    assert!(anti[0].selector.matches(&batch));
+}
