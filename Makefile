@@ -13,7 +13,7 @@ help:
 	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
 	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
 	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
-	@echo "make bench   solver, provisioner, interruption and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
+	@echo "make bench   solver, provisioner, interruption, sweeper and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
 	@echo "make package the three Lambda zips for ARCH=arm64 (default) or ARCH=x86_64 under target/lambda/<arch>/ (cargo-lambda)"
 	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account; the SAM CLI is installed into .venv/sam)"
@@ -65,6 +65,7 @@ bench: setup release
 	$(CARGO) bench --workspace --bench sweep
 	$(CARGO) bench --workspace --bench provisioner
 	$(CARGO) bench --workspace --bench interruption
+	$(CARGO) bench --workspace --bench sweeper
 	$(CARGO) bench --workspace --bench cold_start
 
 release:

@@ -147,7 +147,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 struct Container {
     name: String,
     api: RuntimeApi,
-    _process: FunctionProcess,
+    process: FunctionProcess,
     log: PathBuf,
     busy: AtomicBool,
     invocations: AtomicUsize,
@@ -174,6 +174,8 @@ struct EventSource {
     /// Spot warnings received, by instance id.
     receipts: Mutex<BTreeMap<String, Receipt>>,
     invocations: AtomicUsize,
+    /// Each invocation's duration, queued to answered: what Lambda bills.
+    durations: Mutex<Vec<Duration>>,
     failures: Mutex<Vec<String>>,
 }
 
@@ -195,7 +197,7 @@ impl EventSource {
         let container = Arc::new(Container {
             name,
             api,
-            _process: process,
+            process,
             log,
             busy: true.into(),
             invocations: 0.into(),
@@ -230,10 +232,12 @@ impl EventSource {
             self.invocations.fetch_add(1, Ordering::SeqCst);
             let this = self.clone();
             tokio::spawn(async move {
+                let invoked = Instant::now();
                 let outcome = container
                     .api
                     .invoke(batch.event.clone(), this.settings.timeout)
                     .await;
+                this.durations.lock().unwrap().push(invoked.elapsed());
                 let failed: Vec<String> = match outcome {
                     Ok(Outcome::Response(v)) => v["batchItemFailures"]
                         .as_array()
@@ -359,6 +363,34 @@ struct Sample {
     taint: Duration,
     fleet: Duration,
     receipt: Receipt,
+}
+
+/// What the run's invocations cost in Lambda terms: each one's duration (queued to
+/// answered, what Lambda bills) and each container's peak memory, for README's "Cost".
+async fn invocation_costs(source: &EventSource) -> anyhow::Result<()> {
+    let mut durations = source.durations.lock().unwrap().clone();
+    anyhow::ensure!(!durations.is_empty(), "no invocation was timed");
+    durations.sort();
+    let mean = durations.iter().sum::<Duration>() / durations.len() as u32;
+    let s = |d: Duration| d.as_secs_f64();
+    println!(
+        "invocation duration, {} invocations: median {:.2} s, p99 {:.2} s, mean {:.2} s, min {:.2} s, max {:.2} s",
+        durations.len(),
+        s(percentile(&durations, 0.5)),
+        s(percentile(&durations, 0.99)),
+        s(mean),
+        s(durations[0]),
+        s(durations[durations.len() - 1])
+    );
+    for c in source.containers.lock().await.iter() {
+        let peak = c.process.peak_rss()? as f64 / (1024.0 * 1024.0);
+        println!(
+            "{}: {} invocations, peak RSS (VmHWM) {peak:.1} MiB",
+            c.name,
+            c.invocations.load(Ordering::SeqCst)
+        );
+    }
+    Ok(())
 }
 
 /// One spot warning per latency node, one at a time.
@@ -639,6 +671,7 @@ async fn main() -> anyhow::Result<()> {
         containers: Vec::new().into(),
         receipts: Mutex::default(),
         invocations: 0.into(),
+        durations: Mutex::default(),
         failures: Mutex::default(),
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -685,6 +718,7 @@ async fn main() -> anyhow::Result<()> {
         source.containers.lock().await.len(),
         source.failures.lock().unwrap()
     );
+    invocation_costs(&source).await?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

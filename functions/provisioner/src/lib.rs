@@ -377,6 +377,7 @@ where
     let mut window_open = false;
     let mut next_poll = Instant::now();
     let mut woken = false;
+    let mut refreshed_since_poll = false;
     while Instant::now() < until {
         let acting = match &elector {
             None => true,
@@ -433,6 +434,7 @@ where
             // ones (during the poll) stay queued and wake the next one.
             wakes.drain();
             summary.polls += 1;
+            refreshed_since_poll = false;
             let poll_started = Instant::now();
             let poll = async { state.provisioner.lock().await.poll(SystemTime::now()).await };
             // A poll can outlast the Lease (a cold container builds its catalog first):
@@ -493,6 +495,25 @@ where
         .min(until);
         // While the batching window is open its deadline is the next look anyway.
         let watching = !window_open && wakes.stream.is_some();
+        if acting && !window_open && !refreshed_since_poll {
+            // Between polls, refresh what is past its TTL (catalog, subnets, groups,
+            // AMIs) so no poll waits on EC2 for it; a pod turning provisionable drops it.
+            refreshed_since_poll = true;
+            let mut early = false;
+            let woken_by_pod = async {
+                early = wakes
+                    .wait(until.saturating_duration_since(now), watching)
+                    .await;
+            };
+            let refresh = standby::refresh_between_polls(&state.provisioner, woken_by_pod);
+            let ran =
+                coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), refresh)
+                    .await;
+            if ran || early {
+                woken = early;
+                continue;
+            }
+        }
         woken = wakes
             .wait(wake_at.saturating_duration_since(now), watching)
             .await;

@@ -36,6 +36,7 @@ where
     K: nodewright::kube::ConfigSource,
     A: nodewright::aws::InstanceTypeSource
         + nodewright::aws::NetworkDiscovery
+        + nodewright::aws::ImageResolver
         + nodewright::aws::OnDemandPriceSource,
 {
     let catalog = async {
@@ -64,6 +65,55 @@ where
         }
     }
     WarmUp::Done
+}
+
+/// The holder's refresh between polls: when [`Provisioner::warm_up_due`] (the catalog
+/// past half its TTL, a class's subnets, security groups or AMIs past theirs, and no
+/// failed refresh backing off), warms `provisioner` as a standby invocation would, until
+/// done or until `woken` says a pod turned provisionable, whichever comes first: a pod's
+/// poll never waits for the refresh (dropped where it stood, it is tried again at the
+/// next idle moment). Without it the holder's own container would only ever refresh
+/// inside a poll, or use a catalog ever staler (see `LiveCatalog::get`). True when a
+/// refresh ran to its end.
+///
+/// Between polls, in the holder's own task, rather than in a spawned one: the
+/// provisioner is behind the invocation's lock, which a spawned refresh would hold
+/// while a poll waits for it, and a task outliving its invocation would run frozen by
+/// Lambda between invocations, its SDK calls timing out on thaw.
+pub async fn refresh_between_polls<K, A>(
+    provisioner: &Mutex<Provisioner<K, A>>,
+    woken: impl Future<Output = ()>,
+) -> bool
+where
+    K: nodewright::kube::ConfigSource,
+    A: nodewright::aws::InstanceTypeSource
+        + nodewright::aws::NetworkDiscovery
+        + nodewright::aws::ImageResolver,
+{
+    let refresh = async {
+        let mut provisioner = provisioner.lock().await;
+        if !provisioner.warm_up_due(SystemTime::now()) {
+            return false;
+        }
+        let started = Instant::now();
+        match provisioner.warm(SystemTime::now()).await {
+            Ok(warmed) => tracing::debug!(
+                ?warmed,
+                ms = started.elapsed().as_millis(),
+                "refreshed between polls"
+            ),
+            Err(e) => tracing::warn!(
+                error = nodewright::error_chain(&e),
+                "refreshing between polls failed; the polls use what they have"
+            ),
+        }
+        true
+    };
+    tokio::select! {
+        biased;
+        () = woken => false,
+        ran = refresh => ran,
+    }
 }
 
 /// Runs `work` to its end unless the Lease becomes this invocation's, or `until` passes,

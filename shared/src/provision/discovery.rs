@@ -1,17 +1,30 @@
-//! What EC2NodeClass selectors resolve to (subnets, security groups), kept across polls
-//! for a minute: while pods stay pending the provisioner polls every few seconds, and
-//! asking EC2 each time for things that change in minutes, not seconds, costs API calls
-//! (and throttling headroom) for nothing. One minute is karpenter-provider-aws's
-//! `cache.DefaultTTL`, which its subnet and security group providers use. A class whose
-//! launch fails is looked up afresh on the next poll (see [`Discovered::forget_class`]), so
-//! a deleted subnet or group costs at most one failed launch.
+//! What EC2NodeClass selectors resolve to (subnets, security groups, AMIs), kept across
+//! polls: while pods stay pending the provisioner polls every few seconds, and asking EC2
+//! each time for things that change in minutes, not seconds, costs API calls (and
+//! throttling headroom) for nothing.
+//!
+//! An answer is fresh for [`DISCOVERY_TTL`] (one minute: karpenter-provider-aws's
+//! `cache.DefaultTTL`, which its subnet and security group providers use). Past that a
+//! warm-up (off any pending pod's path: a standby invocation, a holder between polls)
+//! asks again, while a poll keeps using the answer up to [`DISCOVERY_MAX_STALENESS`]
+//! rather than wait on EC2 with pods pending: when EC2 is slow (BENCHMARKS.md, issue 15:
+//! a loaded moto timing out after 10 s) a lookup on the poll's path is that pod's wait, and
+//! a failed one dropped the class for the poll. A warm-up whose lookup fails waits
+//! [`DISCOVERY_RETRY_AFTER`] before the next. A class whose launch fails is looked up
+//! afresh on the next poll (see [`Discovered::forget_class`]), so a deleted subnet or group
+//! costs at most one failed launch.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use crate::aws::{SecurityGroup, Subnet};
+use super::live_catalog::freshness::Purpose;
+use crate::aws::{Image, SecurityGroup, Subnet};
 
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(60);
+/// How old an answer a poll still uses rather than ask EC2 with pods pending.
+pub const DISCOVERY_MAX_STALENESS: Duration = Duration::from_secs(600);
+/// After a warm-up's lookup failed, how long until warm-ups look up again.
+pub const DISCOVERY_RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// One cached answer per EC2NodeClass, with when it was fetched.
 #[derive(Debug, Clone)]
@@ -26,35 +39,74 @@ struct Entry<V> {
 pub struct Discovered {
     subnets: HashMap<String, Entry<Vec<Subnet>>>,
     groups: HashMap<String, Entry<Vec<SecurityGroup>>>,
+    images: HashMap<String, Entry<Vec<Image>>>,
+    /// Set when a warm-up's lookup failed: warm-ups wait until then.
+    retry_at: Option<SystemTime>,
 }
 
-fn fresh<'a, V>(
+/// How old an answer `purpose` accepts.
+fn max_age(purpose: Purpose) -> Duration {
+    match purpose {
+        Purpose::Poll => DISCOVERY_MAX_STALENESS,
+        Purpose::WarmUp => DISCOVERY_TTL,
+    }
+}
+
+fn usable<'a, V>(
     map: &'a HashMap<String, Entry<V>>,
+    purpose: Purpose,
     class: &str,
     terms: &str,
     now: SystemTime,
 ) -> Option<&'a V> {
     let e = map.get(class)?;
     let age = now.duration_since(e.at).ok()?;
-    (age < DISCOVERY_TTL && e.terms == terms).then_some(&e.value)
+    (age < max_age(purpose) && e.terms == terms).then_some(&e.value)
+}
+
+fn put<V>(map: &mut HashMap<String, Entry<V>>, class: &str, terms: String, at: SystemTime, v: V) {
+    map.insert(
+        class.to_string(),
+        Entry {
+            at,
+            terms,
+            value: v,
+        },
+    );
+}
+
+fn any_expired<V>(map: &HashMap<String, Entry<V>>, now: SystemTime) -> bool {
+    map.values().any(|e| {
+        now.duration_since(e.at)
+            .is_ok_and(|age| age >= DISCOVERY_TTL)
+    })
 }
 
 impl Discovered {
-    pub fn subnets(&self, class: &str, terms: &str, now: SystemTime) -> Option<&Vec<Subnet>> {
-        fresh(&self.subnets, class, terms, now)
+    /// `class`'s subnets for `terms`, when an answer young enough for `purpose` is kept.
+    pub fn subnets(
+        &self,
+        purpose: Purpose,
+        class: &str,
+        terms: &str,
+        now: SystemTime,
+    ) -> Option<&Vec<Subnet>> {
+        usable(&self.subnets, purpose, class, terms, now)
     }
 
     pub fn put_subnets(&mut self, class: &str, terms: String, now: SystemTime, v: Vec<Subnet>) {
-        let entry = Entry {
-            at: now,
-            terms,
-            value: v,
-        };
-        self.subnets.insert(class.to_string(), entry);
+        put(&mut self.subnets, class, terms, now, v);
     }
 
-    pub fn groups(&self, class: &str, terms: &str, now: SystemTime) -> Option<&Vec<SecurityGroup>> {
-        fresh(&self.groups, class, terms, now)
+    /// `class`'s security groups for `terms`, when an answer young enough is kept.
+    pub fn groups(
+        &self,
+        purpose: Purpose,
+        class: &str,
+        terms: &str,
+        now: SystemTime,
+    ) -> Option<&Vec<SecurityGroup>> {
+        usable(&self.groups, purpose, class, terms, now)
     }
 
     pub fn put_groups(
@@ -64,19 +116,63 @@ impl Discovered {
         now: SystemTime,
         v: Vec<SecurityGroup>,
     ) {
-        let entry = Entry {
-            at: now,
-            terms,
-            value: v,
-        };
-        self.groups.insert(class.to_string(), entry);
+        put(&mut self.groups, class, terms, now, v);
+    }
+
+    /// `class`'s newest image per architecture for `key` (its `amiSelectorTerms` and the
+    /// Kubernetes version, see [`images_key`]), when an answer young enough is kept.
+    pub fn images(
+        &self,
+        purpose: Purpose,
+        class: &str,
+        key: &str,
+        now: SystemTime,
+    ) -> Option<&Vec<Image>> {
+        usable(&self.images, purpose, class, key, now)
+    }
+
+    pub fn put_images(&mut self, class: &str, key: String, now: SystemTime, v: Vec<Image>) {
+        put(&mut self.images, class, key, now, v);
     }
 
     /// The next lookup for `class` asks EC2 again.
     pub fn forget_class(&mut self, class: &str) {
         self.subnets.remove(class);
         self.groups.remove(class);
+        self.images.remove(class);
     }
+
+    /// Forgets the classes not in `classes` (deleted, or no longer usable): a warm-up
+    /// refreshes only the classes in use.
+    pub fn retain_classes(&mut self, classes: &HashSet<&str>) {
+        self.subnets.retain(|c, _| classes.contains(c.as_str()));
+        self.groups.retain(|c, _| classes.contains(c.as_str()));
+        self.images.retain(|c, _| classes.contains(c.as_str()));
+    }
+
+    /// A warm-up's lookup failed at `now`: warm-ups wait [`DISCOVERY_RETRY_AFTER`].
+    pub fn failed(&mut self, now: SystemTime) {
+        self.retry_at = Some(now + DISCOVERY_RETRY_AFTER);
+    }
+
+    /// Whether a warm-up at `now` has an answer to refresh: one is past
+    /// [`DISCOVERY_TTL`] and no failure is backing off.
+    pub fn refresh_due(&self, now: SystemTime) -> bool {
+        let backing_off = self
+            .retry_at
+            .and_then(|at| at.duration_since(now).ok())
+            .is_some_and(|left| !left.is_zero() && left <= DISCOVERY_RETRY_AFTER);
+        !backing_off
+            && (any_expired(&self.subnets, now)
+                || any_expired(&self.groups, now)
+                || any_expired(&self.images, now))
+    }
+}
+
+/// The cache key of a class's images: its `amiSelectorTerms` and the Kubernetes version
+/// (an alias resolves per version).
+pub fn images_key<T: serde::Serialize>(terms: &T, kubernetes_version: &str) -> String {
+    format!("{}@{kubernetes_version}", terms_key(terms))
 }
 
 /// A stable text for selector terms, as the cache key's second half.
@@ -99,26 +195,57 @@ mod tests {
     }
 
     #[test]
-    fn a_lookup_is_reused_for_a_minute_for_the_same_terms_and_until_forgotten() {
+    fn a_poll_reuses_a_lookup_for_ten_minutes_a_warm_up_for_one_for_the_same_terms() {
+        use Purpose::{Poll, WarmUp};
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         let at = |s: u64| t0 + Duration::from_secs(s);
         let mut d = Discovered::default();
         d.put_subnets("default", "[a]".into(), t0, vec![subnet("subnet-1")]);
         let cases = [
-            ("default", "[a]", 0, true),
-            ("default", "[a]", 59, true),
-            ("default", "[a]", 60, false),
-            ("default", "[b]", 1, false),
-            ("other", "[a]", 1, false),
+            (WarmUp, "default", "[a]", 0, true),
+            (WarmUp, "default", "[a]", 59, true),
+            (WarmUp, "default", "[a]", 60, false),
+            (Poll, "default", "[a]", 60, true),
+            (Poll, "default", "[a]", 599, true),
+            (Poll, "default", "[a]", 600, false),
+            (Poll, "default", "[b]", 1, false),
+            (Poll, "other", "[a]", 1, false),
         ];
-        for (class, terms, after, hit) in cases {
+        for (purpose, class, terms, after, hit) in cases {
             assert_eq!(
-                d.subnets(class, terms, at(after)).is_some(),
+                d.subnets(purpose, class, terms, at(after)).is_some(),
                 hit,
-                "{class} {terms} +{after}s"
+                "{purpose:?} {class} {terms} +{after}s"
             );
         }
         d.forget_class("default");
-        assert!(d.subnets("default", "[a]", at(1)).is_none());
+        assert!(d.subnets(Poll, "default", "[a]", at(1)).is_none());
+    }
+
+    #[test]
+    fn a_warm_up_is_due_once_an_answer_is_a_minute_old_unless_a_failure_backs_off() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut d = Discovered::default();
+        assert!(!d.refresh_due(t0), "nothing kept, nothing to refresh");
+        d.put_subnets("default", "[a]".into(), t0, vec![subnet("subnet-1")]);
+        d.put_images("default", images_key(&"[x]", "1.30"), at(30), Vec::new());
+        let cases = [(59, false), (60, true), (89, true)];
+        for (after, due) in cases {
+            assert_eq!(d.refresh_due(at(after)), due, "+{after}s");
+        }
+        d.failed(at(60));
+        let cases = [(61, false), (89, false), (90, true)];
+        for (after, due) in cases {
+            assert_eq!(d.refresh_due(at(after)), due, "after a failure, +{after}s");
+        }
+        d.put_subnets("default", "[a]".into(), at(90), vec![subnet("subnet-1")]);
+        d.put_images("default", images_key(&"[x]", "1.30"), at(90), Vec::new());
+        assert!(!d.refresh_due(at(91)), "refreshed");
+        d.retain_classes(&HashSet::new());
+        assert!(
+            !d.refresh_due(at(1000)),
+            "a class no longer in use is not refreshed"
+        );
     }
 }

@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
 
+use self::freshness::{Purpose, Step};
 use super::on_demand_prices::{OnDemandPrices, PriceRefresh};
 use crate::aws::{AwsError, InstanceTypeSource, OnDemandPriceSource, SpotPrice, TypeOffering};
 use crate::catalog::{
@@ -123,23 +124,37 @@ struct Fetched {
     spot_prices: Vec<SpotPrice>,
 }
 
-/// EC2's instance data, refreshed every [`CATALOG_TTL`]. A refresh that fails keeps the last
-/// good data (a catalog a few minutes old beats no launch at all); only a first load that
-/// fails is an error.
+/// The refreshes that failed in a row, and when the next may be tried.
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    consecutive: u32,
+    retry_at: SystemTime,
+}
+
+/// EC2's instance data, kept fresh off the pod's path and used stale rather than waited
+/// for (see [`freshness`]): a poll asks EC2 only when the container has no catalog yet (or
+/// its catalog is past [`freshness::MAX_STALENESS`]); [`LiveCatalog::warm`] refreshes it
+/// ahead of need. A refresh that fails keeps the last good data and backs off; only a
+/// first load that fails is an error.
 #[derive(Debug)]
 pub struct LiveCatalog {
     ttl: Duration,
     on_demand_prices: OnDemandPrices,
     fetched: Option<Fetched>,
+    failures: Option<Failures>,
     /// The catalog last built, and the zones it was built for.
     built: Option<(Vec<String>, SystemTime, Catalog)>,
 }
 
-/// How a [`LiveCatalog::get`] went, besides the catalog itself.
+/// How a [`LiveCatalog::get`] or [`LiveCatalog::warm`] went, besides the catalog itself.
 #[derive(Debug, Default)]
 pub struct Refresh {
     /// The refresh that failed, when stale data was used instead.
     pub stale_because: Option<AwsError>,
+    /// The age of the data used when it was past its TTL.
+    pub stale_for: Option<Duration>,
+    /// When the next refresh may be tried, while a failure is backing off.
+    pub retry_at: Option<SystemTime>,
 }
 
 impl LiveCatalog {
@@ -152,6 +167,7 @@ impl LiveCatalog {
             ttl,
             on_demand_prices: OnDemandPrices::new(on_demand_prices),
             fetched: None,
+            failures: None,
             built: None,
         }
     }
@@ -180,56 +196,100 @@ impl LiveCatalog {
         refresh
     }
 
-    /// The catalog for `zones` at `now`, asking `source` again when the data is older
-    /// than the TTL (or `now` went backwards).
+    /// The catalog for a poll at `now`: the last good one while there is one (stale past
+    /// the TTL, see [`freshness`]), so a pending pod never waits for EC2; built from EC2
+    /// only when there is none yet, or when it is past [`freshness::MAX_STALENESS`].
     pub async fn get<S: InstanceTypeSource>(
         &mut self,
         source: &S,
         zones: &[String],
         now: SystemTime,
     ) -> Result<(Catalog, Refresh), AwsError> {
-        self.get_younger_than(source, zones, now, self.ttl).await
+        self.get_for(Purpose::Poll, source, zones, now).await
+    }
+
+    /// Whether [`LiveCatalog::warm`] at `now` would ask EC2: the data is past half its TTL
+    /// (or missing) and no failed refresh is backing off.
+    pub fn refresh_due(&self, now: SystemTime) -> bool {
+        self.step(Purpose::WarmUp, now) == Step::Fetch
     }
 
     /// Builds the catalog for `zones` ahead of need, off a pending pod's path (a standby
-    /// invocation does it while it waits for the Lease): data older than half the TTL is
-    /// fetched again, so a container that warms itself at least every half TTL never
-    /// refreshes inside a poll.
+    /// invocation while it waits for the Lease, a holder between polls): data older than
+    /// half the TTL is fetched again, so a container that warms itself at least every
+    /// half TTL has fresh data at every poll. Within a failure's back-off it asks nothing.
     pub async fn warm<S: InstanceTypeSource>(
         &mut self,
         source: &S,
         zones: &[String],
         now: SystemTime,
     ) -> Result<Refresh, AwsError> {
-        self.get_younger_than(source, zones, now, self.ttl / 2)
+        self.get_for(Purpose::WarmUp, source, zones, now)
             .await
             .map(|(_, refresh)| refresh)
     }
 
-    async fn get_younger_than<S: InstanceTypeSource>(
+    fn step(&self, purpose: Purpose, now: SystemTime) -> Step {
+        // A clock that went backwards makes the data's age unknown: treat it as just
+        // expired (a poll uses it, a warm-up refreshes it).
+        let age = self
+            .fetched
+            .as_ref()
+            .map(|f| now.duration_since(f.at).unwrap_or(self.ttl));
+        freshness::step(purpose, age, self.backing_off(now).is_some(), self.ttl)
+    }
+
+    /// When the next refresh may be tried, while a failure's back-off runs. A retry time
+    /// further away than the longest back-off means the clock went backwards: not waited.
+    fn backing_off(&self, now: SystemTime) -> Option<SystemTime> {
+        let f = self.failures?;
+        let left = f.retry_at.duration_since(now).ok()?;
+        (!left.is_zero() && left <= self.ttl.max(freshness::FIRST_RETRY_AFTER))
+            .then_some(f.retry_at)
+    }
+
+    async fn get_for<S: InstanceTypeSource>(
         &mut self,
+        purpose: Purpose,
         source: &S,
         zones: &[String],
         now: SystemTime,
-        max_age: Duration,
     ) -> Result<(Catalog, Refresh), AwsError> {
-        let fresh = self
-            .fetched
-            .as_ref()
-            .is_some_and(|f| now.duration_since(f.at).is_ok_and(|age| age < max_age));
         let mut refresh = Refresh::default();
-        if !fresh {
-            match fetch(source, now).await {
+        match self.step(purpose, now) {
+            Step::Use => {}
+            Step::UseStale { warn } => {
+                refresh.stale_for = self.age(now);
+                if warn {
+                    tracing::warn!(
+                        age = ?refresh.stale_for,
+                        ?purpose,
+                        "the instance catalog is past {:?}: its offerings and spot prices may be out of date (refreshing it keeps failing)",
+                        freshness::STALE_WARN_AFTER
+                    );
+                }
+            }
+            Step::Fetch => match fetch(source, now).await {
                 Ok(f) => {
                     self.fetched = Some(f);
+                    self.failures = None;
                     self.built = None;
                 }
-                Err(e) if self.fetched.is_some() => refresh.stale_because = Some(e),
+                Err(e) if self.fetched.is_some() => {
+                    let consecutive = self.failures.map_or(0, |f| f.consecutive) + 1;
+                    self.failures = Some(Failures {
+                        consecutive,
+                        retry_at: now + freshness::retry_after(consecutive, self.ttl),
+                    });
+                    refresh.stale_because = Some(e);
+                    refresh.stale_for = self.age(now).filter(|age| *age >= self.ttl);
+                }
                 Err(e) => return Err(e),
-            }
+            },
         }
+        refresh.retry_at = self.backing_off(now);
         let Some(f) = &self.fetched else {
-            // Unreachable: either the fetch above succeeded or we returned its error.
+            // Unreachable: without data the step is Fetch, which stored data or returned.
             return Ok((Catalog::default(), refresh));
         };
         if let Some((z, at, c)) = &self.built
@@ -247,6 +307,11 @@ impl LiveCatalog {
         );
         self.built = Some((zones.to_vec(), f.at, catalog.clone()));
         Ok((catalog, refresh))
+    }
+
+    fn age(&self, now: SystemTime) -> Option<Duration> {
+        let f = self.fetched.as_ref()?;
+        Some(now.duration_since(f.at).unwrap_or(self.ttl))
     }
 }
 
@@ -287,6 +352,8 @@ pub fn price_table(catalog: &Catalog) -> BTreeMap<(String, String, CapacityType)
         })
         .collect()
 }
+
+pub mod freshness;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 use std::sync::Mutex;
 
+use super::freshness::Purpose;
 use super::*;
 use crate::aws::{ApiError, ErrorClass};
 
@@ -203,24 +204,221 @@ fn spot_price_of(c: &Catalog) -> Option<f64> {
         .copied()
 }
 
-#[tokio::test]
-async fn the_catalog_is_reused_for_five_minutes_then_refreshed() {
+/// One step of a timeline: what it shows, who asks, when (seconds after the first load),
+/// whether EC2 fails then, and what comes out: (EC2's calls so far, the spot price in
+/// the catalog used, a refresh failed, the data used was past its TTL, a back-off runs).
+type Turn = (
+    &'static str,
+    Purpose,
+    u64,
+    Ec2,
+    (u32, f64, bool, bool, bool),
+);
+
+#[derive(Clone, Copy)]
+enum Ec2 {
+    Answers,
+    Fails,
+}
+
+/// Runs `turns` against one LiveCatalog whose first load (at 0 s) saw spot price 0.05;
+/// EC2 answers 0.07 from then on.
+async fn run_timeline(turns: &[Turn]) {
     let src = FakeInstanceTypeSource::new();
     let mut live = LiveCatalog::new(HashMap::new());
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
     let z = zones(&["us-east-1a"]);
-    let first = live.get(&src, &z, t0).await.map(|(c, _)| spot_price_of(&c));
-    assert_eq!(first.ok().flatten(), Some(0.05));
+    assert!(live.get(&src, &z, t0).await.is_ok(), "first load");
     src.set_price(0.07);
-    let cached = live.get(&src, &z, t0 + Duration::from_secs(299)).await;
-    assert_eq!(cached.ok().and_then(|(c, _)| spot_price_of(&c)), Some(0.05));
-    assert_eq!(src.calls(), 1);
-    let refreshed = live.get(&src, &z, t0 + CATALOG_TTL).await;
-    assert_eq!(
-        refreshed.ok().and_then(|(c, _)| spot_price_of(&c)),
-        Some(0.07)
-    );
-    assert_eq!(src.calls(), 2);
+    for (what, ask, at, ec2, want) in turns {
+        src.set_failing(matches!(ec2, Ec2::Fails));
+        let now = t0 + Duration::from_secs(*at);
+        let got = match ask {
+            Purpose::Poll => live.get(&src, &z, now).await,
+            Purpose::WarmUp => match live.warm(&src, &z, now).await {
+                Ok(refresh) => Ok((live.last_built().cloned().unwrap_or_default(), refresh)),
+                Err(e) => Err(e),
+            },
+        };
+        let Ok((catalog, refresh)) = got else {
+            panic!("{what}: a last good catalog exists, so no error")
+        };
+        let seen = (
+            src.calls(),
+            spot_price_of(&catalog),
+            refresh.stale_because.is_some(),
+            refresh.stale_for.is_some(),
+            refresh.retry_at.is_some(),
+        );
+        let (calls, price, failed, stale, backing_off) = *want;
+        let want = (calls, Some(price), failed, stale, backing_off);
+        assert_eq!(
+            seen, want,
+            "{what} (calls, price, failed, stale, backing off)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_poll_uses_the_last_good_catalog_past_its_ttl_and_never_asks_ec2() {
+    use Ec2::Answers;
+    use Purpose::{Poll, WarmUp};
+    run_timeline(&[
+        ("fresh", Poll, 299, Answers, (1, 0.05, false, false, false)),
+        (
+            "expired: used stale, EC2 not asked",
+            Poll,
+            300,
+            Answers,
+            (1, 0.05, false, true, false),
+        ),
+        (
+            "long expired, still under the bound",
+            Poll,
+            3599,
+            Answers,
+            (1, 0.05, false, true, false),
+        ),
+        (
+            "the warm-up refreshes it off the path",
+            WarmUp,
+            3599,
+            Answers,
+            (2, 0.07, false, false, false),
+        ),
+        (
+            "the next poll finds it fresh",
+            Poll,
+            3600,
+            Answers,
+            (2, 0.07, false, false, false),
+        ),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn a_catalog_past_the_staleness_bound_is_refreshed_by_the_poll_itself() {
+    use Ec2::{Answers, Fails};
+    use Purpose::Poll;
+    run_timeline(&[(
+        "an hour old: the poll asks EC2",
+        Poll,
+        3600,
+        Answers,
+        (2, 0.07, false, false, false),
+    )])
+    .await;
+    run_timeline(&[
+        (
+            "an hour old and EC2 fails: stale, backing off",
+            Poll,
+            3600,
+            Fails,
+            (2, 0.05, true, true, true),
+        ),
+        (
+            "within the back-off the poll does not ask again",
+            Poll,
+            3629,
+            Fails,
+            (2, 0.05, false, true, true),
+        ),
+        (
+            "after it, it does",
+            Poll,
+            3630,
+            Answers,
+            (3, 0.07, false, false, false),
+        ),
+    ])
+    .await;
+}
+
+#[tokio::test]
+async fn a_failed_refresh_is_remembered_and_retried_after_a_growing_back_off() {
+    use Ec2::{Answers, Fails};
+    use Purpose::{Poll, WarmUp};
+    run_timeline(&[
+        (
+            "the warm-up fails: last good kept",
+            WarmUp,
+            150,
+            Fails,
+            (2, 0.05, true, false, true),
+        ),
+        (
+            "within 30 s: not asked again",
+            WarmUp,
+            179,
+            Fails,
+            (2, 0.05, false, false, true),
+        ),
+        (
+            "a poll meanwhile asks nothing either",
+            Poll,
+            179,
+            Fails,
+            (2, 0.05, false, false, true),
+        ),
+        (
+            "after 30 s: tried again, fails again",
+            WarmUp,
+            180,
+            Fails,
+            (3, 0.05, true, false, true),
+        ),
+        (
+            "the second back-off is 60 s",
+            WarmUp,
+            239,
+            Fails,
+            (3, 0.05, false, false, true),
+        ),
+        (
+            "tried at 60 s: fails a third time",
+            WarmUp,
+            240,
+            Fails,
+            (4, 0.05, true, false, true),
+        ),
+        (
+            "a poll past the TTL uses it stale",
+            Poll,
+            300,
+            Fails,
+            (4, 0.05, false, true, true),
+        ),
+        (
+            "the third back-off is 120 s",
+            WarmUp,
+            359,
+            Answers,
+            (4, 0.05, false, true, true),
+        ),
+        (
+            "EC2 answers: fresh data, the back-off forgotten",
+            WarmUp,
+            360,
+            Answers,
+            (5, 0.07, false, false, false),
+        ),
+        (
+            "a later failure starts again from 30 s",
+            WarmUp,
+            510,
+            Fails,
+            (6, 0.07, true, false, true),
+        ),
+        (
+            "retried at 30 s",
+            WarmUp,
+            540,
+            Answers,
+            (7, 0.07, false, false, false),
+        ),
+    ])
+    .await;
 }
 
 #[tokio::test]
@@ -262,25 +460,6 @@ async fn a_warm_up_that_fails_keeps_the_last_good_catalog_for_the_polls() {
     assert!(warmed.is_ok_and(|r| r.stale_because.is_some()));
     let polled = live.get(&src, &z, t0 + CATALOG_TTL / 2).await;
     assert_eq!(polled.ok().and_then(|(c, _)| spot_price_of(&c)), Some(0.05));
-}
-
-#[tokio::test]
-async fn a_failed_refresh_keeps_the_last_good_catalog_and_says_why() {
-    let src = FakeInstanceTypeSource::new();
-    let mut live = LiveCatalog::new(HashMap::new());
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-    let z = zones(&["us-east-1a"]);
-    assert!(live.get(&src, &z, t0).await.is_ok());
-    src.set_failing(true);
-    let stale = live.get(&src, &z, t0 + Duration::from_secs(600)).await;
-    let Ok((catalog, refresh)) = stale else {
-        panic!("a failed refresh must not lose the last good catalog")
-    };
-    assert_eq!(spot_price_of(&catalog), Some(0.05));
-    assert!(refresh.stale_because.is_some());
-    // The failure is not cached: the next call asks EC2 again.
-    let _ = live.get(&src, &z, t0 + Duration::from_secs(601)).await;
-    assert_eq!(src.calls(), 3);
 }
 
 #[tokio::test]

@@ -10,9 +10,10 @@ use std::time::{Instant, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::super::attempts::{Answer, Next};
-use super::super::discovery::terms_key;
+use super::super::discovery::{images_key, terms_key};
 use super::super::launch::NODECLAIM_TAG;
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
+use super::super::live_catalog::freshness::Purpose;
 use super::super::node_template::{
     NodeTemplateInput, ProfileChoice, launch_template_spec, profile_choice,
 };
@@ -69,6 +70,15 @@ where
         };
         let (arch, _) = launch_types(claim, catalog);
         let version = self.settings.cluster.kubernetes_version.clone();
+        let images_key = images_key(&class.spec.ami_selector_terms, &version);
+        if let Some(kept) =
+            self.discovered
+                .images(Purpose::Poll, &claim.node_class, &images_key, now)
+        {
+            // Resolved earlier (a warm-up keeps it fresh): no SSM or EC2 call on the
+            // pods' path.
+            images.insert(claim.node_class.clone(), Ok(kept.clone()));
+        }
         if !images.contains_key(&claim.node_class) {
             let resolved = self
                 .aws
@@ -78,6 +88,10 @@ where
                 && e.class() == ErrorClass::Throttled
             {
                 return ClaimOutcome::Throttled;
+            }
+            if let Ok(found) = &resolved {
+                self.discovered
+                    .put_images(&claim.node_class, images_key, now, found.clone());
             }
             images.insert(claim.node_class.clone(), resolved.map_err(|e| describe(&e)));
         }
@@ -100,7 +114,10 @@ where
             None => return ClaimOutcome::Failed("AMI resolution did not run".into()),
         };
         let terms = terms_key(&class.spec.security_group_selector_terms);
-        let groups = match self.discovered.groups(&claim.node_class, &terms, now) {
+        let groups = match self
+            .discovered
+            .groups(Purpose::Poll, &claim.node_class, &terms, now)
+        {
             Some(cached) => cached.iter().map(|g| g.id.clone()).collect(),
             None => match self
                 .aws

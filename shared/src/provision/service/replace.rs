@@ -130,6 +130,14 @@ where
         self.unseen.forget_registered(&going);
         owned = self.unseen.merge(owned, now);
         owned.retain(|i| !going_instances.contains(&i.id));
+        // The interruption and sweeper functions have no idle moment between polls to
+        // refresh in, as the provisioner's holder has: a replacement refreshes what is due
+        // first (the catalog, a class's lookups), backing off after a failure as they do.
+        if self.warm_up_due(now)
+            && let Err(e) = self.warm(now).await
+        {
+            tracing::warn!(error = %e, "refreshing before a replacement failed; using what is kept");
+        }
         let super::Launchable {
             pools,
             classes,
