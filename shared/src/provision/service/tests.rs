@@ -9,9 +9,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 
 use super::*;
-use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
+use crate::api::{AmiSelectorTerm, SelectorTerm, Taint, labels};
 use crate::aws::{
-    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, ImageResolver,
+    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, Image, ImageResolver,
     InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec,
     LaunchTemplates, LaunchedInstance, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
     SecurityGroup, SpotPrice, TerminateOutcome, TypeOffering,
