@@ -122,7 +122,12 @@ where
             match self.kube.label(node, labels::NODECLAIM, claim).await {
                 Ok(()) => written += 1,
                 Err(e) => {
-                    tracing::warn!(node, nodeclaim = claim, error = %e, "labelling node failed")
+                    tracing::warn!(
+                        node,
+                        nodeclaim = claim,
+                        error = crate::error_chain(&e),
+                        "labelling node failed"
+                    )
                 }
             }
         }
