@@ -6,7 +6,7 @@
 //! A poll reads ([`read`]), decides ([`Provisioner::admit`], then the solve in
 //! [`rounds`]) and acts (labels, launches through [`launch_claim`], events).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,19 +18,16 @@ use super::discovery::Discovered;
 use super::in_flight::in_flight;
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
-use super::on_demand_prices::PriceRefresh;
 use super::profiles::ProfileCache;
 use super::shared_unavailable::SharedExclusions;
 use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
 use super::unseen_launches::UnseenLaunches;
-use crate::api::{EC2NodeClass, NodePool};
-use crate::aws::{AwsError, Cloud, OnDemandPriceSource, Subnet, pick_subnet_per_zone};
+use crate::aws::{AwsError, Cloud};
 use crate::catalog::CatalogError;
-use crate::kube::{Cluster, ConfigOrigin, EventType, KubeError, ObjectRef, PodRef, existing_nodes};
+use crate::kube::{Cluster, ConfigOrigin, KubeError, existing_nodes};
 use crate::lease::MayAct;
 use crate::scheduling::Snapshot;
-use crate::telemetry;
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -136,27 +133,6 @@ impl<K, A> Provisioner<K, A> {
     pub fn cluster(&self) -> &ClusterFacts {
         &self.settings.cluster
     }
-}
-
-/// What a warning already given was about: a pending pod (by uid, forgotten once the pod is
-/// no longer pending) or a configuration object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Warned {
-    Pod { uid: String },
-    Object(ObjectRef),
-}
-
-/// Per poll, what each usable EC2NodeClass resolves to.
-pub(super) struct ClassNetwork {
-    pub(super) subnets: BTreeMap<String, Subnet>,
-}
-
-/// See [`Provisioner::launchable`].
-pub(super) struct Launchable {
-    pub(super) pools: Vec<NodePool>,
-    pub(super) classes: Vec<EC2NodeClass>,
-    pub(super) networks: HashMap<String, ClassNetwork>,
-    pub(super) catalog: crate::catalog::Catalog,
 }
 
 pub(super) enum ClaimOutcome {
@@ -319,32 +295,6 @@ where
         }
     }
 
-    /// A `FailedScheduling` warning per (pod, reason), once while the pod stays pending.
-    async fn warn_unschedulable(
-        &mut self,
-        by_key: &HashMap<String, &Pod>,
-        unschedulable: Vec<(String, String)>,
-    ) {
-        for (key, reason) in unschedulable {
-            let Some(pod) = by_key.get(&key) else {
-                continue;
-            };
-            let uid = pod_uid(pod);
-            if self.warned.insert((Warned::Pod { uid }, reason.clone())) {
-                tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
-                telemetry::pod_not_provisioned();
-                self.kube
-                    .pod_event(
-                        &PodRef::of(pod),
-                        "FailedScheduling",
-                        &reason,
-                        EventType::Warning,
-                    )
-                    .await;
-            }
-        }
-    }
-
     /// `Some(wait)` while the batching window over pods no solve has planned for is open.
     fn batch_wait(&self, uids: &HashSet<String>, now: SystemTime) -> Option<Duration> {
         let fresh: Vec<SystemTime> = uids
@@ -363,140 +313,6 @@ where
             Batch::Ready => None,
             Batch::Wait(d) => Some(d),
         }
-    }
-
-    async fn report_dropped(&mut self, object: &ObjectRef, why: &str) {
-        if !self
-            .warned
-            .insert((Warned::Object(object.clone()), why.to_string()))
-        {
-            return;
-        }
-        tracing::warn!(%object, reason = why, "configuration skipped");
-        self.kube
-            .object_event(
-                object.kind,
-                &object.name,
-                "InvalidConfiguration",
-                why,
-                EventType::Warning,
-            )
-            .await;
-    }
-
-    /// Where capacity can be launched now: the classes whose subnets are found, the pools
-    /// that use them, and the catalog of their zones less the offerings just found
-    /// unavailable. Shared by a poll and by a replacement.
-    pub(super) async fn launchable(
-        &mut self,
-        pools: Vec<NodePool>,
-        classes: Vec<EC2NodeClass>,
-        now: SystemTime,
-    ) -> Result<Launchable, ProvisionError> {
-        let (networks, classes) = self.discover_networks(classes, now).await;
-        let pools: Vec<NodePool> = pools
-            .into_iter()
-            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
-            .collect();
-        let mut zones: Vec<String> = networks
-            .values()
-            .flat_map(|n| n.subnets.keys().cloned())
-            .collect();
-        zones.sort();
-        zones.dedup();
-        let (mut catalog, refresh) =
-            self.catalog
-                .get(&self.aws, &zones, now)
-                .await
-                .map_err(|source| ProvisionError::Aws {
-                    what: "building the instance catalog",
-                    source,
-                })?;
-        if let Some(e) = refresh.stale_because {
-            tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
-        }
-        self.adopt_shared_exclusions(now).await;
-        self.unavailable.apply(&mut catalog, now);
-        self.pool_hashes = pools
-            .iter()
-            .map(|p| (p.metadata.name.clone(), crate::disruption::nodepool_hash(p)))
-            .collect();
-        Ok(Launchable {
-            pools,
-            classes,
-            networks,
-            catalog,
-        })
-    }
-
-    /// Subnets per usable class; a class whose subnets cannot be found (or that has none)
-    /// is reported and left out, with the NodePools that use it.
-    async fn discover_networks(
-        &mut self,
-        classes: Vec<EC2NodeClass>,
-        now: SystemTime,
-    ) -> (HashMap<String, ClassNetwork>, Vec<EC2NodeClass>) {
-        let mut networks = HashMap::new();
-        let mut kept = Vec::new();
-        for class in classes {
-            let name = class.metadata.name.clone();
-            let found = self.class_subnets(&class, now).await;
-            match found {
-                Ok(found) if !found.is_empty() => {
-                    networks.insert(
-                        name,
-                        ClassNetwork {
-                            subnets: pick_subnet_per_zone(&found),
-                        },
-                    );
-                    kept.push(class);
-                }
-                Ok(_) => {
-                    self.report_dropped(
-                        &ObjectRef::node_class(&name),
-                        "spec.subnetSelectorTerms: no subnet matches",
-                    )
-                    .await
-                }
-                Err(e) => {
-                    self.report_dropped(
-                        &ObjectRef::node_class(&name),
-                        &format!("subnet discovery failed: {e}"),
-                    )
-                    .await
-                }
-            }
-        }
-        (networks, kept)
-    }
-}
-
-impl<K, A: OnDemandPriceSource> Provisioner<K, A> {
-    /// Asks the price source for the region's on-demand prices when they are due, and
-    /// logs how it went; the next poll's catalog uses them. Kept out of [`Self::poll`] so
-    /// a poll never waits on the Price List API: the caller picks the moment (the handler
-    /// does it right after an invocation's first poll).
-    pub async fn refresh_prices(&mut self, now: SystemTime) -> PriceRefresh {
-        let refresh = self.catalog.refresh_prices(&self.aws, now).await;
-        match &refresh {
-            PriceRefresh::NotDue => {}
-            PriceRefresh::Updated { priced, total } => tracing::info!(
-                priced,
-                total,
-                "on-demand prices updated from the Price List API; types it has no price for keep the bundled one"
-            ),
-            PriceRefresh::NoRegionalPrices => tracing::info!(
-                "no regional on-demand prices (no Price List endpoint for this region, or none \
-                 configured); keeping the prices in use"
-            ),
-            PriceRefresh::Failed(e) => tracing::warn!(
-                error = %e,
-                cause = std::error::Error::source(e).map(ToString::to_string),
-                retry_after = ?super::on_demand_prices::PRICE_RETRY_AFTER,
-                "refreshing on-demand prices failed; keeping the last good prices"
-            ),
-        }
-        refresh
     }
 }
 
@@ -563,6 +379,12 @@ pub(super) fn pod_key(p: &Pod) -> String {
 }
 
 mod launch_claim;
+
+mod launchable;
+use launchable::{ClassNetwork, Launchable};
+
+mod warnings;
+use warnings::Warned;
 
 mod launch_context;
 use launch_context::LaunchContext;
