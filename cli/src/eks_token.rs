@@ -23,6 +23,10 @@ pub struct EksTokenArgs {
     /// The region of the cluster's STS endpoint; defaults to the AWS config chain's region.
     #[arg(long)]
     pub region: Option<String>,
+    /// What kubectl says of the client (`KUBERNETES_EXEC_INFO`, set by kubectl for its
+    /// exec plugins): selects the ExecCredential's API version.
+    #[arg(long, env = "KUBERNETES_EXEC_INFO", hide = true)]
+    pub exec_info: Option<String>,
 }
 
 /// Mints a token with the default AWS credential chain and prints the ExecCredential.
@@ -43,8 +47,7 @@ pub async fn run(args: EksTokenArgs) -> anyhow::Result<()> {
         .token()
         .await
         .with_context(|| format!("minting an EKS token for cluster {:?}", args.cluster))?;
-    let (api_version, warning) =
-        discover_api_version(std::env::var("KUBERNETES_EXEC_INFO").ok().as_deref());
+    let (api_version, warning) = discover_api_version(args.exec_info.as_deref());
     if let Some(warning) = warning {
         eprintln!("{warning}");
     }

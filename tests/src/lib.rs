@@ -9,6 +9,7 @@ pub mod ec2_idempotency;
 pub mod emf;
 pub mod fleet_faults;
 pub mod interruption;
+pub mod kit;
 pub mod kube_sim;
 pub mod kubectl;
 pub mod lambda_api;

@@ -1,5 +1,6 @@
 //! Wiring only: configuration from the environment, JSON logs, clients built once per cold
-//! start, then the Lambda runtime. Environment:
+//! start, then the Lambda runtime. Environment (read once, typed, by
+//! `nodewright_provisioner::environment`):
 //! - `CLUSTER_NAME` (required): the EKS cluster.
 //! - `QUEUE_URL` (required): the queue this function consumes, where its
 //!   delayed follow-ups go.
@@ -20,7 +21,7 @@ use nodewright::interruption::Origin;
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::telemetry::{self, Function};
 use nodewright_interruption::{Settings, State, handler};
-use nodewright_provisioner::default_pool_params;
+use nodewright_provisioner::environment::FunctionEnv;
 use nodewright_provisioner::wiring::{live_ports, replacement_core};
 use tokio::sync::Mutex;
 
@@ -32,10 +33,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .without_time()
         .init();
     install_crypto_provider();
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
-    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    let lookup = |name: &str| std::env::var(name).ok();
+    let env = FunctionEnv::from_lookup(lookup)?;
+    let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Interruption)?;
-    let queue_url = std::env::var("QUEUE_URL").context("QUEUE_URL is not set")?;
+    let queue_url = lookup("QUEUE_URL").context("QUEUE_URL is not set")?;
     let account = account_of_queue(&queue_url)
         .with_context(|| format!("QUEUE_URL {queue_url:?} names no account"))?;
 
@@ -45,10 +47,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .map(|r| r.to_string())
         .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = function_client(&aws, &cluster).await?;
-    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
-    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
-    let mut settings = ClusterSettings::new(default_pool, reporting);
+    let client = function_client(&aws, &cluster, env.kubeconfig).await?;
+    let mut settings = ClusterSettings::new(env.default_pool.clone(), env.container.clone());
     settings.config_ttl = DEFAULT_CONFIG_TTL;
     // Exclusions (the reclaimed offering) are shared with the provisioner through the
     // cluster's nodewright-state ConfigMap.
@@ -56,7 +56,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let kube = KubeCluster::new(client, settings);
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
-    let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, env)?;
+    let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
     let state = State {
         kube,
         ec2: ec2_adapter,

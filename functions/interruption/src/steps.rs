@@ -133,7 +133,11 @@ where
                 && !target.annotations.contains_key(REPLACEMENT_ANNOTATION)
                 && let Err(e) = replace(state, target, reason, now).await
             {
-                tracing::warn!(node = target.node, error = %e, "replacement launch failed; draining anyway");
+                tracing::warn!(
+                    node = target.node,
+                    error = nodewright::error_chain(&e),
+                    "replacement launch failed; draining anyway"
+                );
             }
             drain(state, &chain, reason, deadline, true, now).await
         }
@@ -286,7 +290,11 @@ where
             // Time is short: the pods still go, and the provisioner launches for them
             // once they are pending.
             Err(e) if involuntary => {
-                tracing::warn!(node = target.node, error = %e, "replacement launch failed; draining anyway");
+                tracing::warn!(
+                    node = target.node,
+                    error = nodewright::error_chain(&e),
+                    "replacement launch failed; draining anyway"
+                );
                 node_event(
                     state,
                     target,

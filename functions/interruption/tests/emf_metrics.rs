@@ -14,10 +14,9 @@ use nodewright::provision::BatchWindow;
 use nodewright::telemetry::{NAMESPACE, dims, names};
 use nodewright_world::emf;
 use nodewright_world::interruption::{ACCOUNT, REGION};
-use nodewright_world::kube_sim::{SimClock, SimConfig};
-use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::kit::{LambdaFunction, getting_started};
+use nodewright_world::lambda_api::Outcome;
 use nodewright_world::moto::sdk_env;
-use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
 
@@ -55,21 +54,9 @@ fn record(id: &str, body: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_reason() {
     let cluster = "emf-interruption";
-    let world = World::start(
-        cluster,
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await
-    .expect("the local world starts");
-    let pool = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
-        .unwrap();
-    world.apply_yaml(&pool).unwrap();
-    world.sim.step().await;
+    let world = getting_started(cluster, 2)
+        .await
+        .expect("the local world starts");
     let provisioner = world
         .provisioner(
             quick(Duration::from_secs(2)),
@@ -94,25 +81,21 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
         .expect("a provider id")
         .to_string();
 
-    let api = RuntimeApi::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("nodewright-emf-int-{}", std::process::id()));
-    let mut env = world.function_env(&dir).unwrap();
     // Signed as the interruption function's own template role, which may terminate.
-    env.extend(sdk_env(
+    let mut env = sdk_env(
         world.front.url(),
         &world.function_credentials["InterruptionFunction"],
-    ));
+    );
     env.push(("QUEUE_URL", world.stack.queue_url.clone()));
-    let log = dir.join("interruption.log");
-    let mut function = FunctionProcess::spawn(
+    let mut function = LambdaFunction::start(
+        &world,
         Path::new(env!("CARGO_BIN_EXE_interruption")),
-        &api,
-        128,
-        &env,
-        &log,
+        "emf-int",
+        "interruption",
+        env,
     )
+    .await
     .unwrap();
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
 
     let event = json!({"Records": [
         record("stopping", &envelope(
@@ -127,18 +110,15 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
             json!({"instance-id": instance_id, "instance-action": "terminate"}),
         )),
     ]});
-    let answer = tokio::time::timeout(INVOCATION_TIMEOUT, api.invoke(event, INVOCATION_TIMEOUT))
-        .await
-        .unwrap_or_else(|_| panic!("no answer; exited: {:?}\n{}", function.exited(), log_text()))
-        .unwrap();
+    let answer = function.invoke(event, INVOCATION_TIMEOUT).await.unwrap();
     let Outcome::Response(response) = answer else {
-        panic!("the invocation failed: {answer:?}\n{}", log_text());
+        panic!("the invocation failed: {answer:?}\n{}", function.log_text());
     };
     assert_eq!(
         response["batchItemFailures"],
         json!([]),
         "{response}\n{}",
-        log_text()
+        function.log_text()
     );
     assert!(
         world
@@ -148,10 +128,10 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
             .iter()
             .all(|i| i.id != instance_id),
         "the stopping instance was not terminated\n{}",
-        log_text()
+        function.log_text()
     );
 
-    let data = emf::read(&log_text()).unwrap();
+    let data = emf::read(&function.log_text()).unwrap();
     for d in &data {
         assert_eq!(d.namespace, NAMESPACE, "{d:?}");
     }
@@ -197,9 +177,9 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
     assert_eq!(latencies.len(), 1, "{data:#?}");
     assert!(latencies[0] > 0.0);
     assert!(
-        function.exited().is_none(),
+        function.process.exited().is_none(),
         "the function exited:\n{}",
-        log_text()
+        function.log_text()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(function.dir());
 }

@@ -13,12 +13,17 @@
 //! right before each CreateFleet and releases it when it ends; the others check it every
 //! [`coverage::STANDBY_RECHECK`] and take over at once.
 //!
-//! Past ~450 lines: the handler's loop, its configuration and its summary; the loop is being
-//! reshaped (issue 15), after which the configuration can move to a file of its own.
+//! Past ~450 lines: the handler's loop and its summary; the loop is being reshaped (issue
+//! 15). Its configuration lives in [`environment`].
 
 pub mod batching;
 pub mod coverage;
 pub mod deadline;
+pub mod environment;
+pub use environment::{
+    DEFAULT_INVOCATION_BUDGET, DEFAULT_POLL_INTERVAL, HandlerConfig, MAX_INVOCATION_BUDGET,
+    MIN_POLL_INTERVAL, default_pool_params, parse_duration,
+};
 pub mod standby;
 pub mod wiring;
 
@@ -39,128 +44,6 @@ use nodewright::provision::{
 use nodewright::telemetry::{self, Decision};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
-
-/// `POLL_INTERVAL`: time between polls. Five seconds keeps a pending pod's wait short
-/// while making about ten polls (a few list calls each) per invocation.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
-/// `INVOCATION_BUDGET`: the most one invocation keeps polling, whatever its deadline. In
-/// Lambda the deadline less `DEADLINE_MARGIN` ends it sooner (see [`deadline`]); fifty
-/// seconds is for runs without a deadline (in-process tests, a runtime that sends none).
-pub const DEFAULT_INVOCATION_BUDGET: Duration = Duration::from_secs(50);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HandlerConfig {
-    pub poll_interval: Duration,
-    pub budget: Duration,
-}
-
-impl Default for HandlerConfig {
-    fn default() -> Self {
-        HandlerConfig {
-            poll_interval: DEFAULT_POLL_INTERVAL,
-            budget: DEFAULT_INVOCATION_BUDGET,
-        }
-    }
-}
-
-impl HandlerConfig {
-    /// `POLL_INTERVAL` and `INVOCATION_BUDGET` from the environment (see
-    /// [`HandlerConfig::from_lookup`]).
-    pub fn from_env() -> Result<HandlerConfig, String> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// `POLL_INTERVAL` and `INVOCATION_BUDGET`, each a duration such as `5`, `5s`, `0.5`,
-    /// `500ms`; unset means the default. A poll interval under [`MIN_POLL_INTERVAL`] (zero
-    /// included) is refused rather than left to spin on the API server, and so is a budget
-    /// of zero or past Lambda's 15-minute limit.
-    pub fn from_lookup(env: impl Fn(&str) -> Option<String>) -> Result<HandlerConfig, String> {
-        let read = |name: &str, default: Duration| match env(name) {
-            Some(v) => parse_duration(&v).ok_or_else(|| {
-                format!("{name}={v:?}: expected seconds (5, 0.5, 5s) or milliseconds (500ms)")
-            }),
-            None => Ok(default),
-        };
-        let config = HandlerConfig {
-            poll_interval: read("POLL_INTERVAL", DEFAULT_POLL_INTERVAL)?,
-            budget: read("INVOCATION_BUDGET", DEFAULT_INVOCATION_BUDGET)?,
-        };
-        if config.poll_interval < MIN_POLL_INTERVAL {
-            return Err(format!(
-                "POLL_INTERVAL={:?} is shorter than {MIN_POLL_INTERVAL:?}: each poll lists pods \
-                 cluster-wide, so a shorter interval only loads the API server",
-                config.poll_interval
-            ));
-        }
-        if config.budget.is_zero() || config.budget > MAX_INVOCATION_BUDGET {
-            return Err(format!(
-                "INVOCATION_BUDGET={:?} must be more than zero and at most {MAX_INVOCATION_BUDGET:?} \
-                 (Lambda's limit is 15 minutes)",
-                config.budget
-            ));
-        }
-        Ok(config)
-    }
-}
-
-/// The shortest `POLL_INTERVAL` accepted. The pod watch already wakes a poll within about a
-/// second of a pod turning pending, so shorter intervals buy nothing; the tests' 100 ms is
-/// the floor.
-pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// The longest `INVOCATION_BUDGET` accepted: under Lambda's 15-minute maximum timeout.
-pub const MAX_INVOCATION_BUDGET: Duration = Duration::from_secs(14 * 60);
-
-/// `5`, `5s`, `0.5`, `500ms` -> a duration; anything else (negative, NaN, text) -> None.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let t = text.trim();
-    let (number, scale) = if let Some(ms) = t.strip_suffix("ms") {
-        (ms, 0.001)
-    } else if let Some(s) = t.strip_suffix('s') {
-        (s, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let value: f64 = number.trim().parse().ok()?;
-    Duration::try_from_secs_f64(value * scale).ok()
-}
-
-/// The default NodePool's parameters from the stack (`template.yaml` sets them): used only
-/// when neither the Karpenter CRDs nor the ConfigMap hold a NodePool.
-/// - `NODE_ROLE`: the nodes' IAM role;
-/// - `DEFAULT_CAPACITY_TYPES`: `spot,on-demand` (comma-separated; empty or unset leaves
-///   Karpenter's default, on-demand);
-/// - `DEFAULT_CPU_LIMIT`: a CPU quantity such as `1000`; empty or unset is unlimited;
-/// - `DEFAULT_AMI_ALIAS`: default `al2023@latest`.
-///
-/// The values are checked where every NodePool is: in validation, with the stack named as
-/// the source.
-pub fn default_pool_params(
-    cluster_name: &str,
-    env: impl Fn(&str) -> Option<String>,
-) -> nodewright::kube::DefaultPoolParams {
-    let list = |name: &str| -> Vec<String> {
-        env(name)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    let non_empty = |name: &str| {
-        env(name)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    nodewright::kube::DefaultPoolParams {
-        cluster_name: cluster_name.to_string(),
-        node_role: non_empty("NODE_ROLE").unwrap_or_default(),
-        capacity_types: list("DEFAULT_CAPACITY_TYPES"),
-        cpu_limit: non_empty("DEFAULT_CPU_LIMIT"),
-        ami_alias: non_empty("DEFAULT_AMI_ALIAS").unwrap_or_else(|| "al2023@latest".into()),
-        ..Default::default()
-    }
-}
 
 /// The cluster facts new nodes need, from DescribeCluster.
 pub fn cluster_facts(cluster: &EksCluster) -> ClusterFacts {
@@ -186,8 +69,7 @@ pub struct State<K, A> {
 }
 
 impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter, IamAdapter>> {
-    /// The production wiring; reads `POLL_INTERVAL` / `INVOCATION_BUDGET` from the env
-    /// (the Lease and the deadline margin: [`State::with_coverage`]).
+    /// The production wiring (the Lease and the deadline margin: [`State::with_coverage`]).
     pub fn new(
         kube: KubeCluster,
         ec2: Ec2Adapter,
@@ -195,8 +77,8 @@ impl State<KubeCluster, AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter, IamAd
         prices: PricingAdapter,
         iam: IamAdapter,
         settings: ProvisionerSettings,
+        config: HandlerConfig,
     ) -> Result<Self, Error> {
-        let config = HandlerConfig::from_env()?;
         let aws = AwsPorts {
             ec2,
             images,
@@ -581,7 +463,10 @@ impl PodWakes {
                 count: 0,
             },
             Err(e) => {
-                tracing::warn!(error = %e, "watching pods failed; polling only");
+                tracing::warn!(
+                    error = nodewright::error_chain(&e),
+                    "watching pods failed; polling only"
+                );
                 PodWakes {
                     stream: None,
                     state: "failed",
@@ -628,99 +513,6 @@ impl PodWakes {
                     false
                 }
             },
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_pool_takes_the_stacks_parameters_and_leaves_unset_ones_to_defaults() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
-        let stack = default_pool_params(
-            "demo",
-            env(&[
-                ("NODE_ROLE", "demo-node"),
-                ("DEFAULT_CAPACITY_TYPES", "spot, on-demand"),
-                ("DEFAULT_CPU_LIMIT", "1000"),
-            ]),
-        );
-        assert_eq!(stack.cluster_name, "demo");
-        assert_eq!(stack.node_role, "demo-node");
-        assert_eq!(stack.capacity_types, ["spot", "on-demand"]);
-        assert_eq!(stack.cpu_limit.as_deref(), Some("1000"));
-        assert_eq!(stack.ami_alias, "al2023@latest");
-
-        let bare = default_pool_params(
-            "demo",
-            env(&[("DEFAULT_CAPACITY_TYPES", ""), ("DEFAULT_CPU_LIMIT", " ")]),
-        );
-        assert!(bare.capacity_types.is_empty());
-        assert_eq!(bare.cpu_limit, None);
-        let bottlerocket =
-            default_pool_params("demo", env(&[("DEFAULT_AMI_ALIAS", "bottlerocket@latest")]));
-        assert_eq!(bottlerocket.ami_alias, "bottlerocket@latest");
-    }
-
-    #[test]
-    fn a_poll_interval_of_zero_or_an_empty_budget_is_refused_not_spun_on() {
-        let lookup = |vars: &'static [(&'static str, &'static str)]| {
-            HandlerConfig::from_lookup(move |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| v.to_string())
-            })
-        };
-        assert_eq!(lookup(&[]), Ok(HandlerConfig::default()));
-        let tenth = lookup(&[("POLL_INTERVAL", "100ms"), ("INVOCATION_BUDGET", "2")]);
-        assert_eq!(
-            tenth,
-            Ok(HandlerConfig {
-                poll_interval: Duration::from_millis(100),
-                budget: Duration::from_secs(2),
-            })
-        );
-        for (vars, names) in [
-            (&[("POLL_INTERVAL", "0")][..], "POLL_INTERVAL"),
-            (&[("POLL_INTERVAL", "0.05")][..], "POLL_INTERVAL"),
-            (&[("POLL_INTERVAL", "soon")][..], "POLL_INTERVAL"),
-            (&[("INVOCATION_BUDGET", "0")][..], "INVOCATION_BUDGET"),
-            (&[("INVOCATION_BUDGET", "900")][..], "INVOCATION_BUDGET"),
-        ] {
-            let err = lookup(vars).expect_err(names);
-            assert!(err.starts_with(names), "{err}");
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn any_environment_value_is_a_duration_or_none_never_a_panic(text in "\\PC{0,24}") {
-            let _ = parse_duration(&text);
-        }
-    }
-
-    #[test]
-    fn durations_are_read_as_seconds_or_milliseconds() {
-        let cases = [
-            ("5", Some(Duration::from_secs(5))),
-            ("5s", Some(Duration::from_secs(5))),
-            ("0.5", Some(Duration::from_millis(500))),
-            ("250ms", Some(Duration::from_millis(250))),
-            (" 2 ", Some(Duration::from_secs(2))),
-            ("-1", None),
-            ("fast", None),
-            ("NaN", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_duration(text), want, "{text:?}");
         }
     }
 }

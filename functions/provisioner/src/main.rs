@@ -1,5 +1,6 @@
 //! Wiring only: configuration from the environment, JSON logs, clients built once per cold
-//! start, then the Lambda runtime. Environment:
+//! start, then the Lambda runtime. Environment (read once, typed, by
+//! `nodewright_provisioner::environment`):
 //! - `CLUSTER_NAME` (required): the EKS cluster.
 //! - `NODE_INSTANCE_PROFILE`: instance profile for EC2NodeClasses that name `NODE_ROLE` or
 //!   neither a role nor an `instanceProfile`; classes naming another role get a profile
@@ -25,10 +26,10 @@ use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateCo
 use nodewright::lease::KubeLeases;
 use nodewright::provision::ProvisionerSettings;
 use nodewright::telemetry::{self, Function};
-use nodewright_provisioner::batching::batch_window_from_lookup;
-use nodewright_provisioner::coverage::{CoverageConfig, LeaseSetup};
+use nodewright_provisioner::coverage::LeaseSetup;
 use nodewright_provisioner::deadline::sdk_timeouts;
-use nodewright_provisioner::{State, cluster_facts, default_pool_params, handler};
+use nodewright_provisioner::environment::ProvisionerEnv;
+use nodewright_provisioner::{State, cluster_facts, handler};
 use serde_json::Value;
 
 #[tokio::main]
@@ -39,12 +40,15 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .without_time()
         .init();
     install_crypto_provider();
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
-    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    let ProvisionerEnv {
+        function: env,
+        handler: handler_config,
+        coverage,
+        batch,
+    } = ProvisionerEnv::from_lookup(|name| std::env::var(name).ok())?;
+    let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Provisioner)?;
 
-    let coverage = CoverageConfig::from_lookup(|name| std::env::var(name).ok())?;
-    let batch = batch_window_from_lookup(|name| std::env::var(name).ok())?;
     // Every AWS call gives up well inside the deadline margin, so a launch sent just before
     // the margin begins is answered (or abandoned) before Lambda's deadline.
     let (operation, attempt) = sdk_timeouts(coverage.deadline_margin);
@@ -62,13 +66,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .map(|r| r.to_string())
         .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = function_client(&aws, &cluster).await?;
-    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
+    let client = function_client(&aws, &cluster, env.kubeconfig).await?;
     // One log stream per container in Lambda: it names this container in Events and in
     // the Lease's holder identity.
-    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
-    let container = reporting.clone();
-    let mut settings = ClusterSettings::new(default_pool, reporting);
+    let container = env.container.clone();
+    let mut settings = ClusterSettings::new(env.default_pool, env.container);
     settings.config_ttl = DEFAULT_CONFIG_TTL;
     let leases = KubeLeases::new(client.clone(), &coverage.lease_namespace);
     // Exclusions are shared with the interruption function (a spot warning's reclaimed
@@ -84,10 +86,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         IamAdapter::new(aws_sdk_iam::Client::new(&aws), &cluster_name),
         ProvisionerSettings {
             cluster: cluster_facts(&cluster),
-            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
-            default_node_role: env("NODE_ROLE"),
+            default_instance_profile: env.node_instance_profile,
+            default_node_role: env.node_role,
             batch,
         },
+        handler_config,
     )?
     .with_coverage(
         coverage,

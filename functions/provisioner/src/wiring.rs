@@ -10,6 +10,7 @@ use nodewright::kube::{KubeCluster, StateConfigMap};
 use nodewright::provision::{AwsPorts, BatchWindow, Provisioner, ProvisionerSettings};
 
 use crate::cluster_facts;
+use crate::environment::FunctionEnv;
 
 /// Every AWS port as a function in AWS answers it.
 pub type LivePorts = AwsPorts<Ec2Adapter, ImageAdapter, PricingAdapter, IamAdapter>;
@@ -26,22 +27,22 @@ pub fn live_ports(aws: &aws_config::SdkConfig, cluster_name: &str, region: &str)
 }
 
 /// A provisioner for replacements: nodes launched as the provisioner launches them
-/// (`NODE_INSTANCE_PROFILE` and `NODE_ROLE` read by `env`), and the reclaimed offerings
+/// (with the stack's `NODE_INSTANCE_PROFILE` and `NODE_ROLE` from `env`), and the reclaimed offerings
 /// shared with the provisioner through the cluster's `nodewright-state` ConfigMap.
 pub fn replacement_core(
     kube: KubeCluster,
     ports: LivePorts,
     cluster: &EksCluster,
     shared: Arc<StateConfigMap>,
-    env: impl Fn(&str) -> String,
+    env: &FunctionEnv,
 ) -> anyhow::Result<Provisioner<KubeCluster, LivePorts>> {
     let mut provisioner = Provisioner::new(
         kube,
         ports,
         ProvisionerSettings {
             cluster: cluster_facts(cluster),
-            default_instance_profile: env("NODE_INSTANCE_PROFILE"),
-            default_node_role: env("NODE_ROLE"),
+            default_instance_profile: env.node_instance_profile.clone(),
+            default_node_role: env.node_role.clone(),
             batch: BatchWindow::default(),
         },
     )?;

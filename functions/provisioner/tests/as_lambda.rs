@@ -7,8 +7,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nodewright_world::kube_sim::{SimClock, SimConfig};
-use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
+use nodewright_world::kit::{LambdaFunction, getting_started};
+use nodewright_world::lambda_api::Outcome;
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::scheduled_event;
 
@@ -20,58 +20,32 @@ async fn launched(world: &World) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_launches_once() {
-    let world = World::start(
-        "bin-provisioner",
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await
-    .expect("the local world starts");
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
+    let world = getting_started("bin-provisioner", 2)
+        .await
+        .expect("the local world starts");
 
-    let api = RuntimeApi::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("nodewright-as-lambda-{}", std::process::id()));
-    let mut env = world.function_env(&dir).unwrap();
-    env.extend([
-        ("POLL_INTERVAL", "0.2".to_string()),
-        ("INVOCATION_BUDGET", "2".to_string()),
-        // The SDK's timeouts follow the margin (20 s per operation): moto on a loaded test
-        // machine answers the catalog's DescribeInstanceTypes far more slowly than EC2.
-        ("DEADLINE_MARGIN", "30".to_string()),
-    ]);
-    let log = dir.join("provisioner.log");
-    let mut function = FunctionProcess::spawn(
+    let mut function = LambdaFunction::start(
+        &world,
         Path::new(env!("CARGO_BIN_EXE_provisioner")),
-        &api,
-        128,
-        &env,
-        &log,
-    )
-    .unwrap();
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-
-    let first = tokio::time::timeout(
-        INVOCATION_TIMEOUT,
-        api.invoke(scheduled_event(), INVOCATION_TIMEOUT),
+        "as-lambda",
+        "provisioner",
+        [
+            ("POLL_INTERVAL", "0.2".to_string()),
+            ("INVOCATION_BUDGET", "2".to_string()),
+            // The SDK's timeouts follow the margin (20 s per operation): moto on a loaded test
+            // machine answers the catalog's DescribeInstanceTypes far more slowly than EC2.
+            ("DEADLINE_MARGIN", "30".to_string()),
+        ],
     )
     .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "no answer; exited: {:?}; log:\n{}",
-            function.exited(),
-            log_text()
-        )
-    })
     .unwrap();
+
+    let first = function
+        .invoke(scheduled_event(), INVOCATION_TIMEOUT)
+        .await
+        .unwrap();
     let Outcome::Response(summary) = first else {
-        panic!("the invocation failed: {first:?}\n{}", log_text());
+        panic!("the invocation failed: {first:?}\n{}", function.log_text());
     };
     assert_eq!(
         summary["launchedInstances"].as_array().map(Vec::len),
@@ -81,12 +55,16 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
     assert_eq!(launched(&world).await, 1);
 
     // The same (warm) process serves the next invocation and launches nothing more.
-    let second = api
+    let second = function
+        .api
         .invoke(scheduled_event(), INVOCATION_TIMEOUT)
         .await
         .unwrap();
     let Outcome::Response(summary) = second else {
-        panic!("the second invocation failed: {second:?}\n{}", log_text());
+        panic!(
+            "the second invocation failed: {second:?}\n{}",
+            function.log_text()
+        );
     };
     assert_eq!(
         summary["launchedInstances"],
@@ -95,16 +73,17 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
     );
     assert_eq!(launched(&world).await, 1);
     assert!(
-        function.exited().is_none(),
+        function.process.exited().is_none(),
         "the function exited:\n{}",
-        log_text()
+        function.log_text()
     );
     assert!(
-        log_text()
+        function
+            .log_text()
             .lines()
             .any(|l| l.starts_with('{') && l.contains("\"level\"")),
         "the function logs JSON lines:\n{}",
-        log_text()
+        function.log_text()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(function.dir());
 }

@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use nodewright::telemetry::{NAMESPACE, dims, names};
 use nodewright_world::emf::{self, Datum};
-use nodewright_world::kube_sim::{SimClock, SimConfig};
-use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
-use nodewright_world::world::World;
+use nodewright_world::kit::{LambdaFunction, getting_started};
+use nodewright_world::lambda_api::Outcome;
 use nodewright_world::world::provisioner::scheduled_event;
 
 const INVOCATION_TIMEOUT: Duration = Duration::from_secs(90);
@@ -31,58 +30,42 @@ fn one<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> &'a Da
 async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_type_and_failure_reason()
  {
     let cluster = "emf-provisioner";
-    let world = World::start(
-        cluster,
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await
-    .expect("the local world starts");
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
+    let world = getting_started(cluster, 2)
+        .await
+        .expect("the local world starts");
     // Three throttles exhaust the SDK's standard retries: the first launch fails as
     // throttled, a later poll of the same invocation launches.
     world.front.throttle("CreateFleet", 3);
 
-    let api = RuntimeApi::start().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("nodewright-emf-prov-{}", std::process::id()));
-    let mut env = world.function_env(&dir).unwrap();
-    env.extend([
-        ("POLL_INTERVAL", "0.2".to_string()),
-        ("INVOCATION_BUDGET", "20".to_string()),
-    ]);
-    let log = dir.join("provisioner.log");
-    let mut function = FunctionProcess::spawn(
+    let mut function = LambdaFunction::start(
+        &world,
         Path::new(env!("CARGO_BIN_EXE_provisioner")),
-        &api,
-        128,
-        &env,
-        &log,
-    )
-    .unwrap();
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let answer = tokio::time::timeout(
-        INVOCATION_TIMEOUT,
-        api.invoke(scheduled_event(), INVOCATION_TIMEOUT),
+        "emf-prov",
+        "provisioner",
+        [
+            ("POLL_INTERVAL", "0.2".to_string()),
+            ("INVOCATION_BUDGET", "20".to_string()),
+        ],
     )
     .await
-    .unwrap_or_else(|_| panic!("no answer; exited: {:?}\n{}", function.exited(), log_text()))
     .unwrap();
+    let answer = function
+        .invoke(scheduled_event(), INVOCATION_TIMEOUT)
+        .await
+        .unwrap();
     let Outcome::Response(summary) = answer else {
-        panic!("the invocation failed: {answer:?}\n{}", log_text());
+        panic!("the invocation failed: {answer:?}\n{}", function.log_text());
     };
     let instances = world.instances().await.unwrap();
     assert_eq!(instances.len(), 1, "{summary}");
     let launched = &instances[0];
 
-    let data = emf::read(&log_text()).unwrap();
-    assert!(!data.is_empty(), "no EMF document in:\n{}", log_text());
+    let data = emf::read(&function.log_text()).unwrap();
+    assert!(
+        !data.is_empty(),
+        "no EMF document in:\n{}",
+        function.log_text()
+    );
     for d in &data {
         assert_eq!(d.namespace, NAMESPACE, "{d:?}");
         assert_eq!(
@@ -171,7 +154,8 @@ async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_typ
         Some(cost),
         "{summary}"
     );
-    let launch_line: serde_json::Value = log_text()
+    let launch_line: serde_json::Value = function
+        .log_text()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|l| l["fields"]["message"] == "launching")
@@ -184,9 +168,9 @@ async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_typ
     assert_eq!(launch_line["fields"]["instance_id"], launched.id.as_str());
 
     assert!(
-        function.exited().is_none(),
+        function.process.exited().is_none(),
         "the function exited:\n{}",
-        log_text()
+        function.log_text()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(function.dir());
 }

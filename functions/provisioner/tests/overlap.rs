@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use nodewright_world::kit::LambdaFunction;
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::world::World;
@@ -96,25 +97,22 @@ async fn pods(world: &World, deployment: &str, replicas: u32) {
 
 /// A container named `name` (its log stream: the first part of its holder identity).
 fn container(world: &World, api: RuntimeApi, name: &str, test: &str) -> Container {
-    let dir = std::env::temp_dir().join(format!("nodewright-{test}-{}", std::process::id()));
-    let mut env = world.function_env(&dir).unwrap();
-    env.extend([
-        ("AWS_LAMBDA_LOG_STREAM_NAME", name.to_string()),
-        ("POLL_INTERVAL", "0.2".to_string()),
-        ("LEASE_DURATION", LEASE_SECONDS.to_string()),
-        ("DEADLINE_MARGIN", MARGIN_SECONDS.to_string()),
-        ("INVOCATION_BUDGET", "600".to_string()),
-    ]);
-    let log = dir.join(format!("{name}.log"));
-    let process = FunctionProcess::spawn(
+    LambdaFunction::start_behind(
+        world,
+        api,
         Path::new(env!("CARGO_BIN_EXE_provisioner")),
-        &api,
-        128,
-        &env,
-        &log,
+        test,
+        name,
+        [
+            ("AWS_LAMBDA_LOG_STREAM_NAME", name.to_string()),
+            ("POLL_INTERVAL", "0.2".to_string()),
+            ("LEASE_DURATION", LEASE_SECONDS.to_string()),
+            ("DEADLINE_MARGIN", MARGIN_SECONDS.to_string()),
+            ("INVOCATION_BUDGET", "600".to_string()),
+        ],
     )
-    .unwrap();
-    Container { api, process, log }
+    .map(|LambdaFunction { api, process, log }| Container { api, process, log })
+    .unwrap()
 }
 
 async fn two_containers(world: &World, test: &str) -> (Container, Container) {

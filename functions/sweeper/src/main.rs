@@ -1,5 +1,6 @@
 //! Wiring only: configuration from the environment, JSON logs, clients built once per cold
-//! start, then the Lambda runtime. Environment:
+//! start, then the Lambda runtime. Environment (read once, typed, by
+//! `nodewright_provisioner::environment`):
 //! - `CLUSTER_NAME` (required): the EKS cluster.
 //! - `NODE_INSTANCE_PROFILE`, `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`,
 //!   `DEFAULT_AMI_ALIAS`: as the provisioner's, so the default NodePool (when neither CRDs
@@ -19,7 +20,7 @@ use nodewright::kube::{
 };
 use nodewright::lease::{Elector, KubeLeases};
 use nodewright::telemetry::{self, Function};
-use nodewright_provisioner::default_pool_params;
+use nodewright_provisioner::environment::FunctionEnv;
 use nodewright_provisioner::wiring::{live_ports, replacement_core};
 use nodewright_sweeper::{
     LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, ProfileCollection, State, handler,
@@ -34,25 +35,25 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .without_time()
         .init();
     install_crypto_provider();
-    let cluster_name = std::env::var("CLUSTER_NAME").context("CLUSTER_NAME is not set")?;
+    let env = FunctionEnv::from_lookup(|name| std::env::var(name).ok())?;
+    let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Sweeper)?;
-    let env = |name: &str| std::env::var(name).unwrap_or_default();
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let region = aws
         .region()
         .map(|r| r.to_string())
         .context("no AWS region")?;
     let cluster = describe_cluster(&aws_sdk_eks::Client::new(&aws), &cluster_name).await?;
-    let client = function_client(&aws, &cluster).await?;
-    let default_pool = default_pool_params(&cluster_name, |name| std::env::var(name).ok());
-    let reporting = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "local".into());
-    let mut settings = ClusterSettings::new(default_pool, reporting.clone());
+    let client = function_client(&aws, &cluster, env.kubeconfig).await?;
+    let reporting = env.container.clone();
+    let mut settings = ClusterSettings::new(env.default_pool.clone(), reporting.clone());
     settings.config_ttl = DEFAULT_CONFIG_TTL;
     let leases = KubeLeases::new(client.clone(), LEASE_NAMESPACE);
     let elector = Elector::new(leases, LEASE_NAME, &reporting, LEASE_DURATION);
     let shared = Arc::new(StateConfigMap::new(client.clone()));
     let kube = KubeCluster::new(client, settings);
-    // Replacements launch through the provisioning core, as the interruption function's.
+    // Leftover instance profiles: this cluster's, checked against every instance in the
+    // region.
     let profiles = ProfileCollection::new(
         ProfileLeftoversAdapter::new(
             aws_sdk_iam::Client::new(&aws),
@@ -60,11 +61,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             &cluster_name,
         ),
         &cluster_name,
-        env("NODE_ROLE"),
+        env.node_role.clone(),
     );
+    // Replacements launch through the provisioning core, as the interruption function's.
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
-    let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, env)?;
+    let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
     let state = State::new(kube, ec2_adapter, Arc::new(SystemClock))
         .with_lease(elector)
         .with_profile_collection(profiles)

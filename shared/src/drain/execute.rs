@@ -33,7 +33,7 @@ where
             }
             Ok(Eviction::Blocked) => progress.blocked.push(key),
             Ok(Eviction::Gone) => progress.gone.push(key),
-            Err(e) => progress.failed.push((key, e.to_string())),
+            Err(e) => progress.failed.push((key, crate::error_chain(&e))),
         }
     }
     for step in &plan.delete {
@@ -48,7 +48,7 @@ where
                     .await;
                 progress.deleted.push(key);
             }
-            Err(e) => progress.failed.push((key, e.to_string())),
+            Err(e) => progress.failed.push((key, crate::error_chain(&e))),
         }
     }
     progress

@@ -45,14 +45,15 @@ pub enum KubeClientError {
     MissingAws(&'static str),
 }
 
-/// The Kubernetes client a function uses: from `KUBECONFIG` when it is set (local runs
-/// against the simulated cluster), else tokens for `cluster` minted from the function's
+/// The Kubernetes client a function uses: from `KUBECONFIG` when `kubeconfig` says the
+/// function's environment sets it (local runs against the simulated cluster), else tokens for `cluster` minted from the function's
 /// own AWS credentials in its own region, as `aws eks get-token` would.
 pub async fn function_client(
     aws: &aws_config::SdkConfig,
     cluster: &EksCluster,
+    kubeconfig: bool,
 ) -> Result<kube::Client, KubeClientError> {
-    if std::env::var_os("KUBECONFIG").is_some() {
+    if kubeconfig {
         return kube::Client::try_default()
             .await
             .map_err(KubeClientError::Kube);

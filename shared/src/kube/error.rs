@@ -8,7 +8,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum KubeError {
     /// A call to the API server failed (after retries, when the failure was transient).
-    #[error("{verb} {resource}: {source}")]
+    /// The message names the call; the cause is the source (print it with
+    /// [`crate::error_chain`], once).
+    #[error("{verb} {resource}")]
     Api {
         verb: &'static str,
         /// `pods`, `nodes/ip-10-0-0-1`, `configmaps/kube-system/nodewright`, ...

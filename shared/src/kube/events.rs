@@ -73,7 +73,12 @@ impl KubeCluster {
                 // answers 404 too, and then the core/v1 attempt below fails and is logged.
                 Err(e) if e.is_not_found() => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, reason = draft.reason, object, "could not write an event");
+                    tracing::warn!(
+                        error = crate::error_chain(&e),
+                        reason = draft.reason,
+                        object,
+                        "could not write an event"
+                    );
                     return;
                 }
             }
@@ -81,7 +86,12 @@ impl KubeCluster {
         match self.create_core_event(&draft, &name, now).await {
             Ok(()) => self.core_events_only.store(true, Ordering::Relaxed),
             Err(e) => {
-                tracing::warn!(error = %e, reason = draft.reason, object, "could not write an event")
+                tracing::warn!(
+                    error = crate::error_chain(&e),
+                    reason = draft.reason,
+                    object,
+                    "could not write an event"
+                )
             }
         }
     }

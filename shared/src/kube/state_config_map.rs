@@ -120,7 +120,7 @@ impl StateConfigMap {
 
 impl SharedExclusions for StateConfigMap {
     fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<SharedExclusion>, String>> {
-        Box::pin(async move { self.load_now(now).await.map_err(|e| e.to_string()) })
+        Box::pin(async move { self.load_now(now).await.map_err(|e| crate::error_chain(&e)) })
     }
 
     fn publish(
@@ -128,6 +128,10 @@ impl SharedExclusions for StateConfigMap {
         add: Vec<SharedExclusion>,
         now: SystemTime,
     ) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.publish_now(&add, now).await.map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            self.publish_now(&add, now)
+                .await
+                .map_err(|e| crate::error_chain(&e))
+        })
     }
 }

@@ -3,10 +3,10 @@
 //! EKS, against moto and the simulated cluster, and against fakes for what neither can
 //! easily produce (insufficient capacity, throttling).
 //!
-//! Past ~450 lines, not on purpose: `Provisioner::poll_pods` still reads, decides and acts in
-//! one function (issue 9 asks for read -> decide -> act in separate steps; not done yet).
+//! A poll reads ([`read`]), decides ([`Provisioner::admit`], then the solve in
+//! [`rounds`]) and acts (labels, launches through [`launch_claim`], events).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -15,26 +15,19 @@ use k8s_openapi::api::core::v1::Pod;
 use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
 use super::discovery::Discovered;
-use super::in_flight::{in_flight, missing_nodeclaim_labels, set_nodeclaim_label};
+use super::in_flight::in_flight;
 use super::live_catalog::LiveCatalog;
-use super::next_round::{launched_in_flight, next_round};
 use super::node_template::ClusterFacts;
-use super::on_demand_prices::PriceRefresh;
 use super::profiles::ProfileCache;
 use super::shared_unavailable::SharedExclusions;
 use super::template_gc::TemplateGc;
 use super::unavailable::UnavailableOfferings;
 use super::unseen_launches::UnseenLaunches;
-use crate::api::{EC2NodeClass, NodePool, labels};
-use crate::aws::{AwsError, Cloud, Image, OnDemandPriceSource, Subnet, pick_subnet_per_zone};
+use crate::aws::{AwsError, Cloud};
 use crate::catalog::CatalogError;
-use crate::kube::{
-    Cluster, ConfigOrigin, EventType, InFlight, KubeError, ObjectRef, PodRef, existing_nodes,
-    usable,
-};
+use crate::kube::{Cluster, ConfigOrigin, KubeError, existing_nodes};
 use crate::lease::MayAct;
-use crate::scheduling::{Snapshot, solve};
-use crate::telemetry::{self, LaunchFailure};
+use crate::scheduling::Snapshot;
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -142,27 +135,6 @@ impl<K, A> Provisioner<K, A> {
     }
 }
 
-/// What a warning already given was about: a pending pod (by uid, forgotten once the pod is
-/// no longer pending) or a configuration object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Warned {
-    Pod { uid: String },
-    Object(ObjectRef),
-}
-
-/// Per poll, what each usable EC2NodeClass resolves to.
-pub(super) struct ClassNetwork {
-    pub(super) subnets: BTreeMap<String, Subnet>,
-}
-
-/// See [`Provisioner::launchable`].
-pub(super) struct Launchable {
-    pub(super) pools: Vec<NodePool>,
-    pub(super) classes: Vec<EC2NodeClass>,
-    pub(super) networks: HashMap<String, ClassNetwork>,
-    pub(super) catalog: crate::catalog::Catalog,
-}
-
 pub(super) enum ClaimOutcome {
     Launched {
         instances: Vec<crate::aws::LaunchedInstance>,
@@ -248,258 +220,78 @@ where
         Ok(report)
     }
 
+    /// Read (the configuration and pending pods; then, when a plan is due, the capacity
+    /// side), decide (solve) and act (labels, launches, events). Nothing in the read phase
+    /// writes; see [`read`].
     async fn poll_pods(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
         let started = Instant::now();
-        let mut report = PollReport::default();
-        let kube_err = |what| move |source| ProvisionError::Kube { what, source };
-        let aws_err = |what| move |source| ProvisionError::Aws { what, source };
-
-        let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
-        let (pools, classes, dropped) = usable(&config.inputs, &config.problems);
-        for (object, why) in dropped {
-            self.report_dropped(&object, &why).await;
+        let pending = self.read_pending().await?;
+        for (object, why) in &pending.dropped {
+            self.report_dropped(object, why).await;
         }
+        let mut report = PollReport {
+            pending_pods: pending.pods.len(),
+            ..PollReport::default()
+        };
+        match self.admit(&pending, now) {
+            Admit::Idle => return Ok(report),
+            Admit::Wait(wait) => {
+                report.waiting = Some(wait);
+                return Ok(report);
+            }
+            Admit::NoPool => {
+                // Nothing can be launched: say why on each pod once, and spare EC2 the calls.
+                let why = no_pool_reason(&pending.origin);
+                let by_key: HashMap<String, &Pod> =
+                    pending.pods.iter().map(|p| (pod_key(p), p)).collect();
+                let all = by_key.keys().map(|k| (k.clone(), why.clone())).collect();
+                report.unschedulable_pods = pending.pods.len();
+                self.warn_unschedulable(&by_key, all).await;
+                return Ok(report);
+            }
+            Admit::Plan => {}
+        }
+        let capacity = self.read_capacity(now).await?;
+        report.nodes_labelled = self.label_nodes(&capacity.unlabelled).await;
+        let launchable = self.launchable(pending.pools, pending.classes, now).await?;
+        let mut ctx = LaunchContext::new(launchable, &pending.pods, now, started, None);
+        let snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
+        let tally = self.launch_rounds(snapshot, &mut ctx).await;
+        report.claims = tally.claims;
+        report.nominated_pods = tally.nominated_pods;
+        report.launched_instances = tally.launched_instances;
+        report.failed_claims = tally.failed_claims;
+        report.throttled = tally.throttled;
+        report.withheld = tally.withheld;
+        report.pending_to_fleet = tally.pending_to_fleet;
+        report.unschedulable_pods = tally.unschedulable.len();
+        self.warn_unschedulable(&ctx.by_key, tally.unschedulable)
+            .await;
+        Ok(report)
+    }
 
-        let mut pending = self
-            .kube
-            .pending_pods()
-            .await
-            .map_err(kube_err("pending pods"))?;
-        super::planning_order::sort_for_planning(&mut pending, &self.handled, &self.first_seen);
-        report.pending_pods = pending.len();
-        let uids: HashSet<String> = pending.iter().map(pod_uid).collect();
+    /// Whether this poll plans: forgets what it remembered of pods no longer pending,
+    /// notes when new ones were first seen, and keeps the batching window.
+    fn admit(&mut self, pending: &read::Pending, now: SystemTime) -> Admit {
+        let uids: HashSet<String> = pending.pods.iter().map(pod_uid).collect();
         self.first_seen.retain(|uid, _| uids.contains(uid));
         self.handled.retain(|uid| uids.contains(uid));
         self.warned.retain(|(about, _)| match about {
             Warned::Pod { uid } => uids.contains(uid),
             Warned::Object(_) => true,
         });
-        if pending.is_empty() {
-            return Ok(report);
+        if pending.pods.is_empty() {
+            return Admit::Idle;
         }
-        if pools.is_empty() {
-            // Nothing can be launched: say why on each pod once, and spare EC2 the calls.
-            let why = no_pool_reason(&config.source);
-            let by_key: HashMap<String, &Pod> = pending.iter().map(|p| (pod_key(p), p)).collect();
-            let all = by_key.keys().map(|k| (k.clone(), why.clone())).collect();
-            report.unschedulable_pods = pending.len();
-            self.warn_unschedulable(&by_key, all).await;
-            return Ok(report);
+        if pending.pools.is_empty() {
+            return Admit::NoPool;
         }
         for uid in &uids {
             self.first_seen.entry(uid.clone()).or_insert(now);
         }
-        if let Some(wait) = self.batch_wait(&uids, now) {
-            report.waiting = Some(wait);
-            return Ok(report);
-        }
-
-        let mut nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
-        let daemon_sets = self
-            .kube
-            .daemon_sets()
-            .await
-            .map_err(kube_err("DaemonSets"))?;
-        let bound = self
-            .kube
-            .bound_pods_by_node()
-            .await
-            .map_err(kube_err("bound pods"))?;
-        let owned = self
-            .aws
-            .list_owned()
-            .await
-            .map_err(aws_err("listing owned instances"))?;
-        self.unseen.forget_registered(&nodes);
-        let unlisted = self.unseen.unlisted(&owned);
-        if !unlisted.is_empty() {
-            // A launch that joined and was terminated before any poll listed it is not in
-            // flight; one EC2 does not describe yet is (on error, keep counting it).
-            if let Ok(states) = self.aws.states(&unlisted).await {
-                self.unseen.forget_terminated(&states);
-            }
-        }
-        let owned = self.unseen.merge(owned, now);
-
-        for (node, claim) in missing_nodeclaim_labels(&nodes, &owned) {
-            match self.kube.label(&node, labels::NODECLAIM, &claim).await {
-                Ok(()) => report.nodes_labelled += 1,
-                Err(e) => {
-                    tracing::warn!(node, nodeclaim = claim, error = %e, "labelling node failed")
-                }
-            }
-            // This poll's snapshot sees the label too, written or not: the instance tag
-            // already says the node is ours, so a node that joined and is not Ready yet
-            // counts as starting capacity now, not only from the next poll on (a failed
-            // write is retried then).
-            set_nodeclaim_label(&mut nodes, &node, &claim);
-        }
-
-        let Launchable {
-            pools,
-            classes,
-            networks,
-            mut catalog,
-        } = self.launchable(pools, classes, now).await?;
-
-        let (mut snapshot, pod_errors) = Snapshot::from_k8s(&pending, &daemon_sets);
-        for e in pod_errors {
-            tracing::warn!(
-                pod = e.pod,
-                field = e.field,
-                message = e.message,
-                "pod cannot be planned for"
-            );
-        }
-        let flying = in_flight(
-            &owned,
-            &nodes,
-            &catalog,
-            &pools,
-            &classes,
-            &snapshot.daemon_sets,
-            now,
-        );
-        snapshot.nodes = existing_nodes(&nodes, &bound, &flying);
-
-        let by_key: HashMap<String, &Pod> = pending.iter().map(|p| (pod_key(p), p)).collect();
-        let mut unschedulable: Vec<(String, String)> = Vec::new();
-        let mut images: HashMap<String, Result<Vec<Image>, String>> = HashMap::new();
-        for round in 0..MAX_LAUNCH_ROUNDS {
-            let plan = solve(&snapshot, &catalog, &pools, &classes);
-            report.claims += plan.node_claims.len();
-            report.nominated_pods += plan.nominations.iter().map(|n| n.pods.len()).sum::<usize>();
-            for key in plan
-                .node_claims
-                .iter()
-                .flat_map(|c| &c.pods)
-                .chain(plan.nominations.iter().flat_map(|n| &n.pods))
-            {
-                if let Some(p) = by_key.get(key) {
-                    self.handled.insert(pod_uid(p));
-                }
-            }
-            unschedulable.extend(
-                plan.unschedulable
-                    .iter()
-                    .map(|u| (u.pod.clone(), u.reason.clone())),
-            );
-            let mut retry: HashSet<String> = HashSet::new();
-            let mut launched_now: Vec<InFlight> = Vec::new();
-            for claim in &plan.node_claims {
-                let outcome = self
-                    .launch(
-                        claim,
-                        &catalog,
-                        &classes,
-                        &networks,
-                        &by_key,
-                        &mut images,
-                        now,
-                        started,
-                        None,
-                    )
-                    .await;
-                match outcome {
-                    ClaimOutcome::Launched {
-                        instances,
-                        nodeclaim,
-                        sent,
-                    } => {
-                        let first = claim
-                            .pods
-                            .iter()
-                            .filter_map(|k| by_key.get(k))
-                            .filter_map(|p| self.first_seen.get(&pod_uid(p)))
-                            .min()
-                            .copied()
-                            .unwrap_or(now);
-                        report
-                            .pending_to_fleet
-                            .push(sent.duration_since(first).unwrap_or_default());
-                        for i in &instances {
-                            telemetry::launched(&i.instance_type, &i.zone, i.capacity_type);
-                            report.launched_instances.push(i.id.clone());
-                        }
-                        launched_now
-                            .extend(launched_in_flight(claim, &instances, &nodeclaim, &catalog));
-                    }
-                    ClaimOutcome::AlreadyLaunched => {}
-                    ClaimOutcome::NoCapacity => {
-                        telemetry::launch_failed(LaunchFailure::NoCapacity);
-                        // A subnet out of addresses, or gone: look its class up afresh.
-                        self.discovered.forget_class(&claim.node_class);
-                        report.failed_claims += 1;
-                        retry.extend(claim.pods.iter().cloned());
-                    }
-                    ClaimOutcome::Throttled => {
-                        telemetry::launch_failed(LaunchFailure::Throttled);
-                        report.failed_claims += 1;
-                        report.throttled = true;
-                        break;
-                    }
-                    // Not this invocation's to launch (any more): the holder of the Lease
-                    // plans these pods itself; no event, they are not unschedulable.
-                    ClaimOutcome::Withheld(why) => {
-                        report.withheld = Some(why);
-                        break;
-                    }
-                    ClaimOutcome::RetryLater(why) => {
-                        telemetry::launch_failed(LaunchFailure::Transient);
-                        self.discovered.forget_class(&claim.node_class);
-                        report.failed_claims += 1;
-                        unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
-                    }
-                    ClaimOutcome::Failed(why) => {
-                        telemetry::launch_failed(LaunchFailure::Error);
-                        self.discovered.forget_class(&claim.node_class);
-                        report.failed_claims += 1;
-                        unschedulable.extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
-                    }
-                }
-            }
-            if report.throttled || report.withheld.is_some() || retry.is_empty() {
-                break;
-            }
-            if round + 1 == MAX_LAUNCH_ROUNDS {
-                let why = format!(
-                    "no capacity for any offering after {MAX_LAUNCH_ROUNDS} attempts; will retry"
-                );
-                unschedulable.extend(retry.into_iter().map(|p| (p, why.clone())));
-                break;
-            }
-            self.unavailable.apply(&mut catalog, now);
-            snapshot = next_round(snapshot, &retry, &launched_now);
-        }
-
-        report.unschedulable_pods = unschedulable.len();
-        self.warn_unschedulable(&by_key, unschedulable).await;
-        Ok(report)
-    }
-
-    /// A `FailedScheduling` warning per (pod, reason), once while the pod stays pending.
-    async fn warn_unschedulable(
-        &mut self,
-        by_key: &HashMap<String, &Pod>,
-        unschedulable: Vec<(String, String)>,
-    ) {
-        for (key, reason) in unschedulable {
-            let Some(pod) = by_key.get(&key) else {
-                continue;
-            };
-            let uid = pod_uid(pod);
-            if self.warned.insert((Warned::Pod { uid }, reason.clone())) {
-                tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
-                telemetry::pod_not_provisioned();
-                self.kube
-                    .pod_event(
-                        &PodRef::of(pod),
-                        "FailedScheduling",
-                        &reason,
-                        EventType::Warning,
-                    )
-                    .await;
-            }
+        match self.batch_wait(&uids, now) {
+            Some(wait) => Admit::Wait(wait),
+            None => Admit::Plan,
         }
     }
 
@@ -522,140 +314,42 @@ where
             Batch::Wait(d) => Some(d),
         }
     }
-
-    async fn report_dropped(&mut self, object: &ObjectRef, why: &str) {
-        if !self
-            .warned
-            .insert((Warned::Object(object.clone()), why.to_string()))
-        {
-            return;
-        }
-        tracing::warn!(%object, reason = why, "configuration skipped");
-        self.kube
-            .object_event(
-                object.kind,
-                &object.name,
-                "InvalidConfiguration",
-                why,
-                EventType::Warning,
-            )
-            .await;
-    }
-
-    /// Where capacity can be launched now: the classes whose subnets are found, the pools
-    /// that use them, and the catalog of their zones less the offerings just found
-    /// unavailable. Shared by a poll and by a replacement.
-    pub(super) async fn launchable(
-        &mut self,
-        pools: Vec<NodePool>,
-        classes: Vec<EC2NodeClass>,
-        now: SystemTime,
-    ) -> Result<Launchable, ProvisionError> {
-        let (networks, classes) = self.discover_networks(classes, now).await;
-        let pools: Vec<NodePool> = pools
-            .into_iter()
-            .filter(|p| networks.contains_key(&p.spec.template.spec.node_class_ref.name))
-            .collect();
-        let mut zones: Vec<String> = networks
-            .values()
-            .flat_map(|n| n.subnets.keys().cloned())
-            .collect();
-        zones.sort();
-        zones.dedup();
-        let (mut catalog, refresh) =
-            self.catalog
-                .get(&self.aws, &zones, now)
-                .await
-                .map_err(|source| ProvisionError::Aws {
-                    what: "building the instance catalog",
-                    source,
-                })?;
-        if let Some(e) = refresh.stale_because {
-            tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
-        }
-        self.adopt_shared_exclusions(now).await;
-        self.unavailable.apply(&mut catalog, now);
-        self.pool_hashes = pools
-            .iter()
-            .map(|p| (p.metadata.name.clone(), crate::disruption::nodepool_hash(p)))
-            .collect();
-        Ok(Launchable {
-            pools,
-            classes,
-            networks,
-            catalog,
-        })
-    }
-
-    /// Subnets per usable class; a class whose subnets cannot be found (or that has none)
-    /// is reported and left out, with the NodePools that use it.
-    async fn discover_networks(
-        &mut self,
-        classes: Vec<EC2NodeClass>,
-        now: SystemTime,
-    ) -> (HashMap<String, ClassNetwork>, Vec<EC2NodeClass>) {
-        let mut networks = HashMap::new();
-        let mut kept = Vec::new();
-        for class in classes {
-            let name = class.metadata.name.clone();
-            let found = self.class_subnets(&class, now).await;
-            match found {
-                Ok(found) if !found.is_empty() => {
-                    networks.insert(
-                        name,
-                        ClassNetwork {
-                            subnets: pick_subnet_per_zone(&found),
-                        },
-                    );
-                    kept.push(class);
-                }
-                Ok(_) => {
-                    self.report_dropped(
-                        &ObjectRef::node_class(&name),
-                        "spec.subnetSelectorTerms: no subnet matches",
-                    )
-                    .await
-                }
-                Err(e) => {
-                    self.report_dropped(
-                        &ObjectRef::node_class(&name),
-                        &format!("subnet discovery failed: {e}"),
-                    )
-                    .await
-                }
-            }
-        }
-        (networks, kept)
-    }
 }
 
-impl<K, A: OnDemandPriceSource> Provisioner<K, A> {
-    /// Asks the price source for the region's on-demand prices when they are due, and
-    /// logs how it went; the next poll's catalog uses them. Kept out of [`Self::poll`] so
-    /// a poll never waits on the Price List API: the caller picks the moment (the handler
-    /// does it right after an invocation's first poll).
-    pub async fn refresh_prices(&mut self, now: SystemTime) -> PriceRefresh {
-        let refresh = self.catalog.refresh_prices(&self.aws, now).await;
-        match &refresh {
-            PriceRefresh::NotDue => {}
-            PriceRefresh::Updated { priced, total } => tracing::info!(
-                priced,
-                total,
-                "on-demand prices updated from the Price List API; types it has no price for keep the bundled one"
-            ),
-            PriceRefresh::NoRegionalPrices => tracing::info!(
-                "no regional on-demand prices (no Price List endpoint for this region, or none \
-                 configured); keeping the prices in use"
-            ),
-            PriceRefresh::Failed(e) => tracing::warn!(
-                error = %e,
-                cause = std::error::Error::source(e).map(ToString::to_string),
-                retry_after = ?super::on_demand_prices::PRICE_RETRY_AFTER,
-                "refreshing on-demand prices failed; keeping the last good prices"
-            ),
-        }
-        refresh
+/// What a poll does with the pods it read.
+enum Admit {
+    /// None is pending.
+    Idle,
+    /// No NodePool is usable: each pod is told why.
+    NoPool,
+    /// The batching window is open for this long still.
+    Wait(Duration),
+    Plan,
+}
+
+/// The poll's snapshot: the pending pods, and the nodes with the capacity in flight
+/// (what [`read::Capacity`] saw, as `ctx`'s catalog prices and sizes it).
+fn poll_snapshot(pods: &[Pod], capacity: &read::Capacity, ctx: &LaunchContext<'_>) -> Snapshot {
+    let (mut snapshot, pod_errors) = Snapshot::from_k8s(pods, &capacity.daemon_sets);
+    for e in pod_errors {
+        tracing::warn!(
+            pod = e.pod,
+            field = e.field,
+            message = e.message,
+            "pod cannot be planned for"
+        );
     }
+    let flying = in_flight(
+        &capacity.owned,
+        &capacity.nodes,
+        &ctx.catalog,
+        &ctx.pools,
+        &ctx.classes,
+        &snapshot.daemon_sets,
+        ctx.now,
+    );
+    snapshot.nodes = existing_nodes(&capacity.nodes, &capacity.bound, &flying);
+    snapshot
 }
 
 /// Why nothing is provisioned when no NodePool is usable.
@@ -676,7 +370,7 @@ pub(super) fn pod_uid(p: &Pod) -> String {
     p.metadata.uid.clone().unwrap_or_else(|| pod_key(p))
 }
 
-fn pod_key(p: &Pod) -> String {
+pub(super) fn pod_key(p: &Pod) -> String {
     format!(
         "{}/{}",
         p.metadata.namespace.as_deref().unwrap_or("default"),
@@ -685,6 +379,19 @@ fn pod_key(p: &Pod) -> String {
 }
 
 mod launch_claim;
+
+mod launchable;
+use launchable::{ClassNetwork, Launchable};
+
+mod warnings;
+use warnings::Warned;
+
+mod launch_context;
+use launch_context::LaunchContext;
+
+mod read;
+
+mod rounds;
 
 mod gc;
 

@@ -1,31 +1,22 @@
-//! Launching one planned claim: AMI, security groups, instance profile, user data and
-//! launch template, then CreateFleet with the claim's deterministic id; failures that
+//! Launching one planned claim: its class's AMI (for the claim's arch), security groups
+//! and instance profile as resolved once per poll ([`super::launch_context`]), user data
+//! and launch template, then CreateFleet with the claim's deterministic id; failures that
 //! will repeat for a while (no capacity, no spot role, a quota) are remembered at their
 //! reach (see [`super::super::unavailable`]), and what passes by itself (a profile EC2 cannot see yet, a
 //! template deleted meanwhile) is retried on the next poll.
 
-use std::collections::HashMap;
-use std::time::{Instant, SystemTime};
-
-use k8s_openapi::api::core::v1::Pod;
+use std::time::SystemTime;
 
 use super::super::attempts::{Answer, Next};
-use super::super::discovery::{images_key, terms_key};
 use super::super::launch::NODECLAIM_TAG;
 use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
-use super::super::live_catalog::freshness::Purpose;
-use super::super::node_template::{
-    NodeTemplateInput, ProfileChoice, launch_template_spec, profile_choice,
-};
+use super::super::node_template::{NodeTemplateInput, ProfileChoice, launch_template_spec};
 use super::super::nodeclaim::nodeclaim_id;
-use super::super::profiles::Cached;
 use super::super::unavailable::{Exclusion, UNAVAILABLE_TTL, exclusion_for};
-use super::{ClaimOutcome, ClassNetwork, Provisioner, pod_uid};
-use crate::api::EC2NodeClass;
-use crate::aws::{
-    AwsError, Cloud, ErrorClass, Image, InstanceInventory, InstanceProfiles, InstanceState,
-};
-use crate::catalog::{CapacityType, Catalog};
+use super::launch_context::{LaunchContext, failed};
+use super::{ClaimOutcome, Provisioner, pod_uid};
+use crate::aws::{AwsError, Cloud, ErrorClass, InstanceInventory, InstanceState};
+use crate::catalog::CapacityType;
 use crate::disruption::drift_tags;
 use crate::kube::{Cluster, EventType, PodRef};
 use crate::scheduling::PlannedClaim;
@@ -39,99 +30,37 @@ where
     K: Cluster,
     A: Cloud,
 {
-    #[allow(clippy::too_many_arguments)]
+    /// Launches `claim` with what `ctx` resolved for its class.
     pub(super) async fn launch(
         &mut self,
         claim: &PlannedClaim,
-        catalog: &Catalog,
-        classes: &[EC2NodeClass],
-        networks: &HashMap<String, ClassNetwork>,
-        by_key: &HashMap<String, &Pod>,
-        images: &mut HashMap<String, Result<Vec<Image>, String>>,
-        now: SystemTime,
-        started: Instant,
-        replacing: Option<&str>,
+        ctx: &mut LaunchContext<'_>,
     ) -> ClaimOutcome {
-        let failed = |what: &str, e: &AwsError| match e.class() {
-            ErrorClass::Throttled => ClaimOutcome::Throttled,
-            ErrorClass::Propagating => {
-                ClaimOutcome::RetryLater(format!("{what}: {}; will retry", describe(e)))
-            }
-            _ => ClaimOutcome::Failed(format!("{what}: {e}")),
-        };
-        let (Some(class), Some(network)) = (
-            classes.iter().find(|c| c.metadata.name == claim.node_class),
-            networks.get(&claim.node_class),
-        ) else {
+        let class = ctx
+            .classes
+            .iter()
+            .find(|c| c.metadata.name == claim.node_class);
+        let (Some(class), true) = (class, ctx.networks.contains_key(&claim.node_class)) else {
             return ClaimOutcome::Failed(format!(
                 "EC2NodeClass {} is not usable",
                 claim.node_class
             ));
         };
-        let (arch, _) = launch_types(claim, catalog);
-        let version = self.settings.cluster.kubernetes_version.clone();
-        let images_key = images_key(&class.spec.ami_selector_terms, &version);
-        if let Some(kept) =
-            self.discovered
-                .images(Purpose::Poll, &claim.node_class, &images_key, now)
-        {
-            // Resolved earlier (a warm-up keeps it fresh): no SSM or EC2 call on the
-            // pods' path.
-            images.insert(claim.node_class.clone(), Ok(kept.clone()));
-        }
-        if !images.contains_key(&claim.node_class) {
-            let resolved = self
-                .aws
-                .resolve(&class.spec.ami_selector_terms, &version)
-                .await;
-            if let Err(e) = &resolved
-                && e.class() == ErrorClass::Throttled
-            {
-                return ClaimOutcome::Throttled;
-            }
-            if let Ok(found) = &resolved {
-                self.discovered
-                    .put_images(&claim.node_class, images_key, now, found.clone());
-            }
-            images.insert(claim.node_class.clone(), resolved.map_err(|e| describe(&e)));
-        }
-        let image = match images.get(&claim.node_class) {
-            Some(Ok(list)) => match list.iter().find(|i| i.arch == arch) {
-                Some(i) => i.id.clone(),
-                None => {
-                    return ClaimOutcome::Failed(format!(
-                        "EC2NodeClass {}: spec.amiSelectorTerms select no {arch} image for Kubernetes {version}",
-                        claim.node_class
-                    ));
-                }
-            },
-            Some(Err(e)) => {
-                return ClaimOutcome::Failed(format!(
-                    "resolving AMIs of EC2NodeClass {}: {e}",
-                    claim.node_class
-                ));
-            }
-            None => return ClaimOutcome::Failed("AMI resolution did not run".into()),
+        let class = class.clone();
+        let resolved = match self.class_launch(ctx, &class).await {
+            Ok(r) => r,
+            Err(outcome) => return outcome,
         };
-        let terms = terms_key(&class.spec.security_group_selector_terms);
-        let groups = match self
-            .discovered
-            .groups(Purpose::Poll, &claim.node_class, &terms, now)
-        {
-            Some(cached) => cached.iter().map(|g| g.id.clone()).collect(),
-            None => match self
-                .aws
-                .security_groups(&class.spec.security_group_selector_terms)
-                .await
-            {
-                Ok(g) => {
-                    let ids = g.iter().map(|g| g.id.clone()).collect();
-                    self.discovered.put_groups(&claim.node_class, terms, now, g);
-                    ids
-                }
-                Err(e) => return failed("security group discovery", &e),
-            },
+        let (arch, _) = launch_types(claim, &ctx.catalog);
+        let Some(image) = resolved.images.iter().find(|i| i.arch == arch) else {
+            return ClaimOutcome::Failed(format!(
+                "EC2NodeClass {}: spec.amiSelectorTerms select no {arch} image for Kubernetes {}",
+                claim.node_class, self.settings.cluster.kubernetes_version
+            ));
         };
+        let image = image.id.clone();
+        let (catalog, by_key, now, started) = (&ctx.catalog, &ctx.by_key, ctx.now, ctx.started);
+        let network = &ctx.networks[&claim.node_class];
         let uids: Vec<String> = claim
             .pods
             .iter()
@@ -146,29 +75,15 @@ where
         // same pods were launched for once already, and that launch's ClientToken would be
         // answered with the instance now being reclaimed. Naming the node keeps a retried
         // replacement the same decision (the same token) all the same.
-        let replaced = replacing.map(|node| format!("replaces:{node}"));
+        let replaced = ctx.replacing.map(|node| format!("replaces:{node}"));
         let nodeclaim = nodeclaim_id(
             &claim.nodepool,
             uids.iter().map(String::as_str).chain(replaced.as_deref()),
         );
-        let choice = profile_choice(&class.spec, &self.settings.default_node_role);
-        let profile = match &choice {
-            ProfileChoice::Named(p) => p.clone(),
-            ProfileChoice::StackDefault => self.settings.default_instance_profile.clone(),
-            ProfileChoice::ForRole(role) => {
-                match self
-                    .instance_profile_for(&claim.node_class, role, now)
-                    .await
-                {
-                    Ok(p) => p,
-                    Err(outcome) => return outcome,
-                }
-            }
-        };
         // A profile EC2 refuses may be one IAM has not propagated yet, or one deleted by
         // hand since it was cached: either way the next launch should ensure it again.
         let forget_profile = |this: &mut Self| {
-            if let ProfileChoice::ForRole(role) = &choice {
+            if let ProfileChoice::ForRole(role) = &resolved.profile_choice {
                 this.profiles.forget(role);
             }
         };
@@ -177,8 +92,8 @@ where
             spec: &class.spec,
             cluster: &self.settings.cluster,
             image_id: &image,
-            security_group_ids: groups,
-            instance_profile: &profile,
+            security_group_ids: resolved.security_group_ids.clone(),
+            instance_profile: &resolved.profile,
             labels: node_labels(claim),
             taints: node_taints(claim),
             spot: claim.capacity_type == CapacityType::Spot,
@@ -207,7 +122,7 @@ where
         let pool_hash = self.pool_hashes.get(&claim.nodepool).map(String::as_str);
         request.tags.extend(drift_tags(
             pool_hash,
-            class,
+            &class,
             &image,
             &input.security_group_ids,
         ));
@@ -382,41 +297,6 @@ where
 
 impl<K, A> Provisioner<K, A>
 where
-    A: InstanceProfiles + Sync,
-{
-    /// The instance profile for a class's `role`: from this container's memory, else
-    /// ensured through IAM (and remembered, success or failure; see [`super::super::profiles`]).
-    async fn instance_profile_for(
-        &mut self,
-        class: &str,
-        role: &str,
-        now: SystemTime,
-    ) -> Result<String, ClaimOutcome> {
-        match self.profiles.lookup(role, now) {
-            Cached::Ready(profile) => return Ok(profile),
-            Cached::Failed(why) => return Err(ClaimOutcome::Failed(why)),
-            Cached::Unknown => {}
-        }
-        match self.aws.ensure_instance_profile(role).await {
-            Ok(profile) => {
-                self.profiles.ready(role, &profile);
-                Ok(profile)
-            }
-            Err(e) if e.class() == ErrorClass::Throttled => Err(ClaimOutcome::Throttled),
-            Err(e) => {
-                let why = format!(
-                    "EC2NodeClass {class}: spec.role {role}: no instance profile: {}",
-                    describe(&e)
-                );
-                self.profiles.failed(role, &why, now);
-                Err(ClaimOutcome::Failed(why))
-            }
-        }
-    }
-}
-
-impl<K, A> Provisioner<K, A>
-where
     A: InstanceInventory + Sync,
 {
     /// Whether EC2 lists every one of `instances` as terminated or shutting down. Not
@@ -474,7 +354,7 @@ where
 }
 
 /// The error and what AWS said, on one line (an [`AwsError`]'s own text names only the call).
-fn describe(e: &AwsError) -> String {
+pub(super) fn describe(e: &AwsError) -> String {
     match std::error::Error::source(e) {
         Some(source) => format!("{e}: {source}"),
         None => e.to_string(),

@@ -6,7 +6,6 @@
 //! Idempotent across retries and duplicate events: the claim ids derive from the pods'
 //! uids, so asking again for the same pods sends CreateFleet the same ClientToken.
 
-use std::collections::HashMap;
 use std::time::{Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,8 +13,10 @@ use k8s_openapi::api::core::v1::Pod;
 use super::super::in_flight::in_flight;
 use super::super::spoken_for;
 use super::super::unavailable::Exclusion;
-use super::{ClaimOutcome, ProvisionError, Provisioner};
-use crate::aws::{Cloud, Image};
+use super::launch_context::LaunchContext;
+use super::rounds::Tally;
+use super::{ProvisionError, Provisioner};
+use crate::aws::Cloud;
 use crate::catalog::CapacityType;
 use crate::kube::{Cluster, existing_nodes, usable};
 use crate::scheduling::{Snapshot, solve};
@@ -138,12 +139,9 @@ where
         {
             tracing::warn!(error = %e, "refreshing before a replacement failed; using what is kept");
         }
-        let super::Launchable {
-            pools,
-            classes,
-            networks,
-            catalog,
-        } = self.launchable(pools, classes, now).await?;
+        let launchable = self.launchable(pools, classes, now).await?;
+        let mut ctx = LaunchContext::new(launchable, pods, now, started, Some(node));
+        let (catalog, pools, classes) = (&ctx.catalog, &ctx.pools, &ctx.classes);
 
         let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
         let (mut snapshot, pod_errors) = Snapshot::from_k8s(&unbound, &daemon_sets);
@@ -155,9 +153,9 @@ where
         let flying = in_flight(
             &owned,
             &nodes,
-            &catalog,
-            &pools,
-            &classes,
+            catalog,
+            pools,
+            classes,
             &snapshot.daemon_sets,
             now,
         );
@@ -175,75 +173,32 @@ where
             // Their pod errors are not this replacement's: the provisioner reports them.
             let (mut before, _) = Snapshot::from_k8s(&spoken.pods, &daemon_sets);
             before.nodes = std::mem::take(&mut snapshot.nodes);
-            let theirs = solve(&before, &catalog, &pools, &classes);
+            let theirs = solve(&before, catalog, pools, classes);
             spoken_for::book(&mut before.nodes, &before.pods, &theirs.nominations);
             snapshot.nodes = before.nodes;
         }
-        let plan = solve(&snapshot, &catalog, &pools, &classes);
-        report.claims = plan.node_claims.len();
-        report.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();
-        report.unschedulable.extend(
+        let plan = solve(&snapshot, catalog, pools, classes);
+        let mut tally = Tally::default();
+        tally.claims = plan.node_claims.len();
+        tally.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();
+        tally.unschedulable = std::mem::take(&mut report.unschedulable);
+        tally.unschedulable.extend(
             plan.unschedulable
                 .iter()
                 .map(|u| (u.pod.clone(), u.reason.clone())),
         );
-        let by_key: HashMap<String, &Pod> = pods
-            .iter()
-            .map(|p| {
-                let key = format!(
-                    "{}/{}",
-                    p.metadata.namespace.as_deref().unwrap_or("default"),
-                    p.metadata.name.as_deref().unwrap_or_default()
-                );
-                (key, p)
-            })
-            .collect();
-        let mut images: HashMap<String, Result<Vec<Image>, String>> = HashMap::new();
         for claim in &plan.node_claims {
-            let outcome = self
-                .launch(
-                    claim,
-                    &catalog,
-                    &classes,
-                    &networks,
-                    &by_key,
-                    &mut images,
-                    now,
-                    started,
-                    Some(node),
-                )
-                .await;
-            match outcome {
-                ClaimOutcome::Launched { instances, .. } => report
-                    .launched_instances
-                    .extend(instances.into_iter().map(|i| i.id)),
-                // A retry of an earlier attempt that EC2 says already launched: that
-                // instance is the replacement, counted in flight from now on.
-                ClaimOutcome::AlreadyLaunched => {}
-                ClaimOutcome::Throttled => {
-                    report.throttled = true;
-                    report.failed_claims += 1;
-                    break;
-                }
-                ClaimOutcome::NoCapacity => {
-                    report.failed_claims += 1;
-                    let why = "no capacity for any offering of the claim".to_string();
-                    report
-                        .unschedulable
-                        .extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
-                }
-                // A replacement runs in the interruption function, which sets no check;
-                // were one set, its refusal is a failure the follow-up retries.
-                ClaimOutcome::RetryLater(why)
-                | ClaimOutcome::Failed(why)
-                | ClaimOutcome::Withheld(why) => {
-                    report.failed_claims += 1;
-                    report
-                        .unschedulable
-                        .extend(claim.pods.iter().map(|p| (p.clone(), why.clone())));
-                }
+            let outcome = self.launch(claim, &mut ctx).await;
+            if self.settle(claim, outcome, &mut ctx, &mut tally).is_break() {
+                break;
             }
         }
+        report.claims = tally.claims;
+        report.nominated_pods = tally.nominated_pods;
+        report.unschedulable = tally.unschedulable;
+        report.launched_instances = tally.launched_instances;
+        report.failed_claims = tally.failed_claims;
+        report.throttled = tally.throttled;
         Ok(report)
     }
 }

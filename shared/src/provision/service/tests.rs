@@ -3,24 +3,26 @@
 //! an instance profile EC2 cannot see yet, and launch templates of any age.
 //! The end-to-end scale-up story is tested against moto and the simulated cluster.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Node;
 
 use super::*;
-use crate::api::{AmiSelectorTerm, SelectorTerm, Taint};
+use crate::api::{AmiSelectorTerm, SelectorTerm, Taint, labels};
 use crate::aws::{
-    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, ImageResolver,
+    ApiError, ErrorClass, Fleet, FleetError, FleetOutcome, FleetRequest, Image, ImageResolver,
     InstanceInventory, InstanceProfiles, InstanceTypeSource, LaunchTemplateRef, LaunchTemplateSpec,
-    LaunchTemplates, LaunchedInstance, NetworkDiscovery, OwnedInstance, OwnedLaunchTemplate,
-    SecurityGroup, SpotPrice, TerminateOutcome, TypeOffering,
+    LaunchTemplates, LaunchedInstance, NetworkDiscovery, OnDemandPriceSource, OwnedInstance,
+    OwnedLaunchTemplate, SecurityGroup, SpotPrice, Subnet, TerminateOutcome, TypeOffering,
 };
 use crate::catalog::{CapacityType, InstanceType, bundled_instance_types};
 use crate::kube::{
-    ConfigLoad, ConfigOrigin, ConfigSource, DefaultPoolParams, EventSink, NodeOps, NodeSource,
-    ObjectKind, PodSource, default_pool_inputs,
+    ConfigLoad, ConfigOrigin, ConfigSource, DefaultPoolParams, EventSink, EventType, NodeOps,
+    NodeSource, ObjectKind, PodRef, PodSource, default_pool_inputs,
 };
+use crate::provision::PriceRefresh;
 
 const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 
