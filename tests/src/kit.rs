@@ -96,3 +96,50 @@ impl LambdaFunction {
         }
     }
 }
+
+/// Emulated: the simulated cluster's clock stands in for the system clock, so "fifteen
+/// minutes later" is a clock advance, not a sleep.
+pub struct SimNow(pub SimClock);
+
+impl nodewright::kube::Clock for SimNow {
+    fn now(&self) -> jiff::Timestamp {
+        self.0.now()
+    }
+}
+
+/// The sweeper handler's state over the real adapters of `world`, signed as the template's
+/// `SweeperFunction` role, on the simulated cluster's clock; its default NodePool on-demand
+/// amd64 c/m/r, as the stack's defaults with `DefaultCapacityTypes=on-demand`.
+pub async fn sweeper_state(
+    world: &World,
+) -> anyhow::Result<
+    nodewright_sweeper::State<nodewright::kube::KubeCluster, nodewright::aws::Ec2Adapter>,
+> {
+    let mut kube_config = world.sim.config().await?;
+    // A 429 from the API server reaches the drain's own retry policy.
+    kube_config.default_retry = false;
+    let client = kube::Client::try_from(kube_config)?;
+    let defaults = nodewright::kube::DefaultPoolParams {
+        cluster_name: world.seeded.cluster.clone(),
+        node_role: world.stack.node_role_name.clone(),
+        capacity_types: vec!["on-demand".into()],
+        architectures: vec!["amd64".into()],
+        instance_categories: vec!["c".into(), "m".into(), "r".into()],
+        cpu_limit: Some("1000".into()),
+        ami_alias: "al2023@latest".into(),
+    };
+    let kube = nodewright::kube::KubeCluster::new(
+        client,
+        nodewright::kube::ClusterSettings::new(defaults, "sweeper-local"),
+    );
+    let sdk = world.function_sdk("SweeperFunction")?;
+    let ec2 = nodewright::aws::Ec2Adapter::new(
+        aws_sdk_ec2::Client::new(&sdk),
+        world.seeded.cluster.clone(),
+    );
+    Ok(nodewright_sweeper::State::new(
+        kube,
+        ec2,
+        std::sync::Arc::new(SimNow(world.clock())),
+    ))
+}

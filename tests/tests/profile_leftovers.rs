@@ -9,31 +9,21 @@
 //! cluster, whose clock stands in for the system clock (`SimNow`). The adapters, the SDK
 //! and `kube::Client` are real.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{IamInstanceProfileSpecification, InstanceType};
 use aws_sdk_iam::types::Tag;
-use jiff::Timestamp;
 use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::{
     Ec2Adapter, IamAdapter, InstanceProfileLeftovers, InstanceProfiles, ProfileLeftoversAdapter,
     instance_profile_name,
 };
-use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::kube::KubeCluster;
 use nodewright_sweeper::{ProfileCollection, State, handler};
+use nodewright_world::kit::sweeper_state;
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use serde_json::{Value, json};
-
-/// Emulated: the simulated cluster's clock stands in for the system clock.
-struct SimNow(SimClock);
-
-impl Clock for SimNow {
-    fn now(&self) -> Timestamp {
-        self.0.now()
-    }
-}
 
 const ASSUME_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
@@ -85,30 +75,21 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
-    let mut kube_config = world.sim.config().await.unwrap();
-    kube_config.default_retry = false;
-    let client = kube::Client::try_from(kube_config).unwrap();
     let cluster = world.seeded.cluster.clone();
-    let defaults = DefaultPoolParams {
-        cluster_name: cluster.clone(),
-        node_role: world.stack.node_role_name.clone(),
-        capacity_types: vec!["on-demand".into()],
-        architectures: vec!["amd64".into()],
-        instance_categories: vec!["c".into(), "m".into(), "r".into()],
-        cpu_limit: Some("1000".into()),
-        ami_alias: "al2023@latest".into(),
-    };
-    let kube = KubeCluster::new(client, ClusterSettings::new(defaults, "sweeper-local"));
     let sdk = world.function_sdk("SweeperFunction").unwrap();
-    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), cluster.clone());
     let leftovers = ProfileLeftoversAdapter::new(
         aws_sdk_iam::Client::new(&sdk),
         aws_sdk_ec2::Client::new(&sdk),
         cluster.clone(),
     );
-    State::new(kube, ec2, Arc::new(SimNow(world.clock()))).with_profile_collection(
-        ProfileCollection::new(leftovers, cluster, world.stack.node_role_name.clone()),
-    )
+    sweeper_state(world)
+        .await
+        .expect("the sweeper's state")
+        .with_profile_collection(ProfileCollection::new(
+            leftovers,
+            cluster,
+            world.stack.node_role_name.clone(),
+        ))
 }
 
 async fn sweep(state: &State<KubeCluster, Ec2Adapter>) -> Vec<String> {

@@ -11,28 +11,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{InstanceType, ResourceType, Tag, TagSpecification};
-use jiff::Timestamp;
 use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
-use nodewright::kube::{Clock, ClusterSettings, DefaultPoolParams, KubeCluster};
+use nodewright::kube::KubeCluster;
 use nodewright::lease::{Elector, KubeLeases};
 use nodewright::provision::{BatchWindow, Replacement};
 use nodewright_sweeper::{
     LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
 };
+use nodewright_world::kit::{SimNow, sweeper_state};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use serde_json::{Value, json};
-
-/// Emulated: the simulated cluster's clock stands in for the system clock.
-struct SimNow(SimClock);
-
-impl Clock for SimNow {
-    fn now(&self) -> Timestamp {
-        self.0.now()
-    }
-}
 
 async fn start(cluster: &str) -> World {
     let _ = tracing_subscriber::fmt()
@@ -50,22 +41,7 @@ async fn start(cluster: &str) -> World {
 }
 
 async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
-    let mut kube_config = world.sim.config().await.unwrap();
-    kube_config.default_retry = false;
-    let client = kube::Client::try_from(kube_config).unwrap();
-    let defaults = DefaultPoolParams {
-        cluster_name: world.seeded.cluster.clone(),
-        node_role: world.stack.node_role_name.clone(),
-        capacity_types: vec!["on-demand".into()],
-        architectures: vec!["amd64".into()],
-        instance_categories: vec!["c".into(), "m".into(), "r".into()],
-        cpu_limit: Some("1000".into()),
-        ami_alias: "al2023@latest".into(),
-    };
-    let kube = KubeCluster::new(client, ClusterSettings::new(defaults, "sweeper-local"));
-    let sdk = world.function_sdk("SweeperFunction").unwrap();
-    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), world.seeded.cluster.clone());
-    State::new(kube, ec2, Arc::new(SimNow(world.clock())))
+    sweeper_state(world).await.expect("the sweeper's state")
 }
 
 async fn sweep<R: Replacement + LaunchResolver>(

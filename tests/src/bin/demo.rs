@@ -382,7 +382,7 @@ async fn main() -> anyhow::Result<()> {
 
     story.phase("6. Scale down and the sweeper");
     // The sweeper's replacements (consolidation, expiry) launch through the same core.
-    let sweeper = sweeper_state(&world)
+    let sweeper = nodewright_world::kit::sweeper_state(&world)
         .await?
         .with_replacer(state.provisioner());
     for (replicas, rounds) in [(4, 10), (0, 12)] {
@@ -485,45 +485,4 @@ async fn main() -> anyhow::Result<()> {
     }
     story.say("Ctrl-C: stopping the world");
     Ok(())
-}
-
-/// The sweeper handler's state over the real adapters, signed as its template role, with
-/// the simulated cluster's clock (emulated) as its clock.
-async fn sweeper_state(
-    world: &World,
-) -> anyhow::Result<
-    nodewright_sweeper::State<nodewright::kube::KubeCluster, nodewright::aws::Ec2Adapter>,
-> {
-    struct SimNow(SimClock);
-    impl nodewright::kube::Clock for SimNow {
-        fn now(&self) -> jiff::Timestamp {
-            self.0.now()
-        }
-    }
-    let mut kube_config = world.sim.config().await?;
-    kube_config.default_retry = false;
-    let client = kube::Client::try_from(kube_config)?;
-    let defaults = nodewright::kube::DefaultPoolParams {
-        cluster_name: world.seeded.cluster.clone(),
-        node_role: world.stack.node_role_name.clone(),
-        capacity_types: vec!["spot".into(), "on-demand".into()],
-        architectures: vec!["amd64".into()],
-        instance_categories: vec!["c".into(), "m".into(), "r".into()],
-        cpu_limit: Some("1000".into()),
-        ami_alias: "al2023@latest".into(),
-    };
-    let kube = nodewright::kube::KubeCluster::new(
-        client,
-        nodewright::kube::ClusterSettings::new(defaults, "sweeper-demo"),
-    );
-    let sdk = world.function_sdk("SweeperFunction")?;
-    let ec2 = nodewright::aws::Ec2Adapter::new(
-        aws_sdk_ec2::Client::new(&sdk),
-        world.seeded.cluster.clone(),
-    );
-    Ok(nodewright_sweeper::State::new(
-        kube,
-        ec2,
-        std::sync::Arc::new(SimNow(world.clock())),
-    ))
 }
