@@ -314,8 +314,10 @@ async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothin
     world.sim.inject(Fault::resource("pods", 410).continued());
     world.sim.inject(Fault::resource("nodepools", 429).times(3));
     world.sim.inject(Fault::resource("nodes", 500).times(3));
+    // Time for two failed polls, the pod list started over and a cold catalog: on a loaded
+    // 2-core CI machine 8 s ran out before the poll that launches.
     let state = world
-        .provisioner(quick(Duration::from_secs(8)), quick_batch())
+        .provisioner(quick(Duration::from_secs(20)), quick_batch())
         .await
         .unwrap();
     let summary = invoke(&state)
