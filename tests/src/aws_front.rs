@@ -56,6 +56,9 @@ pub enum Handling {
     Throttled,
     /// Forwarded to moto, answer withheld: the caller "crashed" here.
     Withheld,
+    /// Arrived and held back by [`AwsFront::delay`]: recorded on arrival, and again as
+    /// handled once the delay is over.
+    Delayed,
     /// A ClientToken seen before with the same parameters: its first answer again, moto
     /// never saw the call.
     Replayed,
@@ -86,6 +89,8 @@ pub const RECORDED_PARAMS: [&str; 3] = ["CreateFleet", "RunInstances", "CreateLa
 #[derive(Default)]
 struct Armed {
     throttle: HashMap<String, u32>,
+    /// Actions answered only after this long, as a slow API answers.
+    delay: HashMap<String, Duration>,
     crash: HashMap<String, oneshot::Sender<Instant>>,
     fleet: Vec<FleetFault>,
 }
@@ -122,6 +127,14 @@ impl Crash {
 }
 
 impl AwsFront {
+    /// Holds every later call of `action` for `by` before handling it, as a slow API
+    /// answers (the caller may give up first); see [`Handling::Delayed`].
+    pub fn delay(&self, action: &str, by: Duration) {
+        if let Ok(mut armed) = self.front.armed.lock() {
+            armed.delay.insert(action.to_string(), by);
+        }
+    }
+
     /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
     pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -333,6 +346,19 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
+    let delay = front
+        .armed
+        .lock()
+        .ok()
+        .and_then(|a| a.delay.get(&action).copied());
+    if let Some(delay) = delay {
+        front.record(action.clone(), at, Handling::Delayed, &body);
+        let mut stopping = front.stopping.clone();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = stopping.wait_for(|stop| *stop) => {}
+        }
+    }
     let plan = front.plan(&action);
     if let Plan::Throttle = plan {
         front.record(action.clone(), at, Handling::Throttled, &body);

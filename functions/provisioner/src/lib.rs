@@ -216,11 +216,11 @@ impl Summary {
 /// five-minutely refresh sits on a pending pod's path once it takes over. The Lease is
 /// released at the end so the next invocation takes over at once.
 ///
-/// After the first poll that leaves no batching window open, on-demand prices are
-/// refreshed when due (a cold container, or every twelve hours): after it, so pods pending
-/// at a cold start are not kept waiting on the Price List API; early in the invocation, so
-/// a slow answer (bounded by `PRICE_FETCH_TIMEOUT`) eats into the polling budget, never
-/// past the function's timeout.
+/// Between polls, once no batching window is open, the holder refreshes on-demand prices
+/// when due (a cold container, or every twelve hours), as it refreshes the catalog: after
+/// a poll, so pods pending at a cold start are not kept waiting on the Price List API, and
+/// dropped the moment a pod turns provisionable (tried again at the next idle moment), so
+/// a slow answer (bounded by `PRICE_FETCH_TIMEOUT`) never sits on a pending pod's path.
 pub async fn handler<K, A>(event: LambdaEvent<Value>, state: &State<K, A>) -> Result<Value, Error>
 where
     K: nodewright::kube::Cluster + nodewright::kube::PendingPodWatch,
@@ -355,18 +355,6 @@ where
             next_poll = Instant::now() + next;
             // Per poll, so a long invocation's latencies stay within one document's 100 values.
             telemetry::flush();
-            // Once per invocation, at the first moment no batching window is open (so pods
-            // pending now are never kept waiting on it), refresh on-demand prices when due.
-            if !window_open && !prices_checked {
-                prices_checked = true;
-                // Up to PRICE_FETCH_TIMEOUT, longer than the Lease: renewed meanwhile.
-                let refresh = async {
-                    let mut provisioner = state.provisioner.lock().await;
-                    provisioner.refresh_prices(SystemTime::now()).await
-                };
-                coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), refresh)
-                    .await;
-            }
         }
         let now = Instant::now();
         let wake_at = match (&elector, acting) {
@@ -379,7 +367,9 @@ where
         let watching = !window_open && wakes.stream.is_some();
         if acting && !window_open && !refreshed_since_poll {
             // Between polls, refresh what is past its TTL (catalog, subnets, groups,
-            // AMIs) so no poll waits on EC2 for it; a pod turning provisionable drops it.
+            // AMIs) so no poll waits on EC2 for it, and on-demand prices once per
+            // invocation when due (the Price List API may take PRICE_FETCH_TIMEOUT); a pod
+            // turning provisionable drops either, and the next idle moment tries again.
             refreshed_since_poll = true;
             let mut early = false;
             let woken_by_pod = async {
@@ -387,11 +377,14 @@ where
                     .wait(until.saturating_duration_since(now), watching)
                     .await;
             };
-            let refresh = standby::refresh_between_polls(&state.provisioner, woken_by_pod);
-            let ran =
+            let refresh =
+                standby::refresh_between_polls(&state.provisioner, woken_by_pod, !prices_checked);
+            // Longer than the Lease at worst (PRICE_FETCH_TIMEOUT): renewed meanwhile.
+            let between =
                 coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), refresh)
                     .await;
-            if ran || early {
+            prices_checked |= between.prices_checked;
+            if between.ran || early {
                 woken = early;
                 continue;
             }

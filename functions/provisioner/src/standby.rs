@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use nodewright::lease::{Elector, Hold, KubeLeases};
-use nodewright::provision::Provisioner;
+use nodewright::provision::{PriceRefresh, Provisioner};
 use tokio::sync::Mutex;
 
 /// How a standby warm-up ended.
@@ -67,14 +67,26 @@ where
     WarmUp::Done
 }
 
+/// What the holder's refresh between polls did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BetweenPolls {
+    /// A refresh (of the catalog and its inputs, or of prices) ran to its end: time has
+    /// passed, so the loop looks again before waiting.
+    pub ran: bool,
+    /// The on-demand prices were asked for, or were not due: not to be tried again in
+    /// this invocation.
+    pub prices_checked: bool,
+}
+
 /// The holder's refresh between polls: when [`Provisioner::warm_up_due`] (the catalog
 /// past half its TTL, a class's subnets, security groups or AMIs past theirs, and no
-/// failed refresh backing off), warms `provisioner` as a standby invocation would, until
-/// done or until `woken` says a pod turned provisionable, whichever comes first: a pod's
-/// poll never waits for the refresh (dropped where it stood, it is tried again at the
-/// next idle moment). Without it the holder's own container would only ever refresh
-/// inside a poll, or use a catalog ever staler (see `LiveCatalog::get`). True when a
-/// refresh ran to its end.
+/// failed refresh backing off), warms `provisioner` as a standby invocation would, then,
+/// when `prices` asks for it, refreshes on-demand prices if due; until done or until
+/// `woken` says a pod turned provisionable, whichever comes first: a pod's poll never
+/// waits for either (dropped where it stood, each is tried again at the next idle
+/// moment; neither stores anything before its answer is in). Without it the holder's own
+/// container would only ever refresh inside a poll, or use a catalog ever staler (see
+/// `LiveCatalog::get`).
 ///
 /// Between polls, in the holder's own task, rather than in a spawned one: the
 /// provisioner is behind the invocation's lock, which a spawned refresh would hold
@@ -83,36 +95,44 @@ where
 pub async fn refresh_between_polls<K, A>(
     provisioner: &Mutex<Provisioner<K, A>>,
     woken: impl Future<Output = ()>,
-) -> bool
+    prices: bool,
+) -> BetweenPolls
 where
     K: nodewright::kube::ConfigSource,
     A: nodewright::aws::InstanceTypeSource
         + nodewright::aws::NetworkDiscovery
-        + nodewright::aws::ImageResolver,
+        + nodewright::aws::ImageResolver
+        + nodewright::aws::OnDemandPriceSource,
 {
     let refresh = async {
         let mut provisioner = provisioner.lock().await;
-        if !provisioner.warm_up_due(SystemTime::now()) {
-            return false;
+        let mut done = BetweenPolls::default();
+        if provisioner.warm_up_due(SystemTime::now()) {
+            let started = Instant::now();
+            match provisioner.warm(SystemTime::now()).await {
+                Ok(warmed) => tracing::debug!(
+                    ?warmed,
+                    ms = started.elapsed().as_millis(),
+                    "refreshed between polls"
+                ),
+                Err(e) => tracing::warn!(
+                    error = nodewright::error_chain(&e),
+                    "refreshing between polls failed; the polls use what they have"
+                ),
+            }
+            done.ran = true;
         }
-        let started = Instant::now();
-        match provisioner.warm(SystemTime::now()).await {
-            Ok(warmed) => tracing::debug!(
-                ?warmed,
-                ms = started.elapsed().as_millis(),
-                "refreshed between polls"
-            ),
-            Err(e) => tracing::warn!(
-                error = nodewright::error_chain(&e),
-                "refreshing between polls failed; the polls use what they have"
-            ),
+        if prices {
+            let refresh = provisioner.refresh_prices(SystemTime::now()).await;
+            done.ran |= !matches!(refresh, PriceRefresh::NotDue);
+            done.prices_checked = true;
         }
-        true
+        done
     };
     tokio::select! {
         biased;
-        () = woken => false,
-        ran = refresh => ran,
+        () = woken => BetweenPolls::default(),
+        done = refresh => done,
     }
 }
 

@@ -13,6 +13,8 @@ use nodewright_world::world::World;
 use nodewright_world::world::provisioner::scheduled_event;
 
 const INVOCATION_TIMEOUT: Duration = Duration::from_secs(90);
+/// Room for a first catalog that moto builds slowly on a loaded machine, then the prices.
+const SLOW_PRICES_TIMEOUT: Duration = Duration::from_secs(120);
 
 async fn launched(world: &World) -> usize {
     world.instances().await.expect("DescribeInstances").len()
@@ -83,6 +85,74 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
             .lines()
             .any(|l| l.starts_with('{') && l.contains("\"level\"")),
         "the function logs JSON lines:\n{}",
+        function.log_text()
+    );
+    let _ = std::fs::remove_dir_all(function.dir());
+}
+
+/// The holder asks the Price List API for on-demand prices between polls (a cold
+/// container's are due at once). Here that API is slow: the front holds its answer for a
+/// minute, past `PRICE_FETCH_TIMEOUT`. A pod turning pending meanwhile must not wait for
+/// it: the fetch is dropped, the pod's poll launches, and the fetch is tried again at the
+/// next idle moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_turning_pending_while_prices_are_fetched_is_launched_for_without_waiting_for_them() {
+    let world = getting_started("slow-prices", 0)
+        .await
+        .expect("the local world starts");
+    world.front.delay("GetProducts", Duration::from_secs(60));
+    let mut function = LambdaFunction::start(
+        &world,
+        Path::new(env!("CARGO_BIN_EXE_provisioner")),
+        "slow-prices",
+        "provisioner",
+        [
+            ("POLL_INTERVAL", "0.2".to_string()),
+            ("INVOCATION_BUDGET", "45".to_string()),
+            // SDK operations get 40 s: the first catalog must not time out against moto on
+            // a loaded machine before the holder gets to the prices.
+            ("DEADLINE_MARGIN", "60".to_string()),
+        ],
+    )
+    .await
+    .unwrap();
+
+    let pod_turns_pending = async {
+        let asked = loop {
+            if let Some(call) = world.front.calls("GetProducts").first() {
+                break call.at;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let one = world
+            .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 1")])
+            .unwrap();
+        world.apply_yaml(&one).unwrap();
+        world.sim.step().await;
+        asked
+    };
+    let invocation = function.invoke(scheduled_event(), SLOW_PRICES_TIMEOUT);
+    let (outcome, asked) = tokio::select! {
+        (outcome, asked) = async { tokio::join!(invocation, pod_turns_pending) } => (outcome, asked),
+        () = tokio::time::sleep(SLOW_PRICES_TIMEOUT) => panic!("the holder never asked for prices"),
+    };
+    let Outcome::Response(summary) = outcome.unwrap() else {
+        panic!("the invocation failed:\n{}", function.log_text());
+    };
+    assert_eq!(
+        summary["launchedInstances"].as_array().map(Vec::len),
+        Some(1),
+        "{summary}\n{}",
+        function.log_text()
+    );
+    let fleet = world.front.calls("CreateFleet");
+    let launched_at = fleet.first().expect("a CreateFleet call").at;
+    // Waiting for the answer would have put the launch at least PRICE_FETCH_TIMEOUT after
+    // the ask (the front answers only after a minute); the pod did not wait for it.
+    assert!(
+        launched_at.duration_since(asked) < nodewright::aws::pricing::PRICE_FETCH_TIMEOUT,
+        "CreateFleet {:?} after the price ask\n{}",
+        launched_at.duration_since(asked),
         function.log_text()
     );
     let _ = std::fs::remove_dir_all(function.dir());

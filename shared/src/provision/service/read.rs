@@ -52,13 +52,16 @@ where
     A: Cloud,
 {
     pub(super) async fn read_pending(&self) -> Result<Pending, ProvisionError> {
-        let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
+        // Independent reads, asked at once.
+        let config = async { self.kube.load().await.map_err(kube_err("NodePools")) };
+        let pods = async {
+            self.kube
+                .pending_pods()
+                .await
+                .map_err(kube_err("pending pods"))
+        };
+        let (config, mut pods) = tokio::try_join!(config, pods)?;
         let (pools, classes, dropped) = usable(&config.inputs, &config.problems);
-        let mut pods = self
-            .kube
-            .pending_pods()
-            .await
-            .map_err(kube_err("pending pods"))?;
         sort_for_planning(&mut pods, &self.handled, &self.first_seen);
         Ok(Pending {
             pools,
@@ -110,28 +113,35 @@ where
     }
 
     /// The capacity side as the cluster and EC2 list it, for a poll and for a replacement
-    /// alike: nodes, DaemonSets, bound pods by node, then this cluster's instances (without
-    /// the launches EC2 does not list yet; the caller merges those in).
+    /// alike: nodes, DaemonSets, bound pods by node, and this cluster's instances (without
+    /// the launches EC2 does not list yet; the caller merges those in). The four lists
+    /// are independent, so they are asked at once: a pending pod waits for the slowest
+    /// (DescribeInstances, as a rule), not for their sum. The first to fail fails it.
     pub(super) async fn list_capacity(&self) -> Result<CapacityLists, ProvisionError> {
-        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
-        let daemon_sets = self
-            .kube
-            .daemon_sets()
-            .await
-            .map_err(kube_err("DaemonSets"))?;
-        let bound = self
-            .kube
-            .bound_pods_by_node()
-            .await
-            .map_err(kube_err("bound pods"))?;
-        let owned = self
-            .aws
-            .list_owned()
-            .await
-            .map_err(|source| ProvisionError::Aws {
-                what: "listing owned instances",
-                source,
-            })?;
+        let nodes = async { self.kube.nodes().await.map_err(kube_err("nodes")) };
+        let daemon_sets = async {
+            self.kube
+                .daemon_sets()
+                .await
+                .map_err(kube_err("DaemonSets"))
+        };
+        let bound = async {
+            self.kube
+                .bound_pods_by_node()
+                .await
+                .map_err(kube_err("bound pods"))
+        };
+        let owned = async {
+            self.aws
+                .list_owned()
+                .await
+                .map_err(|source| ProvisionError::Aws {
+                    what: "listing owned instances",
+                    source,
+                })
+        };
+        let (nodes, daemon_sets, bound, owned) =
+            tokio::try_join!(nodes, daemon_sets, bound, owned)?;
         Ok(CapacityLists {
             nodes,
             daemon_sets,
