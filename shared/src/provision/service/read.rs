@@ -38,6 +38,14 @@ pub(super) struct Capacity {
     pub(super) unlabelled: Vec<(String, String)>,
 }
 
+/// The capacity side as listed, before this container's memory of unlisted launches.
+pub(super) struct CapacityLists {
+    pub(super) nodes: Vec<Node>,
+    pub(super) daemon_sets: Vec<DaemonSet>,
+    pub(super) bound: HashMap<String, Vec<Pod>>,
+    pub(super) owned: Vec<OwnedInstance>,
+}
+
 impl<K, A> Provisioner<K, A>
 where
     K: Cluster,
@@ -68,25 +76,12 @@ where
         &mut self,
         now: SystemTime,
     ) -> Result<Capacity, ProvisionError> {
-        let mut nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
-        let daemon_sets = self
-            .kube
-            .daemon_sets()
-            .await
-            .map_err(kube_err("DaemonSets"))?;
-        let bound = self
-            .kube
-            .bound_pods_by_node()
-            .await
-            .map_err(kube_err("bound pods"))?;
-        let owned = self
-            .aws
-            .list_owned()
-            .await
-            .map_err(|source| ProvisionError::Aws {
-                what: "listing owned instances",
-                source,
-            })?;
+        let CapacityLists {
+            mut nodes,
+            daemon_sets,
+            bound,
+            owned,
+        } = self.list_capacity().await?;
         self.unseen.forget_registered(&nodes);
         let unlisted = self.unseen.unlisted(&owned);
         if !unlisted.is_empty() {
@@ -111,6 +106,37 @@ where
             bound,
             owned,
             unlabelled,
+        })
+    }
+
+    /// The capacity side as the cluster and EC2 list it, for a poll and for a replacement
+    /// alike: nodes, DaemonSets, bound pods by node, then this cluster's instances (without
+    /// the launches EC2 does not list yet; the caller merges those in).
+    pub(super) async fn list_capacity(&self) -> Result<CapacityLists, ProvisionError> {
+        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
+        let daemon_sets = self
+            .kube
+            .daemon_sets()
+            .await
+            .map_err(kube_err("DaemonSets"))?;
+        let bound = self
+            .kube
+            .bound_pods_by_node()
+            .await
+            .map_err(kube_err("bound pods"))?;
+        let owned = self
+            .aws
+            .list_owned()
+            .await
+            .map_err(|source| ProvisionError::Aws {
+                what: "listing owned instances",
+                source,
+            })?;
+        Ok(CapacityLists {
+            nodes,
+            daemon_sets,
+            bound,
+            owned,
         })
     }
 

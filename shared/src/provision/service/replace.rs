@@ -14,6 +14,7 @@ use super::super::in_flight::in_flight;
 use super::super::spoken_for;
 use super::super::unavailable::Exclusion;
 use super::launch_context::LaunchContext;
+use super::read::CapacityLists;
 use super::rounds::Tally;
 use super::{ProvisionError, Provisioner};
 use crate::aws::Cloud;
@@ -101,10 +102,14 @@ where
             return Ok(report);
         }
         let kube_err = |what| move |source| ProvisionError::Kube { what, source };
-        let aws_err = |what| move |source| ProvisionError::Aws { what, source };
         let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
         let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
-        let nodes = self.kube.nodes().await.map_err(kube_err("nodes"))?;
+        let CapacityLists {
+            nodes,
+            daemon_sets,
+            bound,
+            mut owned,
+        } = self.list_capacity().await?;
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.
@@ -112,21 +117,6 @@ where
             .into_iter()
             .partition(|n| n.metadata.name.as_deref() == Some(node));
         let going_instances = crate::provision::in_flight::node_instance_ids(&going);
-        let daemon_sets = self
-            .kube
-            .daemon_sets()
-            .await
-            .map_err(kube_err("DaemonSets"))?;
-        let bound = self
-            .kube
-            .bound_pods_by_node()
-            .await
-            .map_err(kube_err("bound pods"))?;
-        let mut owned = self
-            .aws
-            .list_owned()
-            .await
-            .map_err(aws_err("listing owned instances"))?;
         self.unseen.forget_registered(&nodes);
         self.unseen.forget_registered(&going);
         owned = self.unseen.merge(owned, now);
