@@ -14,10 +14,10 @@
 //! The binaries are `$NODEWRIGHT_<FUNCTION>_BIN` (`NODEWRIGHT_SWEEPER_BIN`, ...), else
 //! `<target>/release/<function>`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use nodewright_world::kit::release_binary;
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, RuntimeApi};
 use nodewright_world::template::Template;
@@ -30,18 +30,6 @@ const FUNCTIONS: [(&str, &str); 3] = [
     ("interruption", "InterruptionFunction"),
     ("sweeper", "SweeperFunction"),
 ];
-
-fn binary(name: &str) -> PathBuf {
-    let var = format!("NODEWRIGHT_{}_BIN", name.to_uppercase());
-    if let Some(p) = std::env::var_os(var) {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || nodewright_world::moto::workspace_root().join("target"),
-        PathBuf::from,
-    );
-    target.join("release").join(name)
-}
 
 /// The zipped size of a package holding `binary` as `bootstrap` (mode 0755).
 fn zipped_size(binary: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<u64> {
@@ -115,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (name, function) in FUNCTIONS {
-        let bin = binary(name);
+        let bin = release_binary(name);
         let size = std::fs::metadata(&bin)
             .with_context(|| format!("{} (build it with `make release`)", bin.display()))?
             .len();

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use jiff::Timestamp;
 use nodewright::provision::BatchWindow;
+use nodewright_world::kit::{percentile, release_binary, with_world_names};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::template::{FunctionSettings, Template};
@@ -126,22 +127,6 @@ spec:
   selector: {matchLabels: {app: drain}}
 "#;
 
-fn binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("NODEWRIGHT_INTERRUPTION_BIN") {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || nodewright_world::moto::workspace_root().join("target"),
-        PathBuf::from,
-    );
-    target.join("release").join("interruption")
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 /// One container of the function: its own Runtime API and process, busy while an
 /// invocation runs in it.
 struct Container {
@@ -193,7 +178,13 @@ impl EventSource {
         let mut env = self.world.deployed_env(FUNCTION, &self.dir)?;
         env.push(("AWS_LAMBDA_LOG_STREAM_NAME", name.clone()));
         let log = self.dir.join(format!("{name}.log"));
-        let process = FunctionProcess::spawn(&binary(), &api, self.settings.memory_mb, &env, &log)?;
+        let process = FunctionProcess::spawn(
+            &release_binary("interruption"),
+            &api,
+            self.settings.memory_mb,
+            &env,
+            &log,
+        )?;
         let container = Arc::new(Container {
             name,
             api,
@@ -604,7 +595,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .try_init();
-    let bin = binary();
+    let bin = release_binary("interruption");
     std::fs::metadata(&bin)
         .with_context(|| format!("{} (build it with `make release`)", bin.display()))?;
     let settings = Template::load()?.function_settings(FUNCTION)?;
@@ -626,10 +617,7 @@ async fn main() -> anyhow::Result<()> {
     let world = Arc::new(World::start("bench-interruption", config).await?);
     let _stepping = world.sim.run_in_background(SIM_STEP);
     world.apply_yaml(
-        &CONFIG
-            .replace("CLUSTER", &world.seeded.cluster)
-            .replace("NODE_ROLE", &world.stack.node_role_name)
-            .replace("DRAIN_PODS", &DRAIN_PODS.to_string()),
+        &with_world_names(&world, CONFIG).replace("DRAIN_PODS", &DRAIN_PODS.to_string()),
     )?;
     for i in 0..REPETITIONS {
         world.apply_yaml(&latency_node(i))?;

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use nodewright_world::kit::{percentile, release_binary, with_world_names};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::template::{FunctionSettings, Template};
@@ -78,17 +79,6 @@ spec:
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: CLUSTER}}]
 "#;
 
-fn binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("NODEWRIGHT_PROVISIONER_BIN") {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || nodewright_world::moto::workspace_root().join("target"),
-        PathBuf::from,
-    );
-    target.join("release").join("provisioner")
-}
-
 fn latency_samples() -> usize {
     std::env::var("NODEWRIGHT_BENCH_SAMPLES")
         .ok()
@@ -98,11 +88,6 @@ fn latency_samples() -> usize {
 
 fn client_token(call: &nodewright_world::aws_front::Call) -> String {
     call.params.get("ClientToken").cloned().unwrap_or_default()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
 }
 
 fn pod(name: &str, cpu: &str, memory: &str, pool: &str) -> Value {
@@ -141,7 +126,13 @@ async fn start_container(
     let mut env = world.function_env(dir)?;
     env.push(("AWS_LAMBDA_LOG_STREAM_NAME", name.to_string()));
     let log = dir.join(format!("{name}.log"));
-    let process = FunctionProcess::spawn(&binary(), &api, settings.memory_mb, &env, &log)?;
+    let process = FunctionProcess::spawn(
+        &release_binary("provisioner"),
+        &api,
+        settings.memory_mb,
+        &env,
+        &log,
+    )?;
     Ok(Container {
         name: name.to_string(),
         api,
@@ -379,7 +370,7 @@ async fn memory(
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let bin = binary();
+    let bin = release_binary("provisioner");
     let size = std::fs::metadata(&bin)
         .with_context(|| format!("{} (build it with `make release`)", bin.display()))?
         .len();
@@ -400,11 +391,7 @@ async fn main() -> anyhow::Result<()> {
         ..SimConfig::default()
     };
     let world = Arc::new(World::start("bench-cluster", config).await?);
-    world.apply_yaml(
-        &CONFIG
-            .replace("CLUSTER", &world.seeded.cluster)
-            .replace("NODE_ROLE", &world.stack.node_role_name),
-    )?;
+    world.apply_yaml(&with_world_names(&world, CONFIG))?;
     let dir = std::env::temp_dir().join(format!("nodewright-bench-{}", std::process::id()));
 
     println!(

@@ -19,11 +19,11 @@
 //!
 //! The binary is `$NODEWRIGHT_SWEEPER_BIN`, else `<target>/release/sweeper`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use nodewright::provision::BatchWindow;
+use nodewright_world::kit::{percentile, release_binary, with_world_names};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::template::Template;
@@ -75,22 +75,6 @@ spec:
       containers: [{name: c, image: pause, resources: {requests: {cpu: 700m, memory: 1Gi}}}]
 "#;
 
-fn binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("NODEWRIGHT_SWEEPER_BIN") {
-        return PathBuf::from(p);
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || nodewright_world::moto::workspace_root().join("target"),
-        PathBuf::from,
-    );
-    target.join("release").join("sweeper")
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
 fn steady_pods(world: &World) -> (usize, usize) {
     let pods: Vec<Value> = world
         .sim
@@ -123,7 +107,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .try_init();
-    let bin = binary();
+    let bin = release_binary("sweeper");
     std::fs::metadata(&bin)
         .with_context(|| format!("{} (build it with `make release`)", bin.display()))?;
     let settings = Template::load()?.function_settings(FUNCTION)?;
@@ -144,12 +128,7 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let _stepping = world.sim.run_in_background(SIM_STEP);
     let pods = NODES * PODS_PER_NODE;
-    world.apply_yaml(
-        &CONFIG
-            .replace("CLUSTER", &world.seeded.cluster)
-            .replace("NODE_ROLE", &world.stack.node_role_name)
-            .replace("PODS", &pods.to_string()),
-    )?;
+    world.apply_yaml(&with_world_names(&world, CONFIG).replace("PODS", &pods.to_string()))?;
     wait_until("pods created", Duration::from_secs(30), || {
         steady_pods(&world).0 == pods
     })

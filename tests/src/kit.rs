@@ -1,8 +1,9 @@
-//! Set-up the tests repeat: a function binary as Lambda runs it ([`LambdaFunction`]:
-//! behind its own emulated Runtime API, [`crate::lambda_api`], with the world's function
-//! environment and the test's own variables, its output in a log file a failing test
-//! shows), and the local world with the getting-started example applied
-//! ([`getting_started`]).
+//! Set-up the tests and benchmarks repeat: a function binary as Lambda runs it
+//! ([`LambdaFunction`]: behind its own emulated Runtime API, [`crate::lambda_api`], with the
+//! world's function environment and the test's own variables, its output in a log file a
+//! failing test shows), the local world on a manual clock ([`manual_world`]), with the
+//! getting-started example applied ([`getting_started`]), and the benchmarks' release
+//! binaries and percentiles.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,24 +14,83 @@ use crate::kube_sim::{SimClock, SimConfig};
 use crate::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use crate::world::World;
 
-/// The local world `cluster` (a manual clock, Karpenter's CRDs installed) with
-/// `examples/getting-started.yaml` applied at `replicas` replicas, the simulation stepped
-/// once so its pods are pending.
-pub async fn getting_started(cluster: &str, replicas: u32) -> anyhow::Result<World> {
-    let world = World::start(
-        cluster,
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await?;
+/// Sends the test's `tracing` output to the test harness (shown for a failing test), at
+/// `nodewright=info` (which covers every `nodewright*` crate) unless `DBG_LOG` says
+/// otherwise. Only the first call in a test binary installs it.
+pub fn log_to_test_output() {
+    let filter = std::env::var("DBG_LOG").unwrap_or_else(|_| "nodewright=info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(filter.as_str())
+        .try_init();
+}
+
+/// The simulated cluster the scenarios start from: a manual clock (a test moves time on by
+/// advancing it) and Karpenter's CRDs installed.
+pub fn manual_cluster() -> SimConfig {
+    SimConfig {
+        clock: SimClock::manual(),
+        crds_installed: true,
+        ..SimConfig::default()
+    }
+}
+
+/// The local world `cluster` on a [`manual_cluster`], logging to the test output.
+pub async fn manual_world(cluster: &str) -> anyhow::Result<World> {
+    log_to_test_output();
+    World::start(cluster, manual_cluster()).await
+}
+
+/// Applies `examples/getting-started.yaml` at `replicas` replicas and steps the simulation
+/// once, so that its pods are pending.
+pub async fn apply_getting_started(world: &World, replicas: u32) -> anyhow::Result<()> {
     let replicas = format!("replicas: {replicas}");
     let example = world.example_edited("getting-started.yaml", &[("replicas: 10", &replicas)])?;
     world.apply_yaml(&example)?;
     world.sim.step().await;
+    Ok(())
+}
+
+/// The local world `cluster` on a [`manual_cluster`] with the getting-started example
+/// applied at `replicas` replicas ([`apply_getting_started`]).
+pub async fn getting_started(cluster: &str, replicas: u32) -> anyhow::Result<World> {
+    let world = World::start(cluster, manual_cluster()).await?;
+    apply_getting_started(&world, replicas).await?;
     Ok(world)
+}
+
+/// The provisioner's batch window in the scenarios: 200 ms of quiet, at most 2 s.
+pub fn quick_batch() -> nodewright::provision::BatchWindow {
+    nodewright::provision::BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
+}
+
+/// `yaml` with the world's names filled in: `CLUSTER` (the EKS cluster, as the
+/// EC2NodeClass's discovery tag) and `NODE_ROLE` (the stack's node role).
+pub fn with_world_names(world: &World, yaml: &str) -> String {
+    yaml.replace("CLUSTER", &world.seeded.cluster)
+        .replace("NODE_ROLE", &world.stack.node_role_name)
+}
+
+/// The release build of function `name` (`provisioner`, `interruption`, `sweeper`) that a
+/// benchmark measures: `NODEWRIGHT_<NAME>_BIN` if set, else `release/<name>` in the target
+/// directory (`CARGO_TARGET_DIR` if set).
+pub fn release_binary(name: &str) -> PathBuf {
+    let var = format!("NODEWRIGHT_{}_BIN", name.to_uppercase());
+    if let Some(p) = std::env::var_os(var) {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || crate::moto::workspace_root().join("target"),
+        PathBuf::from,
+    );
+    target.join("release").join(name)
+}
+
+/// The `p` quantile (0.0 to 1.0) of `sorted`, the nearest sample by rank; `sorted` must not
+/// be empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
 }
 
 /// One container of a function: its Runtime API, its process and its log.

@@ -8,41 +8,22 @@
 
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
 use nodewright_world::aws_front::Handling;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{
+    apply_getting_started, getting_started, log_to_test_output, quick_batch,
+};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 
 /// Longer than the test: nothing the provisioner launches becomes visible to it.
 const LAG: Duration = Duration::from_secs(600);
 
-async fn pods(cluster: &str, replicas: &str) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    let world = World::start(cluster, config)
+/// The local world with the getting-started example at `replicas` replicas, pods pending.
+async fn pods(cluster: &str, replicas: u32) -> World {
+    log_to_test_output();
+    getting_started(cluster, replicas)
         .await
-        .expect("the local world starts");
-    let example = world
-        .example_edited(
-            "getting-started.yaml",
-            &[("replicas: 10", &format!("replicas: {replicas}"))],
-        )
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
-    world
-}
-
-fn quick_batch() -> BatchWindow {
-    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
+        .expect("the local world starts")
 }
 
 /// What the provisioner's own role sees through the front.
@@ -61,7 +42,7 @@ async fn visible_to_the_provisioner(world: &World) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polls_that_cannot_see_the_new_instance_yet_do_not_send_create_fleet_for_its_pods_again() {
-    let world = pods("e2e-consistency", "2").await;
+    let world = pods("e2e-consistency", 2).await;
     world.front.hide_instances_younger_than(Some(LAG));
     let state = world
         .provisioner(quick(Duration::from_secs(2)), quick_batch())
@@ -92,7 +73,7 @@ async fn polls_that_cannot_see_the_new_instance_yet_do_not_send_create_fleet_for
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_added_while_the_new_instance_is_unseen_gets_capacity_for_itself_alone() {
-    let world = pods("e2e-consistency-grow", "2").await;
+    let world = pods("e2e-consistency-grow", 2).await;
     world.front.hide_instances_younger_than(Some(LAG));
     let state = world
         .provisioner(quick(Duration::from_secs(2)), quick_batch())
@@ -104,11 +85,7 @@ async fn a_pod_added_while_the_new_instance_is_unseen_gets_capacity_for_itself_a
 
     // Without the first instance counted, the three pods would be one new claim: a second
     // node sized for all three, the first two pods planned twice.
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 3")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
+    apply_getting_started(&world, 3).await.unwrap();
     let second = invoke(&state).await.unwrap();
 
     let now = world.instances().await.unwrap();

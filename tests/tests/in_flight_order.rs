@@ -10,8 +10,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{manual_cluster, quick_batch, with_world_names};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::json;
@@ -63,28 +62,12 @@ fn tokens(world: &World) -> HashSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_arriving_while_an_equal_pods_instance_is_in_flight_gets_its_own_launch() {
-    let world = World::start(
-        "in-flight-order",
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await
-    .expect("the local world starts");
-    world
-        .apply_yaml(
-            &POOL
-                .replace("CLUSTER", &world.seeded.cluster)
-                .replace("NODE_ROLE", &world.stack.node_role_name),
-        )
-        .unwrap();
+    let world = World::start("in-flight-order", manual_cluster())
+        .await
+        .expect("the local world starts");
+    world.apply_yaml(&with_world_names(&world, POOL)).unwrap();
     let state = world
-        .provisioner(
-            quick(Duration::from_secs(2)),
-            BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2)),
-        )
+        .provisioner(quick(Duration::from_secs(2)), quick_batch())
         .await
         .unwrap();
     // Named so that the API server lists the newer pod first ("w-10" < "w-9").

@@ -11,9 +11,9 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use nodewright::provision::BatchWindow;
 use nodewright_world::interruption::InterruptionState;
-use nodewright_world::kube_sim::{Fault, SimClock, SimConfig};
+use nodewright_world::kit::{manual_world, quick_batch};
+use nodewright_world::kube_sim::Fault;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use nodewright_world::world::{Instance, World};
 use serde_json::{Value, json};
@@ -21,22 +21,7 @@ use serde_json::{Value, json};
 const SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
 
 async fn start(cluster: &str) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info,nodewright_interruption=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    World::start(cluster, config)
-        .await
-        .expect("the local world starts")
-}
-
-fn quick_batch() -> BatchWindow {
-    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
+    manual_world(cluster).await.expect("the local world starts")
 }
 
 async fn step(world: &World, seconds: u64) {

@@ -532,3 +532,32 @@ async fn a_pod_applied_without_a_status_is_pending_as_the_api_server_defaults_it
     let pending = pods.list(&lp).await.expect("list");
     assert_eq!(names(&pending.items), ["bare"]);
 }
+
+#[tokio::test]
+async fn the_request_log_is_off_until_asked_then_holds_each_request_whole() {
+    let (sim, client) = cluster().await;
+    sim.apply_json(node_json("n1", "us-east-1a")).expect("node");
+    let nodes: Api<Node> = Api::all(client);
+    nodes.get("n1").await.expect("get before the log is on");
+    assert_eq!(sim.logged_requests("GET", "/api/v1/nodes"), vec![]);
+
+    sim.log_requests();
+    let cordon = json!({"spec": {"unschedulable": true}});
+    nodes
+        .patch(
+            "n1",
+            &PatchParams {
+                field_manager: Some("tester".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&cordon),
+        )
+        .await
+        .expect("patch");
+    let patches = sim.logged_requests("PATCH", "/api/v1/nodes/n1");
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].content_type, "application/merge-patch+json");
+    assert_eq!(patches[0].query("fieldManager"), Some("tester"));
+    assert_eq!(patches[0].body, cordon);
+    assert_eq!(sim.logged_requests("GET", "/api/v1/nodes"), vec![]);
+}

@@ -7,35 +7,16 @@
 
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
 use nodewright_world::aws_front::Handling;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{getting_started, log_to_test_output, quick_batch};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 
 async fn two_pods_for_one_node(cluster: &str) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    let world = World::start(cluster, config)
+    log_to_test_output();
+    getting_started(cluster, 2)
         .await
-        .expect("the local world starts");
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
-    world
-}
-
-fn quick_batch() -> BatchWindow {
-    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
+        .expect("the local world starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,11 +19,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
 use nodewright_world::aws_front::Handling;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{manual_world, quick_batch};
 use nodewright_world::template::{StackFacts, Template};
-use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::Value;
 
@@ -124,18 +122,7 @@ struct Launched {
 
 /// One provisioner invocation for two pods of a NodePool allowing only `capacity_type`.
 async fn launch(cluster: &str, capacity_type: &str) -> Launched {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    let world = World::start(cluster, config)
-        .await
-        .expect("the local world starts");
+    let world = manual_world(cluster).await.expect("the local world starts");
     let only = format!("values: [\"{capacity_type}\"]");
     let example = world
         .example_edited(
@@ -150,7 +137,7 @@ async fn launch(cluster: &str, capacity_type: &str) -> Launched {
     world.sim.step().await;
     // The tag value is the world's cluster name (the one the policy was rendered for).
     let cluster = world.seeded.cluster.as_str();
-    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
+    let batch = quick_batch();
     let state = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

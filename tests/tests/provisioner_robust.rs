@@ -9,8 +9,10 @@
 
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{
+    apply_getting_started, log_to_test_output, manual_cluster, quick_batch,
+};
+use nodewright_world::kube_sim::SimConfig;
 use nodewright_world::world::provisioner::{invoke, quick};
 use nodewright_world::world::{Instance, World};
 use serde_json::Value;
@@ -23,25 +25,10 @@ async fn owned_instances(world: &World) -> Vec<Instance> {
 }
 
 async fn start(cluster: &str, config: SimConfig) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info")
-        .try_init();
+    log_to_test_output();
     World::start(cluster, config)
         .await
         .expect("the local world starts")
-}
-
-fn with_crds() -> SimConfig {
-    SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    }
-}
-
-fn quick_batch() -> BatchWindow {
-    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
 }
 
 /// Pods of the example's Deployment `inflate`: (all, Running on a node).
@@ -74,14 +61,11 @@ async fn a_node_that_joined_but_is_not_ready_yet_counts_as_capacity_and_is_not_l
         "e2e-not-ready",
         SimConfig {
             ready_delay: Duration::from_secs(3600),
-            ..with_crds()
+            ..manual_cluster()
         },
     )
     .await;
-    world
-        .apply_yaml(&world.example("getting-started.yaml").unwrap())
-        .unwrap();
-    world.sim.step().await;
+    apply_getting_started(&world, 10).await.unwrap();
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
@@ -149,7 +133,7 @@ async fn without_the_spot_service_linked_role_the_same_poll_falls_back_to_on_dem
     use nodewright_world::aws_front::Handling;
     use nodewright_world::fleet_faults::FleetFault;
 
-    let world = start("e2e-no-spot-role", with_crds()).await;
+    let world = start("e2e-no-spot-role", manual_cluster()).await;
     let pool = world
         .example_edited(
             "getting-started.yaml",
@@ -246,7 +230,7 @@ fn documents_of_kind(text: &str, kind: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without_them_the_default_pool_is()
  {
-    let world = start("e2e-no-nodepool", with_crds()).await;
+    let world = start("e2e-no-nodepool", manual_cluster()).await;
     let example = world.example("getting-started.yaml").unwrap();
     let deployment = documents_of_kind(&example, "Deployment");
     assert!(deployment.contains("name: inflate"), "{deployment}");
@@ -302,11 +286,8 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
 async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothing_twice() {
     use nodewright_world::kube_sim::Fault;
 
-    let world = start("e2e-kube-faults", with_crds()).await;
-    world
-        .apply_yaml(&world.example("getting-started.yaml").unwrap())
-        .unwrap();
-    world.sim.step().await;
+    let world = start("e2e-kube-faults", manual_cluster()).await;
+    apply_getting_started(&world, 10).await.unwrap();
     // Pages of 3 items whatever the client asks; the first later page of the pod list
     // finds its continue token expired; the NodePool list is throttled and the node list
     // fails, each more often than the client's own retries absorb.
@@ -380,7 +361,7 @@ fn mark(world: &World) -> (std::collections::BTreeMap<String, usize>, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_calls() {
-    let world = start("e2e-api-load", with_crds()).await;
+    let world = start("e2e-api-load", manual_cluster()).await;
     let example = world.example("getting-started.yaml").unwrap();
     for kind in ["NodePool", "EC2NodeClass"] {
         world

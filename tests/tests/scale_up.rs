@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{
+    apply_getting_started, getting_started, log_to_test_output, manual_world, quick_batch,
+};
 use nodewright_world::world::provisioner::{invoke, quick};
 use nodewright_world::world::{Instance, World};
 use serde_json::Value;
@@ -45,35 +46,14 @@ async fn let_nodes_join(world: &World) {
 }
 
 async fn start(cluster: &str) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter(
-            std::env::var("DBG_LOG")
-                .unwrap_or("nodewright=info".into())
-                .as_str(),
-        )
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    World::start(cluster, config)
-        .await
-        .expect("the local world starts")
-}
-
-fn quick_batch() -> BatchWindow {
-    BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2))
+    manual_world(cluster).await.expect("the local world starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_become_tagged_instances_then_ready_nodes_then_running_pods() {
     let world = start("e2e-getting-started").await;
-    world
-        .apply_yaml(&world.example("getting-started.yaml").unwrap())
-        .unwrap();
-    world.sim.step().await; // the Deployment's pods are created and found unschedulable
+    // The Deployment's pods are created and found unschedulable.
+    apply_getting_started(&world, 10).await.unwrap();
     let (total, running) = pods_of(&world, "default", "inflate");
     assert!(
         total > 0 && running == 0,
@@ -137,10 +117,7 @@ async fn pending_pods_become_tagged_instances_then_ready_nodes_then_running_pods
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     let world = start("e2e-idempotent").await;
-    world
-        .apply_yaml(&world.example("getting-started.yaml").unwrap())
-        .unwrap();
-    world.sim.step().await;
+    apply_getting_started(&world, 10).await.unwrap();
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
@@ -347,13 +324,10 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
 /// getting-started with two replicas: one node serves them, so exactly one instance is
 /// the right answer and any second one is a double launch.
 async fn two_pods_for_one_node(cluster: &str) -> World {
-    let world = start(cluster).await;
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 2")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
-    world
+    log_to_test_output();
+    getting_started(cluster, 2)
+        .await
+        .expect("the local world starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -28,31 +28,65 @@ const PLACEHOLDER_LABEL: &str = "nodewright.io/capacity-floor";
 
 /// The placeholder pods for `nodes` nodes of `pool`, for the hour of `now`.
 pub fn placeholders(pool: &str, nodes: usize, now: Timestamp) -> Vec<Pod> {
-    let hour = now.as_second().div_euclid(3600);
-    (0..nodes)
+    let floor = Placeholders::new("capacity-floor", "floor", pool, now);
+    (0..nodes as u64)
         .filter_map(|i| {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {
-                    "name": format!("capacity-floor-{pool}-{i}"),
-                    "namespace": "kube-system",
-                    "uid": format!("capacity-floor/{pool}/{hour}/{i}"),
-                    "labels": {PLACEHOLDER_LABEL: pool},
-                },
-                "spec": {
-                    "containers": [{"name": "floor", "image": "placeholder",
-                        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}],
-                    "nodeSelector": {NODEPOOL: pool},
-                    "tolerations": [{"operator": "Exists"}],
-                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                        "labelSelector": {"matchLabels": {PLACEHOLDER_LABEL: pool}},
-                        "topologyKey": "kubernetes.io/hostname",
-                    }]}},
-                },
-                "status": {"phase": "Pending"},
-            }))
-            .ok()
+            let mut pod = floor.pod(i, "1m", "1Mi");
+            pod["metadata"]["labels"] = serde_json::json!({PLACEHOLDER_LABEL: pool});
+            pod["spec"]["affinity"] = serde_json::json!({"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {PLACEHOLDER_LABEL: pool}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }]
+            }});
+            serde_json::from_value(pod).ok()
         })
         .collect()
+}
+
+/// The placeholders of one kind (the floor's, a headroom's) for a pool in one hour.
+struct Placeholders<'a> {
+    kind: &'static str,
+    container: &'static str,
+    pool: &'a str,
+    hour: i64,
+}
+
+impl<'a> Placeholders<'a> {
+    fn new(kind: &'static str, container: &'static str, pool: &'a str, now: Timestamp) -> Self {
+        let hour = now.as_second().div_euclid(3600);
+        Placeholders {
+            kind,
+            container,
+            pool,
+            hour,
+        }
+    }
+
+    /// Placeholder `i`: `<kind>-<pool>-<i>` in kube-system, its uid `<kind>/<pool>/<hour>/<i>`,
+    /// Pending, pinned to the pool, tolerating every taint, requesting `cpu` and `memory`.
+    fn pod(&self, i: u64, cpu: &str, memory: &str) -> serde_json::Value {
+        let Placeholders {
+            kind,
+            container,
+            pool,
+            hour,
+        } = self;
+        serde_json::json!({
+            "metadata": {
+                "name": format!("{kind}-{pool}-{i}"),
+                "namespace": "kube-system",
+                "uid": format!("{kind}/{pool}/{hour}/{i}"),
+            },
+            "spec": {
+                "containers": [{"name": container, "image": "placeholder",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                "nodeSelector": {NODEPOOL: pool},
+                "tolerations": [{"operator": "Exists"}],
+            },
+            "status": {"phase": "Pending"},
+        })
+    }
 }
 
 /// The most pieces a headroom is cut into; each asks for at most 1 CPU and 4 GiB below it.
@@ -72,28 +106,12 @@ pub fn headroom_placeholders(pool: &str, headroom: &Resources, now: Timestamp) -
     let pieces = (cpu.div_ceil(PIECE_CPU))
         .max(memory.div_ceil(PIECE_MEMORY))
         .clamp(1, MAX_HEADROOM_PIECES);
-    let hour = now.as_second().div_euclid(3600);
     // Milli-units: a CPU piece in millicores, memory in bytes (rounded up).
     let piece_cpu = format!("{}m", cpu.div_ceil(pieces).max(1));
     let piece_memory = (memory.div_ceil(pieces) / 1000).max(1 << 20).to_string();
+    let headroom = Placeholders::new("capacity-headroom", "headroom", pool, now);
     (0..pieces)
-        .filter_map(|i| {
-            serde_json::from_value(serde_json::json!({
-                "metadata": {
-                    "name": format!("capacity-headroom-{pool}-{i}"),
-                    "namespace": "kube-system",
-                    "uid": format!("capacity-headroom/{pool}/{hour}/{i}"),
-                },
-                "spec": {
-                    "containers": [{"name": "headroom", "image": "placeholder",
-                        "resources": {"requests": {"cpu": piece_cpu, "memory": piece_memory}}}],
-                    "nodeSelector": {NODEPOOL: pool},
-                    "tolerations": [{"operator": "Exists"}],
-                },
-                "status": {"phase": "Pending"},
-            }))
-            .ok()
-        })
+        .filter_map(|i| serde_json::from_value(headroom.pod(i, &piece_cpu, &piece_memory)).ok())
         .collect()
 }
 
@@ -237,5 +255,61 @@ mod tests {
             uids(&at("2026-03-02T10:59:00Z")),
             uids(&at("2026-03-02T11:00:00Z"))
         );
+    }
+
+    #[test]
+    fn placeholders_are_named_and_identified_by_kind_pool_hour_and_index_in_kube_system() {
+        let now: Timestamp = "2026-03-02T10:20:00Z".parse().unwrap();
+        let hour = now.as_second().div_euclid(3600);
+        let floor = &placeholders("web", 2, now)[1];
+        // 1.5 CPUs: two pieces.
+        let two_cpus = Resources {
+            cpu: 1_500,
+            ..Default::default()
+        };
+        let headroom = &headroom_placeholders("web", &two_cpus, now)[1];
+        let meta = |p: &Pod| {
+            (
+                p.metadata.name.clone().unwrap(),
+                p.metadata.namespace.clone().unwrap(),
+                p.metadata.uid.clone().unwrap(),
+            )
+        };
+        assert_eq!(
+            meta(floor),
+            (
+                "capacity-floor-web-1".to_string(),
+                "kube-system".to_string(),
+                format!("capacity-floor/web/{hour}/1")
+            )
+        );
+        assert_eq!(
+            meta(headroom),
+            (
+                "capacity-headroom-web-1".to_string(),
+                "kube-system".to_string(),
+                format!("capacity-headroom/web/{hour}/1")
+            )
+        );
+        for (p, container) in [(floor, "floor"), (headroom, "headroom")] {
+            let spec = p.spec.as_ref().unwrap();
+            assert_eq!(spec.containers[0].name, container);
+            assert_eq!(spec.containers[0].image.as_deref(), Some("placeholder"));
+            let tolerations = spec.tolerations.as_ref().unwrap();
+            assert_eq!(tolerations.len(), 1);
+            assert_eq!(tolerations[0].operator.as_deref(), Some("Exists"));
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            assert_eq!(phase, Some("Pending"));
+        }
+        let floor_requests = floor.spec.as_ref().unwrap().containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .unwrap();
+        assert_eq!(floor_requests["cpu"].0, "1m");
+        assert_eq!(floor_requests["memory"].0, "1Mi");
+        // Only the floor's placeholders keep apart from each other.
+        assert!(headroom.metadata.labels.is_none());
+        assert!(headroom.spec.as_ref().unwrap().affinity.is_none());
     }
 }

@@ -74,3 +74,6 @@ impl Ec2Adapter {
 
 #[cfg(test)]
 mod mock_tests;
+
+#[cfg(test)]
+mod errors_tests;

@@ -38,6 +38,7 @@ mod openapi;
 mod patch;
 mod podspec;
 mod printers;
+mod request_log;
 mod resources;
 mod scheduler;
 mod selectors;
@@ -65,6 +66,7 @@ pub use cloud::{
 };
 pub use ec2::Ec2CloudView;
 pub use faults::{Fault, FaultTarget};
+pub use request_log::LoggedRequest;
 pub use status::ApiError;
 pub use userdata::{RegistrationFlags, parse_user_data};
 
@@ -394,11 +396,26 @@ impl SimCluster {
             .slow(path_prefix.to_string(), delay);
     }
 
-    /// Removes every injected fault and delay.
     /// Every request served so far, as `METHOD plural[/subresource]` (`GET pods`, `WATCH
     /// pods`, `PATCH nodes`), or `METHOD path` for paths that name no resource.
     pub fn requests(&self) -> Vec<String> {
         self.inner.shared.requests()
+    }
+
+    /// Logs every request from now on whole (see [`LoggedRequest`]); off by default.
+    pub fn log_requests(&self) {
+        self.inner.shared.start_request_log();
+    }
+
+    /// The logged requests with this HTTP method whose path starts with `path_prefix`, in
+    /// the order they were served; empty unless [`log_requests`](Self::log_requests) is on.
+    pub fn logged_requests(&self, method: &str, path_prefix: &str) -> Vec<LoggedRequest> {
+        self.inner
+            .shared
+            .logged_requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with(path_prefix))
+            .collect()
     }
 
     /// Every list page holds at most `items` items from now on (with a `continue` token
@@ -407,6 +424,7 @@ impl SimCluster {
         self.inner.shared.faults().cap_pages(items);
     }
 
+    /// Removes every injected fault and delay.
     pub fn clear_faults(&self) {
         self.inner.shared.faults().clear();
     }

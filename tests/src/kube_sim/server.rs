@@ -14,6 +14,7 @@ use super::faults::RequestFacts;
 use super::graceful;
 use super::openapi;
 use super::patch::{self, PatchKind};
+use super::request_log::LoggedRequest;
 use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
 use super::state::Shared;
@@ -115,6 +116,17 @@ pub async fn handle(
         plural.unwrap_or(path.as_str()),
         sub.map(|s| format!("/{s}")).unwrap_or_default()
     ));
+    sh.log_request(|| LoggedRequest {
+        method: method.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+        content_type: headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
     let (delay, fault) = {
         let mut f = sh.faults();
         let facts = RequestFacts {

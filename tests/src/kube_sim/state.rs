@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::clock::SimClock;
 use super::faults::Faults;
+use super::request_log::LoggedRequest;
 use super::store::Store;
 
 #[derive(Debug)]
@@ -19,6 +20,8 @@ pub struct Shared {
     /// `METHOD plural` (or `METHOD path` outside resources) of every request served, in
     /// order, so tests and benchmarks can count the API calls a client makes.
     requests: Mutex<Vec<String>>,
+    /// Whole requests, once a test asked for them (see `request_log.rs`).
+    request_log: Mutex<Option<Vec<LoggedRequest>>>,
     pub clock: SimClock,
 }
 
@@ -31,6 +34,7 @@ impl Shared {
             watch_generation: AtomicU64::new(0),
             open_watches: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
+            request_log: Mutex::new(None),
             clock,
         }
     }
@@ -53,6 +57,33 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    pub fn start_request_log(&self) {
+        self.request_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(Vec::new);
+    }
+
+    /// Logs the request `build` describes if the log is on (built only then).
+    pub fn log_request(&self, build: impl FnOnce() -> LoggedRequest) {
+        if let Some(log) = self
+            .request_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            log.push(build());
+        }
+    }
+
+    pub fn logged_requests(&self) -> Vec<LoggedRequest> {
+        self.request_log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
     }
 
     pub fn faults(&self) -> MutexGuard<'_, Faults> {

@@ -9,8 +9,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{manual_world, quick_batch};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
@@ -69,21 +68,12 @@ fn node_notes(world: &World, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebalance_drain_waits_for_the_nodepools_disruption_budget_then_goes() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info,nodewright_interruption=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    let world = World::start("e2e-rebalance-budget", config)
+    let world = manual_world("e2e-rebalance-budget")
         .await
         .expect("the local world starts");
     world.apply_yaml(&pool("0", &world)).unwrap();
     world.sim.step().await;
-    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
+    let batch = quick_batch();
     let provisioner = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

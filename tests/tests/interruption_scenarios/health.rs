@@ -11,8 +11,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{apply_getting_started, manual_world, quick_batch};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
@@ -38,24 +37,11 @@ fn rfc1123(t: Timestamp) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_retirement_replaces_and_drains_the_node_before_its_start() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info,nodewright_interruption=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    let world = World::start("e2e-health", config)
+    let world = manual_world("e2e-health")
         .await
         .expect("the local world starts");
-    let example = world
-        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 4")])
-        .unwrap();
-    world.apply_yaml(&example).unwrap();
-    world.sim.step().await;
-    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
+    apply_getting_started(&world, 4).await.unwrap();
+    let batch = quick_batch();
     let provisioner = world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

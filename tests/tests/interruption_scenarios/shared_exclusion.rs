@@ -12,29 +12,17 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ConfigMap;
-use nodewright::provision::BatchWindow;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{manual_world, quick_batch};
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use nodewright_world::world::{Instance, World};
 use serde_json::{Value, json};
 
 async fn start(cluster: &str) -> World {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("nodewright=info,nodewright_interruption=info")
-        .try_init();
-    let config = SimConfig {
-        clock: SimClock::manual(),
-        crds_installed: true,
-        ..SimConfig::default()
-    };
-    World::start(cluster, config)
-        .await
-        .expect("the local world starts")
+    manual_world(cluster).await.expect("the local world starts")
 }
 
 async fn cold_provisioner(world: &World) -> ProvisionerState {
-    let batch = BatchWindow::fixed(Duration::from_millis(200), Duration::from_secs(2));
+    let batch = quick_batch();
     world
         .provisioner(quick(Duration::from_secs(2)), batch)
         .await

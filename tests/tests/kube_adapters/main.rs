@@ -1,34 +1,32 @@
-//! `KubeCluster` against an emulated Kubernetes API server (see `emulated_api`): what the
-//! adapters send (selectors, pagination, patches, events) and how they react to the answers.
-//! The simulated cluster (`tests/src/kube_sim`) is in the `nodewright-world` crate, which
-//! depends on this one, so this crate's own tests cannot use it; the same adapters are also
-//! exercised against the simulated cluster by the world's scenarios (`tests/tests/`).
+//! `KubeCluster` (the shared crate's Kubernetes adapters) against the simulated cluster
+//! (`kube_sim`) over HTTP: what the adapters send (selectors, pagination, patches, events),
+//! read from the cluster's request log, and how they react to its answers and to injected
+//! faults. These tests live in the world crate because the simulated cluster does, and it
+//! depends on the shared crate.
 
-mod emulated_api;
+mod setup;
 
-use std::collections::HashMap;
-
-use emulated_api::*;
 use nodewright::api::{Taint, TaintEffect};
 use nodewright::kube::{
     ConfigOrigin, ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef,
     PodSource, usable,
 };
+use nodewright_world::kube_sim::Fault;
 use serde_json::{Value, json};
+use setup::*;
+
+/// Fails every matching request for the rest of a test.
+const ALWAYS: u32 = 1000;
 
 // ---------------------------------------------------------------- pods and nodes
 
 #[tokio::test]
 async fn pending_pods_are_filtered_by_the_api_server_read_page_by_page_and_checked_client_side() {
-    let world = World {
-        pending_pods: vec![
-            pending_pod("web-1", "Unschedulable"),
-            pending_pod("gated", "SchedulingGated"),
-            pending_pod("web-2", "Unschedulable"),
-        ],
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 2).await;
+    let server = Adapters::start(false, 2).await.with([
+        pending_pod("web-1", "Unschedulable"),
+        pending_pod("gated", "SchedulingGated"),
+        pending_pod("web-2", "Unschedulable"),
+    ]);
     let pods = server.cluster.pending_pods().await.expect("pending pods");
     let names: Vec<_> = pods
         .iter()
@@ -40,29 +38,28 @@ async fn pending_pods_are_filtered_by_the_api_server_read_page_by_page_and_check
     assert_eq!(lists.len(), 2, "three pods in pages of two");
     for r in &lists {
         assert_eq!(
-            r.query.get("fieldSelector").map(String::as_str),
+            r.query("fieldSelector"),
             Some("spec.nodeName=,status.phase=Pending")
         );
-        assert_eq!(r.query.get("limit").map(String::as_str), Some("2"));
+        assert_eq!(r.query("limit"), Some("2"));
     }
-    assert_eq!(lists[0].query.get("continue"), None);
-    assert_eq!(
-        lists[1].query.get("continue").map(String::as_str),
-        Some("2")
+    assert_eq!(lists[0].query("continue"), None);
+    // The token is the server's own (opaque); the second page is asked with it.
+    assert!(
+        lists[1].query("continue").is_some_and(|t| !t.is_empty()),
+        "{:?}",
+        lists[1].query
     );
 }
 
 #[tokio::test]
 async fn bound_pods_are_listed_with_the_bound_selector_and_grouped_by_node() {
-    let world = World {
-        bound_pods: vec![
-            bound_pod("a1", "node-a"),
-            bound_pod("b1", "node-b"),
-            bound_pod("a2", "node-a"),
-        ],
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([
+        bound_pod("a1", "node-a"),
+        bound_pod("b1", "node-b"),
+        bound_pod("a2", "node-a"),
+        pending_pod("web-1", "Unschedulable"),
+    ]);
     let by_node = server
         .cluster
         .bound_pods_by_node()
@@ -72,19 +69,17 @@ async fn bound_pods_are_listed_with_the_bound_selector_and_grouped_by_node() {
     assert_eq!(by_node.get("node-b").map(Vec::len), Some(1));
     let lists = server.requests_to("GET", "/api/v1/pods");
     assert_eq!(
-        lists[0].query.get("fieldSelector").map(String::as_str),
+        lists[0].query("fieldSelector"),
         Some("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed")
     );
 }
 
 #[tokio::test]
 async fn a_throttled_list_is_retried_and_succeeds() {
-    let world = World {
-        throttle_nodes_once: true,
-        nodes: vec![node("node-a")],
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([node("node-a")]);
+    server
+        .sim
+        .inject(Fault::resource("nodes", 429).method("GET"));
     let nodes = server.cluster.nodes().await.expect("nodes after one 429");
     assert_eq!(nodes.len(), 1);
     assert_eq!(
@@ -98,12 +93,7 @@ async fn a_throttled_list_is_retried_and_succeeds() {
 
 #[tokio::test]
 async fn without_karpenter_crds_the_configmap_is_the_configuration() {
-    let world = World {
-        crds: None,
-        config_map: Some(config_map()),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([config_map()]);
     let load = server.cluster.load().await.expect("config");
     assert_eq!(
         load.source,
@@ -149,23 +139,17 @@ async fn without_karpenter_crds_the_configmap_is_the_configuration() {
 
 #[tokio::test]
 async fn karpenter_objects_in_the_cluster_take_priority_over_the_configmap() {
+    // The cluster sets resourceVersion, uid, creationTimestamp and generation itself.
     let node_pool = json!({
-        "metadata": {"name": "general", "resourceVersion": "42", "uid": "u1",
-                     "managedFields": [{"manager": "kubectl"}]},
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "general", "managedFields": [{"manager": "kubectl"}]},
         "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "standard"}}}},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}
     });
     let node_class: Value = serde_yaml::from_str(NODE_CLASS_YAML).expect("yaml");
-    let crds = HashMap::from([
-        ("karpenter.sh/v1/nodepools", vec![node_pool]),
-        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![node_class]),
-    ]);
-    let world = World {
-        crds: Some(crds),
-        config_map: Some(config_map()),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(true, 500)
+        .await
+        .with([node_pool, node_class, config_map()]);
     let load = server.cluster.load().await.expect("config");
     assert_eq!(load.source, ConfigOrigin::Crds);
     assert_eq!(
@@ -186,16 +170,7 @@ async fn karpenter_objects_in_the_cluster_take_priority_over_the_configmap() {
 async fn with_karpenters_crds_installed_and_no_nodepool_there_is_no_nodepool() {
     // As in Karpenter: deleting every NodePool stops provisioning; the stack's default
     // pool is not a fallback for an empty set of CRDs (issue 8, finding 8).
-    let crds = HashMap::from([
-        ("karpenter.sh/v1/nodepools", vec![]),
-        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![]),
-    ]);
-    let world = World {
-        crds: Some(crds),
-        config_map: None,
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(true, 500).await;
     let load = server.cluster.load().await.expect("config");
     assert_eq!(load.source, ConfigOrigin::Crds);
     let (pools, classes, dropped) = usable(&load.inputs, &load.problems);
@@ -204,12 +179,7 @@ async fn with_karpenters_crds_installed_and_no_nodepool_there_is_no_nodepool() {
 
 #[tokio::test]
 async fn with_neither_the_crds_nor_the_configmap_the_stack_default_pool_is_used() {
-    let world = World {
-        crds: None,
-        config_map: None,
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await;
     let load = server.cluster.load().await.expect("config");
     assert_eq!(load.source, ConfigOrigin::Default);
     let (pools, classes, dropped) = usable(&load.inputs, &load.problems);
@@ -223,12 +193,10 @@ async fn a_server_error_on_a_crd_list_fails_the_load_instead_of_falling_back() {
     // Falling back to the ConfigMap or the default pool because the API server had a bad
     // moment would launch nodes the user never asked for; the load fails and the next poll
     // tries again.
-    let world = World {
-        crds_fail_with: Some(500),
-        config_map: Some(config_map()),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(true, 500).await.with([config_map()]);
+    server
+        .sim
+        .inject(Fault::path("/apis/karpenter", 500).times(ALWAYS));
     let err = server
         .cluster
         .load()
@@ -252,18 +220,20 @@ async fn a_server_error_on_a_crd_list_fails_the_load_instead_of_falling_back() {
 }
 
 #[tokio::test]
-async fn a_configmap_that_cannot_be_decoded_fails_the_load() {
-    let world = World {
-        crds: None,
-        config_map: Some(json!("not a configmap")),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+async fn a_configmap_that_cannot_be_read_fails_the_load_instead_of_falling_back() {
+    // The ConfigMap exists but the server keeps failing to give it: the stack's default pool
+    // is not a fallback for a configuration the adapters could not see. (An API server
+    // validates what it stores, so an undecodable ConfigMap cannot be served here.)
+    let server = Adapters::start(false, 500).await.with([config_map()]);
+    server.sim.inject(
+        Fault::path("/api/v1/namespaces/kube-system/configmaps/nodewright", 500).times(ALWAYS),
+    );
     let err = server
         .cluster
         .load()
         .await
-        .expect_err("undecodable ConfigMap");
+        .expect_err("a ConfigMap read that keeps failing");
+    assert_eq!(err.status_code(), Some(500));
     assert!(
         err.to_string()
             .starts_with("get configmaps/kube-system/nodewright"),
@@ -275,11 +245,7 @@ async fn a_configmap_that_cannot_be_decoded_fails_the_load() {
 
 #[tokio::test]
 async fn a_pod_event_is_an_events_k8s_io_event_from_the_provisioner() {
-    let world = World {
-        events_v1_served: true,
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await;
     let pod = PodRef {
         namespace: "shop".into(),
         name: "web-1".into(),
@@ -321,11 +287,11 @@ async fn a_pod_event_is_an_events_k8s_io_event_from_the_provisioner() {
 
 #[tokio::test]
 async fn without_events_k8s_io_events_fall_back_to_core_v1_and_stay_there() {
-    let world = World {
-        events_v1_served: false,
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await;
+    // A cluster that does not serve events.k8s.io answers 404 on its paths.
+    server
+        .sim
+        .inject(Fault::path("/apis/events.k8s.io", 404).times(ALWAYS));
     let c = &server.cluster;
     c.object_event(
         ObjectKind::NodePool,
@@ -364,12 +330,10 @@ async fn without_events_k8s_io_events_fall_back_to_core_v1_and_stay_there() {
 
 #[tokio::test]
 async fn an_event_that_cannot_be_written_does_not_fail_the_caller_or_fall_back() {
-    let world = World {
-        events_v1_served: true,
-        events_fail_with: Some(403),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await;
+    server
+        .sim
+        .inject(Fault::path("/apis/events.k8s.io", 403).times(ALWAYS));
     let pod = PodRef {
         namespace: "shop".into(),
         name: "web-1".into(),
@@ -402,11 +366,12 @@ fn disrupted() -> Taint {
 
 #[tokio::test]
 async fn tainting_keeps_existing_taints_guards_the_write_and_is_idempotent() {
-    let world = World {
-        nodes: vec![node("node-a")],
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([node("node-a")]);
+    let read_version = server
+        .sim
+        .get_json("v1", "Node", "", "node-a")
+        .expect("node-a")["metadata"]["resourceVersion"]
+        .clone();
     server
         .cluster
         .taint("node-a", &disrupted())
@@ -424,13 +389,10 @@ async fn tainting_keeps_existing_taints_guards_the_write_and_is_idempotent() {
         "the second call finds the taint and writes nothing"
     );
     assert_eq!(patches[0].content_type, "application/merge-patch+json");
-    assert_eq!(
-        patches[0].query.get("fieldManager").map(String::as_str),
-        Some("nodewright")
-    );
+    assert_eq!(patches[0].query("fieldManager"), Some("nodewright"));
     assert_eq!(
         patches[0].body,
-        json!({"metadata": {"resourceVersion": "7"}, "spec": {"taints": [
+        json!({"metadata": {"resourceVersion": read_version}, "spec": {"taints": [
             {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
             {"key": "nodewright.io/disrupted", "effect": "NoSchedule"}
         ]}})
@@ -439,12 +401,10 @@ async fn tainting_keeps_existing_taints_guards_the_write_and_is_idempotent() {
 
 #[tokio::test]
 async fn a_taint_that_conflicts_is_read_again_and_reapplied() {
-    let world = World {
-        nodes: vec![node("node-a")],
-        conflict_once: true,
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([node("node-a")]);
+    server
+        .sim
+        .inject(Fault::resource("nodes", 409).method("PATCH"));
     server
         .cluster
         .taint("node-a", &disrupted())
@@ -456,11 +416,7 @@ async fn a_taint_that_conflicts_is_read_again_and_reapplied() {
 
 #[tokio::test]
 async fn cordon_and_label_are_merge_patches() {
-    let world = World {
-        nodes: vec![node("node-a")],
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(false, 500).await.with([node("node-a")]);
     server.cluster.cordon("node-a").await.expect("cordon");
     server
         .cluster
@@ -490,15 +446,7 @@ async fn cordon_and_label_are_merge_patches() {
 
 #[tokio::test]
 async fn with_a_config_ttl_the_configuration_is_read_once_and_reused_until_it_expires() {
-    let crds = HashMap::from([
-        ("karpenter.sh/v1/nodepools", vec![]),
-        ("karpenter.k8s.aws/v1/ec2nodeclasses", vec![]),
-    ]);
-    let world = World {
-        crds: Some(crds),
-        ..World::default()
-    };
-    let server = EmulatedApiServer::start(world, 500).await;
+    let server = Adapters::start(true, 500).await;
     let reads = || {
         server
             .requests_to("GET", "/apis/karpenter.sh/v1/nodepools")
