@@ -42,6 +42,34 @@ fn digest(text: &str) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..8])
 }
 
+/// `value` as JSON text with every object's keys sorted. `serde_json::Value`'s maps keep
+/// insertion order when the `preserve_order` feature is on, and Cargo turns it on in
+/// some builds of this workspace and not others (the test builds get it through the AWS
+/// SDK's test utilities; the release binaries do not): hashed as is, one NodePool had two
+/// hashes, and every node launched by one build looked drifted to the other. Sorted is
+/// what a build without the feature writes, so the tags already written keep their values.
+fn canonical(value: &serde_json::Value) -> String {
+    fn sorted(value: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                serde_json::Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(sorted).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
 /// The template's labels, annotations, taints, startup taints and class reference.
 pub fn nodepool_hash(pool: &NodePool) -> String {
     let t = &pool.spec.template;
@@ -51,7 +79,7 @@ pub fn nodepool_hash(pool: &NodePool) -> String {
         "startupTaints": t.spec.startup_taints,
         "nodeClassRef": t.spec.node_class_ref,
     });
-    digest(&shaped.to_string())
+    digest(&canonical(&shaped))
 }
 
 /// The class's spec without its selector terms.
@@ -60,7 +88,7 @@ pub fn nodeclass_hash(class: &EC2NodeClass) -> String {
     spec.ami_selector_terms.clear();
     spec.subnet_selector_terms.clear();
     spec.security_group_selector_terms.clear();
-    digest(&serde_json::to_value(&spec).unwrap_or_default().to_string())
+    digest(&canonical(&serde_json::to_value(&spec).unwrap_or_default()))
 }
 
 pub fn security_groups_hash(ids: &[String]) -> String {

@@ -290,3 +290,14 @@ fn a_subnet_the_class_no_longer_selects_is_drift_and_an_unknown_one_is_not() {
         Some("subnet subnet-c is no longer selected by the EC2NodeClass")
     );
 }
+
+/// The hash is of the shaped fields as JSON with sorted keys, whatever order serde_json's
+/// maps keep in this build (`preserve_order` is on in test builds and off in the release
+/// binaries): the text below is written out by hand in sorted order.
+#[test]
+fn the_nodepool_hash_is_of_sorted_json_so_every_build_computes_the_same() {
+    use sha2::{Digest, Sha256};
+    let text = r#"{"metadata":{"labels":{"team":"a"}},"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"},"startupTaints":[],"taints":[]}"#;
+    let expected = hex::encode(&Sha256::digest(text.as_bytes())[..8]);
+    assert_eq!(nodepool_hash(&pool(|_| {})), expected);
+}
