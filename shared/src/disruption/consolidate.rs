@@ -140,11 +140,18 @@ pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
     }
 }
 
+/// The most a replacement of nodes costing `current` per hour in all may cost: less by
+/// [`MIN_SAVING`]. The plan judges its claim by it, and the executor asks the provisioning
+/// core to launch nothing above it (prices may have moved since the plan).
+pub fn price_ceiling(current: f64) -> f64 {
+    current * (1.0 - MIN_SAVING)
+}
+
 fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Outcome {
     let Some(current) = prices else {
         return Outcome::No("its price is unknown, so no saving can be shown".into());
     };
-    if claim.price_per_hour > current * (1.0 - MIN_SAVING) {
+    if claim.price_per_hour > price_ceiling(current) {
         return Outcome::No(format!(
             "a replacement ({} at ${:.4}/h) would not save {:.0}% of ${:.4}/h",
             claim.instance_type,

@@ -20,7 +20,7 @@ mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
-pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
+pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, price_ceiling};
 pub use cron::Cron;
 pub use drift::{
     CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
@@ -32,7 +32,7 @@ pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
 pub use replace_first::{
-    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, needs_replacement,
+    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, launches_first, needs_replacement,
     parse_replacement, replace_first, replacement_value,
 };
 pub use simulation::{Simulation, SimulationInputs, simulation};

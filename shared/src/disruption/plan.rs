@@ -39,9 +39,10 @@ use crate::scheduling::PlannedClaim;
 pub enum Action {
     /// The node goes; its pods (if any) are rescheduled on capacity the provisioner finds.
     Delete,
-    /// The nodes go and their pods need new capacity: an expired or drifted node with
-    /// workloads (replaced first, see `replace_first.rs`), or
-    /// underutilized nodes whose pods fit on one cheaper node (`replacement`).
+    /// The nodes go and their pods need new capacity, launched and Ready before they drain
+    /// (`replace_first.rs`): an expired or drifted node with workloads, or underutilized
+    /// nodes whose pods fit on one cheaper node (`replacement`), asked for once for all of
+    /// them.
     Replace,
 }
 
@@ -53,7 +54,9 @@ pub struct Command {
     /// What the fleet stops paying per hour (0 for a replacement, which is paid again).
     pub savings_per_hour: f64,
     /// The node to launch instead, in the solver's claim shape (consolidation only; an
-    /// expired node's pods are planned by the provisioner once they are pending).
+    /// expired node's replacement is planned by the provisioning core when asked). The
+    /// executor asks the core for the command's pods again and launches nothing above
+    /// `price_ceiling` of the nodes' price: prices may have moved since this plan.
     #[serde(skip)]
     pub replacement: Vec<PlannedClaim>,
 }
