@@ -5,6 +5,7 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod candidates;
 mod capacity;
 mod consolidate;
 mod cron;
@@ -12,6 +13,7 @@ mod drift;
 mod from_k8s;
 mod headroom;
 mod hygiene;
+mod kept;
 mod leftovers;
 mod plan;
 mod replace_first;
@@ -29,8 +31,9 @@ pub use drift::{
 };
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
+pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
-pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, launches_first, needs_replacement,
     parse_replacement, replace_first, replacement_value,
