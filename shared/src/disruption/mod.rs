@@ -22,7 +22,9 @@ mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
-pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, price_ceiling};
+pub use consolidate::{
+    MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, placement as consolidation_placement, price_ceiling,
+};
 pub use cron::Cron;
 pub use drift::{
     CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
