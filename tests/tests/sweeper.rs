@@ -17,7 +17,7 @@ use nodewright::kube::KubeCluster;
 use nodewright::lease::{Elector, KubeLeases};
 use nodewright::provision::{BatchWindow, Replacement};
 use nodewright_sweeper::{
-    LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
+    GroupReplacement, LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
 };
 use nodewright_world::kit::{SimNow, sweeper_state};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
@@ -44,7 +44,7 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     sweeper_state(world).await.expect("the sweeper's state")
 }
 
-async fn sweep<R: Replacement + LaunchResolver>(
+async fn sweep<R: Replacement + LaunchResolver + GroupReplacement>(
     state: &State<KubeCluster, Ec2Adapter, R>,
 ) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
@@ -716,8 +716,25 @@ async fn a_node_whose_pod_fits_on_the_other_goes_and_the_pod_moves_there() {
     assert_eq!(running_on(&world), vec![stays.clone(), stays]);
 }
 
+/// The `inflate` and `second` pods not Running (Pending, or gone and not recreated yet
+/// shows as fewer than two).
+fn not_running(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| {
+            matches!(
+                p["metadata"]["labels"]["app"].as_str(),
+                Some("inflate" | "second")
+            ) && p["status"]["phase"] != "Running"
+        })
+        .map(|p| format!("{} {}", p["metadata"]["name"], p["status"]["phase"]))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_half_empty_nodes_become_one_cheaper_node() {
+async fn two_half_empty_nodes_become_one_cheaper_node_launched_and_ready_before_they_drain() {
     let world = start("sweep-replace").await;
     let (provisioner, nodes) = two_half_empty_nodes(&world).await;
     // The NodePool now allows every size: one node smaller than either holds both pods. Its
@@ -740,44 +757,83 @@ async fn two_half_empty_nodes_become_one_cheaper_node() {
         )
         .unwrap();
     world.sim.step().await;
-    let sweeper = sweeper(&world).await;
+    // Replacements launch through the provisioning core, as in main.rs.
+    let sweeper = sweeper(&world)
+        .await
+        .with_replacer(provisioner.provisioner());
+    let mut want = nodes.clone();
+    want.sort();
+    let sorted = |v: &Value| {
+        let mut n = names(v);
+        n.sort();
+        n
+    };
     let first = sweep(&sweeper).await;
     let commands = first["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 1, "{first}");
     assert_eq!(commands[0]["action"], "replace", "{first}");
     assert_eq!(commands[0]["reason"], "underutilized", "{first}");
-    let mut gone = names(&commands[0]["nodes"]);
-    gone.sort();
-    let mut want = nodes.clone();
-    want.sort();
-    assert_eq!(gone, want, "{first}");
+    assert_eq!(sorted(&commands[0]["nodes"]), want, "{first}");
     let before = first["price_before"].as_f64().unwrap();
     let after = first["price_after"].as_f64().unwrap();
     assert!(after <= before * 0.9, "{first}");
+    // ONE replacement for both nodes, launched before anything is evicted; both nodes
+    // record it and wait for it.
+    let launched = names(&first["replacements_launched"]);
+    assert_eq!(launched.len(), 1, "{first}");
+    assert_eq!(sorted(&first["started"]), want, "{first}");
+    assert_eq!(sorted(&first["awaiting_replacement"]), want, "{first}");
+    assert!(names(&first["draining"]).is_empty(), "{first}");
+    for node in &nodes {
+        let n = world.sim.get_json("v1", "Node", "", node).unwrap();
+        assert_eq!(
+            n["metadata"]["annotations"]["nodewright.io/replacement"], launched[0],
+            "{node}: {n}"
+        );
+    }
+    assert_eq!(world.instances().await.unwrap().len(), 3);
 
-    // The old nodes drain and go; the provisioner launches for their pods.
+    // Until the replacement is a Ready node, sweeps wait and the pods stay where they are.
+    let waiting = sweep(&sweeper).await;
+    assert_eq!(sorted(&waiting["awaiting_replacement"]), want, "{waiting}");
+    assert!(
+        names(&waiting["replacements_launched"]).is_empty(),
+        "asked once: {waiting}"
+    );
+    for _ in 0..4 {
+        step(&world, 10).await;
+        assert!(not_running(&world).is_empty(), "{:?}", not_running(&world));
+        let mut on = running_on(&world);
+        on.sort();
+        assert_eq!(
+            on, want,
+            "no pod left its node before the replacement was Ready"
+        );
+    }
+    let joined: Vec<String> = node_names(&world)
+        .into_iter()
+        .filter(|n| !want.contains(n))
+        .collect();
+    assert_eq!(joined.len(), 1, "the replacement joined: {joined:?}");
+
+    // Ready: both nodes drain, their pods land on the replacement with no provisioner poll
+    // and no other launch.
+    let second = sweep(&sweeper).await;
+    assert_eq!(sorted(&second["draining"]), want, "{second}");
+    step(&world, 5).await;
+    let third = sweep(&sweeper).await;
+    assert_eq!(sorted(&third["removed"]), want, "{third}");
     for _ in 0..3 {
         step(&world, 5).await;
     }
-    let second = sweep(&sweeper).await;
-    let mut removed = names(&second["removed"]);
-    removed.sort();
-    assert_eq!(removed, want, "{second}");
-    for _ in 0..3 {
-        invoke(&provisioner).await.unwrap();
-        for _ in 0..8 {
-            step(&world, 10).await;
-        }
-        if running_on(&world).len() == 2 {
-            break;
-        }
-    }
-    let now = node_names(&world);
-    assert_eq!(now.len(), 1, "{now:?}");
-    assert!(!want.contains(&now[0]));
-    assert_eq!(running_on(&world), vec![now[0].clone(), now[0].clone()]);
-    let third = sweep(&sweeper).await;
-    let fleet = third["price_before"].as_f64().unwrap();
+    assert_eq!(node_names(&world), joined);
+    assert_eq!(
+        running_on(&world),
+        vec![joined[0].clone(), joined[0].clone()]
+    );
+    assert_eq!(world.instances().await.unwrap().len(), 1);
+    let fourth = sweep(&sweeper).await;
+    let fleet = fourth["price_before"].as_f64().unwrap();
     assert!(
         fleet <= before * 0.9,
         "the fleet costs less: {before} -> {fleet}"

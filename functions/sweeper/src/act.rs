@@ -17,7 +17,7 @@ use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
 use nodewright::api::{Taint, TaintEffect};
 use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
-    Command, EMPTY_SINCE_ANNOTATION, PROVISIONER_NAME, Plan, Reason, Snapshot,
+    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot, launches_first,
 };
 use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
 use nodewright::kube::{
@@ -28,6 +28,7 @@ use nodewright::provision::Replacement;
 use serde::Serialize;
 
 use super::State;
+use super::consolidation::{Asked, GroupReplacement, ask_once, recheck_all};
 use super::events::kept_events;
 use super::replacement::ready_to_drain;
 
@@ -120,7 +121,7 @@ pub(crate) async fn carry_out<K, E, R>(
 where
     K: NodeDisruption,
     E: OwnedInstances,
-    R: Replacement,
+    R: Replacement + GroupReplacement,
 {
     let mut report = Report {
         commands: plan.commands.clone(),
@@ -162,6 +163,8 @@ where
             .await?;
         }
     }
+    // Commands dropped because their replacement would not be cheaper: kept, with why.
+    let mut dropped: Vec<Kept> = Vec::new();
     for command in &plan.commands {
         if command.reason == Reason::Underutilized
             && let Some(why) = gained_pods(state, snapshot, command).await?
@@ -174,11 +177,38 @@ where
             }
             continue;
         }
+        if launches_first(command) {
+            // The nodes go together or not at all: every one is re-checked before the
+            // replacement for all of them is asked for.
+            let (why, pods) = recheck_all(state, command).await?;
+            if let Some(why) = why {
+                tracing::info!(nodes = ?command.nodes, why, "consolidation dropped at the re-check");
+                for name in &command.nodes {
+                    report.rechecked_out.push((name.clone(), why.clone()));
+                }
+                continue;
+            }
+            match ask_once(state, snapshot, command, &pods, now, &mut report).await? {
+                Asked::Start => {}
+                Asked::NotNow => continue,
+                Asked::Dropped(kept) => {
+                    for k in &kept {
+                        let why = k.why.to_string();
+                        tracing::info!(node = k.node, why, "consolidation dropped");
+                        report.rechecked_out.push((k.node.clone(), why.clone()));
+                        report.kept.push((k.node.clone(), why));
+                    }
+                    dropped.extend(kept);
+                    continue;
+                }
+            }
+        }
         for name in &command.nodes {
             start_removal(state, snapshot, name, command.reason, now, &mut report).await?;
         }
     }
-    report.kept_events = kept_events(state, &plan.kept, now).await;
+    let kept: Vec<Kept> = plan.kept.iter().cloned().chain(dropped).collect();
+    report.kept_events = kept_events(state, &kept, now).await;
     if !plan.never_joined.is_empty() {
         let ids: Vec<String> = plan
             .never_joined
@@ -305,7 +335,7 @@ fn disrupted_taint() -> Taint {
 }
 
 /// Why a planned removal no longer holds, read from the node and its pods as they are now.
-fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> {
+pub(crate) fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> {
     let Some(node) = node else {
         return Some("the node is gone".into());
     };

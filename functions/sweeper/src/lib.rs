@@ -10,6 +10,7 @@
 //! instance and deletes the Node.
 
 mod act;
+mod consolidation;
 mod drift;
 mod events;
 mod floor;
@@ -32,6 +33,7 @@ use nodewright::provision::Replacement;
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
+pub use consolidation::GroupReplacement;
 pub use drift::LaunchResolver;
 pub use events::KEPT_EVENT_INTERVAL;
 pub use profiles::{CollectProfiles, PROFILE_SWEEP_EVERY, ProfileCollection};
@@ -58,9 +60,9 @@ pub struct State<K, E, R = NoReplacement> {
     pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
     /// `None`: act without a Lease (tests of one sweeper, `sweep-plan`).
     pub lease: Option<Elector<KubeLeases>>,
-    /// The provisioning core, for the replacement an expired or drifted node's pods get
-    /// before it drains. `None`: such a node drains at once and the provisioner launches
-    /// for its pods once they are pending.
+    /// The provisioning core, for the replacement an expired, drifted or consolidated
+    /// node's pods get before it drains. `None`: such a node drains at once and the
+    /// provisioner launches for its pods once they are pending.
     pub replacer: Option<R>,
     /// Leftover instance profiles, collected after the sweep when due. `None`: never.
     pub profiles: Option<Box<dyn CollectProfiles>>,
@@ -124,7 +126,7 @@ pub async fn handler<K, E, R>(
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver,
+    R: Replacement + LaunchResolver + GroupReplacement,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -143,7 +145,7 @@ pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver,
+    R: Replacement + LaunchResolver + GroupReplacement,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -172,7 +174,7 @@ async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepErro
 where
     K: NodeDisruption + ConfigSource + PodSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver,
+    R: Replacement + LaunchResolver + GroupReplacement,
 {
     let config = state
         .kube

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::CapacityType;
-use crate::scheduling::{PlannedClaim, Snapshot as SolverSnapshot, solve};
+use crate::scheduling::{PlannedClaim, ProvisioningPlan, Snapshot as SolverSnapshot, solve};
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
 /// 10%, the churn (drained pods, cold caches, a new node's boot) is not worth it.
@@ -95,31 +95,9 @@ pub fn decide<'a>(sim: &Simulation, candidates: &[&'a NodeView]) -> Decision<'a>
 
 /// Runs the solver on the cluster without `group`, for `group`'s pods.
 pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
-    let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
-    let mut pods = Vec::new();
-    for node in group {
-        match sim.pods.get(&node.name) {
-            Some(p) => pods.extend(p.iter().cloned()),
-            None => return Outcome::No("a pod on it cannot be read".into()),
-        }
-    }
-    let nodes = sim
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut n = n.clone();
-            if names.contains(n.name.as_str()) {
-                n.schedulable = false;
-            }
-            n
-        })
-        .collect();
-    let snapshot = SolverSnapshot {
-        pods,
-        daemon_sets: sim.daemon_sets.clone(),
-        nodes,
+    let Some(plan) = placement(sim, group) else {
+        return Outcome::No("a pod on it cannot be read".into());
     };
-    let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
     if let Some(u) = plan.unschedulable.first() {
         return Outcome::No(format!(
             "pod {} would fit nowhere else: {}",
@@ -140,11 +118,47 @@ pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
     }
 }
 
+/// The most a replacement of nodes costing `current` per hour in all may cost: less by
+/// [`MIN_SAVING`]. The plan judges its claim by it, and the executor asks the provisioning
+/// core to launch nothing above it (prices may have moved since the plan).
+pub fn price_ceiling(current: f64) -> f64 {
+    current * (1.0 - MIN_SAVING)
+}
+
+/// The solver's plan for `group`'s pods on the cluster without `group`: where
+/// [`simulate`] finds they would go (nominations onto the other nodes, claims for new
+/// ones). `None`: a pod on one of them cannot be read. The sweep bench replays commands
+/// with it.
+pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPlan> {
+    let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
+    let mut pods = Vec::new();
+    for node in group {
+        pods.extend(sim.pods.get(&node.name)?.iter().cloned());
+    }
+    let nodes = sim
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            if names.contains(n.name.as_str()) {
+                n.schedulable = false;
+            }
+            n
+        })
+        .collect();
+    let snapshot = SolverSnapshot {
+        pods,
+        daemon_sets: sim.daemon_sets.clone(),
+        nodes,
+    };
+    Some(solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes))
+}
+
 fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Outcome {
     let Some(current) = prices else {
         return Outcome::No("its price is unknown, so no saving can be shown".into());
     };
-    if claim.price_per_hour > current * (1.0 - MIN_SAVING) {
+    if claim.price_per_hour > price_ceiling(current) {
         return Outcome::No(format!(
             "a replacement ({} at ${:.4}/h) would not save {:.0}% of ${:.4}/h",
             claim.instance_type,

@@ -5,6 +5,7 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod candidates;
 mod capacity;
 mod consolidate;
 mod cron;
@@ -12,6 +13,7 @@ mod drift;
 mod from_k8s;
 mod headroom;
 mod hygiene;
+mod kept;
 mod leftovers;
 mod plan;
 mod replace_first;
@@ -20,7 +22,9 @@ mod snapshot;
 
 pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
-pub use consolidate::{MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES};
+pub use consolidate::{
+    MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, placement as consolidation_placement, price_ceiling,
+};
 pub use cron::Cron;
 pub use drift::{
     CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
@@ -29,10 +33,11 @@ pub use drift::{
 };
 pub use from_k8s::{EMPTY_SINCE_ANNOTATION, FirstSight, Inputs, PROVISIONER_NAME, snapshot};
 pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
+pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
-pub use plan::{Action, Command, EmptyMark, Kept, KeptWhy, Plan, plan_disruption};
+pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
 pub use replace_first::{
-    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, needs_replacement,
+    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, launches_first, needs_replacement,
     parse_replacement, replace_first, replacement_value,
 };
 pub use simulation::{Simulation, SimulationInputs, simulation};

@@ -1,6 +1,10 @@
 //! Replacement first: a node going for a reason that is not "nobody needs it" (expiration,
-//! drift) whose pods need capacity elsewhere is drained only once that capacity is a
-//! Ready node, so its pods are never pending for a launch's minutes. Karpenter does the
+//! drift, a consolidation's `replace`) whose pods need capacity elsewhere is drained only
+//! once that capacity is a Ready node, so its pods are never pending for a launch's minutes.
+//! An expired or drifted node asks for its replacement once tainted; a consolidation's
+//! replace asks ONCE for the pods of all its nodes before any is tainted
+//! ([`launches_first`]), so several nodes become the one cheaper node the simulation
+//! found, not one node each, and records the answer on every one of them. Karpenter does the
 //! same (`pkg/controllers/disruption/`: launch the replacement NodeClaims, wait for them
 //! to initialize, then taint and drain).
 //!
@@ -14,6 +18,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::Reason;
+use super::plan::{Action, Command};
 
 /// On a node being removed: the instances launched to replace it, comma-separated
 /// (`none`: nothing needed launching). Absent: not asked yet. The interruption function
@@ -42,11 +47,23 @@ pub enum ReplaceFirst {
     GiveUp,
 }
 
-/// The reasons whose nodes are still needed by their pods: an empty node's pods are
-/// DaemonSets, and a consolidation's replacement was sized by the simulation and is
-/// launched by the provisioner for the drained pods.
-pub fn needs_replacement(reason: Reason) -> bool {
-    matches!(reason, Reason::Expired | Reason::Drifted)
+/// Whether a node removed for `reason` waits for a replacement, given what it records
+/// (`None`: nothing). An empty node's pods are DaemonSets. An underutilized node is a
+/// consolidation's delete unless it records a replacement: a replace records its
+/// replacement before its nodes are tainted ([`launches_first`]).
+pub fn needs_replacement(reason: Reason, recorded: Option<&[String]>) -> bool {
+    match reason {
+        Reason::Expired | Reason::Drifted => true,
+        Reason::Underutilized => recorded.is_some(),
+        Reason::Empty => false,
+    }
+}
+
+/// Whether the executor asks for `command`'s replacement before tainting any of its nodes,
+/// once for the pods of all of them: a consolidation's replace (its nodes go together or
+/// not at all, and only for something cheaper).
+pub fn launches_first(command: &Command) -> bool {
+    command.action == Action::Replace && command.reason == Reason::Underutilized
 }
 
 /// `recorded`: the annotation's instance ids (`None`: absent). `ready(id)`: a Ready Node
@@ -59,7 +76,7 @@ pub fn replace_first(
     started: Timestamp,
     now: Timestamp,
 ) -> ReplaceFirst {
-    if !needs_replacement(reason) || !pods_move {
+    if !needs_replacement(reason, recorded) || !pods_move {
         return ReplaceFirst::Drain;
     }
     let waited = now.duration_since(started);
@@ -136,6 +153,50 @@ mod tests {
     fn an_expired_node_with_pods_asks_for_its_replacement_before_anything_else() {
         assert_eq!(step(Reason::Expired, true, None, &[], 0), ReplaceFirst::Ask);
         assert_eq!(step(Reason::Drifted, true, None, &[], 3), ReplaceFirst::Ask);
+    }
+
+    #[test]
+    fn a_consolidation_replace_waits_for_the_replacement_it_recorded_and_gives_up_as_expiry_does() {
+        let u = Reason::Underutilized;
+        assert_eq!(
+            step(u, true, Some(&["i-1"]), &[], 3),
+            ReplaceFirst::Wait {
+                remaining: Duration::from_secs(12 * 60)
+            }
+        );
+        assert_eq!(
+            step(u, true, Some(&["i-1"]), &["i-1"], 3),
+            ReplaceFirst::Drain
+        );
+        assert_eq!(step(u, true, Some(&[]), &[], 0), ReplaceFirst::Drain);
+        assert_eq!(step(u, true, Some(&["i-1"]), &[], 15), ReplaceFirst::GiveUp);
+        // Never asked from a node: the command asked once for all its nodes.
+        assert_eq!(step(u, true, None, &[], 0), ReplaceFirst::Drain);
+    }
+
+    #[test]
+    fn only_a_consolidation_replace_launches_before_its_nodes_are_tainted() {
+        let command = |action, reason| Command {
+            action,
+            reason,
+            nodes: vec!["a".into(), "b".into()],
+            savings_per_hour: 0.1,
+            replacement: Vec::new(),
+        };
+        let cases = [
+            (Action::Replace, Reason::Underutilized, true),
+            (Action::Delete, Reason::Underutilized, false),
+            (Action::Replace, Reason::Expired, false),
+            (Action::Replace, Reason::Drifted, false),
+            (Action::Delete, Reason::Empty, false),
+        ];
+        for (action, reason, want) in cases {
+            assert_eq!(
+                launches_first(&command(action, reason)),
+                want,
+                "{action:?} {reason:?}"
+            );
+        }
     }
 
     #[test]

@@ -31,10 +31,10 @@ pub struct SpokenFor {
     pub instances: HashSet<String>,
 }
 
-/// See the module documentation. `replacing` is the node whose replacement is planned:
-/// its own recorded replacement stays capacity for its own pods.
+/// See the module documentation. `replacing` are the nodes whose replacement is planned:
+/// their own recorded replacement stays capacity for their own pods.
 pub fn spoken_for(
-    replacing: &str,
+    replacing: &[String],
     nodes: &[Node],
     bound: &HashMap<String, Vec<Pod>>,
     pending: Vec<Pod>,
@@ -43,9 +43,10 @@ pub fn spoken_for(
         pods: pending,
         instances: HashSet::new(),
     };
-    let draining = nodes
-        .iter()
-        .filter(|n| n.metadata.name.as_deref() != Some(replacing) && tainted_for_disruption(n));
+    let draining = nodes.iter().filter(|n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        !replacing.iter().any(|r| r == name) && tainted_for_disruption(n)
+    });
     for node in draining {
         let recorded = node
             .metadata
@@ -221,7 +222,12 @@ mod tests {
         ]);
         for (case, rows, want_pods, want_instances) in cases {
             let nodes: Vec<Node> = rows.iter().map(|(n, t, r)| node(n, *t, *r)).collect();
-            let out = spoken_for("a", &nodes, &pods, vec![pod("p1", "", "ReplicaSet")]);
+            let out = spoken_for(
+                &["a".into()],
+                &nodes,
+                &pods,
+                vec![pod("p1", "", "ReplicaSet")],
+            );
             assert_eq!(names(&out.pods), want_pods, "{case}");
             let want: HashSet<String> = want_instances.iter().map(|s| s.to_string()).collect();
             assert_eq!(out.instances, want, "{case}");

@@ -18,6 +18,10 @@ use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
 
+// The scenes too long to sit here live beside it (a directory, so not a binary of their own).
+#[path = "demo/expiry.rs"]
+mod expiry;
+
 const CLUSTER: &str = "demo-cluster";
 /// How often the kept world invokes the provisioner (EventBridge Scheduler's minute is too
 /// slow to watch; each invocation polls for a few seconds, as in the story).
@@ -444,6 +448,9 @@ async fn main() -> anyhow::Result<()> {
             first.unwrap_or_default()
         ));
     }
+
+    story.phase("7. An expired node is replaced, replacement first");
+    expiry::scene(&world, &state, &sweeper, &story).await?;
 
     story.phase("Summary");
     let (total, running, _) = pods(&world);

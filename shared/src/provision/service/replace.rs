@@ -40,6 +40,9 @@ pub struct ReplaceReport {
     pub unschedulable: Vec<(String, String)>,
     pub failed_claims: usize,
     pub throttled: bool,
+    /// Set when the claims planned would cost more per hour than the caller's ceiling:
+    /// their price. Nothing was launched.
+    pub over_ceiling: Option<f64>,
 }
 
 /// What the interruption function asks of the provisioning core.
@@ -85,6 +88,23 @@ where
         reclaimed: Option<&Offering>,
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
+        self.replace_nodes(&[node.to_string()], pods, reclaimed, None, now)
+            .await
+    }
+
+    /// [`Self::replace`] for the pods of several nodes at once (a consolidation replacing
+    /// them by one cheaper node): none of `nodes` counts as capacity. With a `ceiling`,
+    /// claims costing more per hour in all are not launched, and `over_ceiling` says what
+    /// they would have cost: a consolidation must not launch something that is not cheaper
+    /// than what it replaces, and only this plan, on this catalog, knows the real price.
+    pub async fn replace_nodes(
+        &mut self,
+        nodes_going: &[String],
+        pods: &[Pod],
+        reclaimed: Option<&Offering>,
+        ceiling: Option<f64>,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
         let started = Instant::now();
         let mut report = ReplaceReport::default();
         if let Some(o) = reclaimed {
@@ -113,9 +133,12 @@ where
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.
-        let (going, nodes): (Vec<_>, Vec<_>) = nodes
-            .into_iter()
-            .partition(|n| n.metadata.name.as_deref() == Some(node));
+        let (going, nodes): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| nodes_going.iter().any(|g| g == name))
+        });
         let going_instances = crate::provision::in_flight::node_instance_ids(&going);
         self.unseen.forget_registered(&nodes);
         self.unseen.forget_registered(&going);
@@ -130,7 +153,9 @@ where
             tracing::warn!(error = %e, "refreshing before a replacement failed; using what is kept");
         }
         let launchable = self.launchable(pools, classes, now).await?;
-        let mut ctx = LaunchContext::new(launchable, pods, now, started, Some(node));
+        // One node keeps its claim ids as they were; several are one decision, named by all.
+        let replacing = nodes_going.join(",");
+        let mut ctx = LaunchContext::new(launchable, pods, now, started, Some(&replacing));
         let (catalog, pools, classes) = (&ctx.catalog, &ctx.pools, &ctx.classes);
 
         let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
@@ -157,7 +182,7 @@ where
             .pending_pods()
             .await
             .map_err(kube_err("pending pods"))?;
-        let spoken = spoken_for::spoken_for(node, &nodes, &bound, pending);
+        let spoken = spoken_for::spoken_for(nodes_going, &nodes, &bound, pending);
         spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
         if !spoken.pods.is_empty() {
             // Their pod errors are not this replacement's: the provisioner reports them.
@@ -168,6 +193,15 @@ where
             snapshot.nodes = before.nodes;
         }
         let plan = solve(&snapshot, catalog, pools, classes);
+        let price: f64 = plan.node_claims.iter().map(|c| c.price_per_hour).sum();
+        if let Some(ceiling) = ceiling
+            && price > ceiling
+        {
+            tracing::info!(price, ceiling, "replacement not launched: over the ceiling");
+            report.claims = plan.node_claims.len();
+            report.over_ceiling = Some(price);
+            return Ok(report);
+        }
         let mut tally = Tally::default();
         tally.claims = plan.node_claims.len();
         tally.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();

@@ -598,4 +598,39 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
     }
 }
 
+#[tokio::test]
+async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_would_cost() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let pods = vec![pod("web-1", "500m"), pod("web-2", "500m")];
+    let going = ["old-1".to_string(), "old-2".to_string()];
+    // c5.large on demand is $0.085/h in the bundled table, spot less: one claim for both.
+    for (ceiling, launches) in [(Some(0.001), false), (Some(10.0), true), (None, true)] {
+        let aws = FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Launch]);
+        let mut p = provisioner(vec![], aws);
+        let report = match p.replace_nodes(&going, &pods, None, ceiling, t0).await {
+            Ok(r) => r,
+            Err(e) => panic!("replace: {e}"),
+        };
+        let requests = p.aws().requests();
+        if launches {
+            assert_eq!(
+                report.launched_instances.len(),
+                1,
+                "{ceiling:?}: {report:?}"
+            );
+            assert_eq!(report.over_ceiling, None, "{ceiling:?}");
+            assert_eq!(requests.len(), 1, "{ceiling:?}");
+            // Several nodes replaced are one decision, named by all of them.
+            let claim = requests[0].tags.get(labels::NODECLAIM).cloned();
+            assert!(claim.is_some(), "{:?}", requests[0].tags);
+        } else {
+            assert!(report.launched_instances.is_empty(), "{report:?}");
+            assert!(requests.is_empty(), "nothing sent to EC2: {requests:#?}");
+            let price = report.over_ceiling.unwrap_or_default();
+            assert!(price > 0.001 && price < 0.2, "{report:?}");
+            assert_eq!(report.claims, 1);
+        }
+    }
+}
+
 mod profile_and_gc;

@@ -1,0 +1,238 @@
+//! A consolidation's `replace`, carried out replacement first (as Karpenter: launch the
+//! replacement, wait for it to initialize, then taint and drain): once per command, before
+//! any of its nodes is tainted, the provisioning core is asked for capacity for the pods of
+//! ALL the command's nodes at once (so several nodes become the one cheaper node the
+//! simulation found), with the price of the nodes less [`MIN_SAVING`] as a ceiling; what it
+//! launched is recorded on every node of the command (`nodewright.io/replacement`), and the
+//! nodes are then tainted and drained by the usual removal, which waits for the replacement
+//! to be a Ready node ([`nodewright::disruption::replace_first`]).
+//!
+//! Nothing is tainted before the core answers: a command whose replacement cannot be
+//! launched now, or would not be cheaper (prices moved since the plan), is dropped whole and
+//! decided again by the next sweep, its nodes untouched.
+//!
+//! [`MIN_SAVING`]: nodewright::disruption::MIN_SAVING
+
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Pod;
+use nodewright::aws::Cloud;
+use nodewright::disruption::{
+    Command, Kept, KeptWhy, REPLACEMENT_ANNOTATION, Snapshot, price_ceiling, replacement_value,
+};
+use nodewright::drain::reschedulable;
+use nodewright::kube::{Cluster, EventType, NodeDisruption, ObjectKind};
+use nodewright::provision::{ProvisionError, Provisioner, ReplaceReport};
+
+use super::NoReplacement;
+use super::State;
+use super::act::{Report, SweepError, kube, recheck};
+
+/// What a consolidation asks of the provisioning core: capacity for the pods of several
+/// nodes at once, none of which counts as capacity, launched only when it costs at most
+/// `ceiling` per hour in all.
+pub trait GroupReplacement: Send + Sync {
+    fn replace_nodes(
+        &self,
+        nodes: &[String],
+        pods: &[Pod],
+        ceiling: f64,
+        now: SystemTime,
+    ) -> impl Future<Output = Result<ReplaceReport, ProvisionError>> + Send;
+}
+
+impl<K, A> GroupReplacement for tokio::sync::Mutex<Provisioner<K, A>>
+where
+    K: Cluster,
+    A: Cloud + Send,
+{
+    async fn replace_nodes(
+        &self,
+        nodes: &[String],
+        pods: &[Pod],
+        ceiling: f64,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        self.lock()
+            .await
+            .replace_nodes(nodes, pods, None, Some(ceiling), now)
+            .await
+    }
+}
+
+impl<T: GroupReplacement> GroupReplacement for &T {
+    async fn replace_nodes(
+        &self,
+        nodes: &[String],
+        pods: &[Pod],
+        ceiling: f64,
+        now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        (**self).replace_nodes(nodes, pods, ceiling, now).await
+    }
+}
+
+impl GroupReplacement for NoReplacement {
+    async fn replace_nodes(
+        &self,
+        _nodes: &[String],
+        _pods: &[Pod],
+        _ceiling: f64,
+        _now: SystemTime,
+    ) -> Result<ReplaceReport, ProvisionError> {
+        match *self {}
+    }
+}
+
+/// What became of a command's replacement.
+pub(crate) enum Asked {
+    /// Recorded on every node (no replacer: nothing asked); start their removals.
+    Start,
+    /// Not launched this sweep (an error, a failed launch): nothing tainted, decided again
+    /// next sweep.
+    NotNow,
+    /// Would not be cheaper: dropped, and why, as each node's kept reason.
+    Dropped(Vec<Kept>),
+}
+
+/// Asks for `command`'s replacement and records it on its nodes. `pods`: the moving pods
+/// of all the command's nodes, as re-read just now.
+pub(crate) async fn ask_once<K, E, R>(
+    state: &State<K, E, R>,
+    snapshot: &Snapshot,
+    command: &Command,
+    pods: &[Pod],
+    now: jiff::Timestamp,
+    report: &mut Report,
+) -> Result<Asked, SweepError>
+where
+    K: NodeDisruption,
+    R: GroupReplacement,
+{
+    let Some(replacer) = &state.replacer else {
+        // A sweeper without the core drains at once; the provisioner launches for the pods
+        // once they are pending.
+        return Ok(Asked::Start);
+    };
+    let prices: Option<f64> = command
+        .nodes
+        .iter()
+        .map(|name| {
+            snapshot
+                .nodes
+                .iter()
+                .find(|n| &n.name == name)
+                .and_then(|n| n.price_per_hour)
+        })
+        .sum();
+    let Some(current) = prices else {
+        let why = "its price is unknown now, so no saving can be shown".to_string();
+        return Ok(Asked::Dropped(kept_all(command, why)));
+    };
+    let ceiling = price_ceiling(current);
+    let moving: Vec<Pod> = reschedulable(pods)
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .cloned()
+        .collect();
+    let launched = match replacer
+        .replace_nodes(&command.nodes, &moving, ceiling, now.into())
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => {
+            let error = nodewright::error_chain(&e);
+            tracing::warn!(nodes = ?command.nodes, error, "asking for a consolidation's replacement failed");
+            report
+                .awaiting_replacement
+                .extend(command.nodes.iter().cloned());
+            return Ok(Asked::NotNow);
+        }
+    };
+    if let Some(price) = launched.over_ceiling {
+        let why = format!(
+            "a replacement now costs ${price:.4}/h, not below ${ceiling:.4}/h ({}% less than ${current:.4}/h)",
+            (nodewright::disruption::MIN_SAVING * 100.0).round()
+        );
+        return Ok(Asked::Dropped(kept_all(command, why)));
+    }
+    if launched.launched_instances.is_empty() && launched.failed_claims > 0 {
+        tracing::warn!(nodes = ?command.nodes, unschedulable = ?launched.unschedulable, "no consolidation replacement launched");
+        report
+            .awaiting_replacement
+            .extend(command.nodes.iter().cloned());
+        return Ok(Asked::NotNow);
+    }
+    let ids = &launched.launched_instances;
+    let value = replacement_value(ids);
+    for name in &command.nodes {
+        state
+            .kube
+            .annotate_node(name, REPLACEMENT_ANNOTATION, &value)
+            .await
+            .map_err(kube("recording the replacement on the node"))?;
+        if !ids.is_empty() {
+            let note = format!(
+                "replacement {} launched for {} node(s); draining once it is Ready",
+                ids.join(", "),
+                command.nodes.len()
+            );
+            state
+                .kube
+                .object_event(
+                    ObjectKind::Node,
+                    name,
+                    "ReplacementLaunched",
+                    &note,
+                    EventType::Normal,
+                )
+                .await;
+        }
+    }
+    tracing::info!(nodes = ?command.nodes, instances = ?ids, "consolidation replacement launched");
+    report.replacements_launched.extend(ids.iter().cloned());
+    Ok(Asked::Start)
+}
+
+/// Why a consolidation's nodes may not all go now (the first node's reason), and the pods
+/// of all of them as they are now.
+pub(crate) async fn recheck_all<K, E, R>(
+    state: &State<K, E, R>,
+    command: &Command,
+) -> Result<(Option<String>, Vec<Pod>), SweepError>
+where
+    K: NodeDisruption,
+{
+    let nodes = state
+        .kube
+        .nodes()
+        .await
+        .map_err(kube("re-reading the nodes"))?;
+    let mut all = Vec::new();
+    for name in &command.nodes {
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name));
+        let pods = state
+            .kube
+            .pods_on_node(name)
+            .await
+            .map_err(kube("re-reading the node's pods"))?;
+        if let Some(why) = recheck(node, &pods, command.reason) {
+            return Ok((Some(format!("{name}: {why}")), Vec::new()));
+        }
+        all.extend(pods);
+    }
+    Ok((None, all))
+}
+
+fn kept_all(command: &Command, why: String) -> Vec<Kept> {
+    command
+        .nodes
+        .iter()
+        .map(|n| Kept {
+            node: n.clone(),
+            reason: command.reason,
+            why: KeptWhy::NotConsolidatable { why: why.clone() },
+        })
+        .collect()
+}

@@ -1,0 +1,229 @@
+//! Candidate collection for [`super::plan_disruption`]: which of nodewright's nodes may be
+//! disrupted and for which reason (rules 1 to 5 of `plan.rs`: emptiness, expiration, drift,
+//! do-not-disrupt and PDBs, the cheapest to disrupt first), the nodes consolidation may
+//! try, and the per-pool counts the budgets and floors are judged by.
+
+use std::collections::HashMap;
+
+use jiff::Timestamp;
+
+use super::Reason;
+use super::headroom::Room;
+use super::kept::{Kept, KeptWhy, kept};
+use super::plan::{EmptyMark, Plan};
+use super::snapshot::{NodeView, PoolPolicy, Snapshot};
+use crate::api::ConsolidationPolicy;
+
+pub(super) struct Candidate<'a> {
+    pub(super) node: &'a NodeView,
+    pub(super) pool: &'a PoolPolicy,
+    pub(super) reason: Reason,
+    pub(super) cost: f64,
+}
+
+/// What one pass over the snapshot's nodes found.
+pub(super) struct Collected<'a> {
+    /// Empty, expired or drifted, not blocked, cheapest to disrupt first.
+    pub(super) candidates: Vec<Candidate<'a>>,
+    /// Settled nodes with pods of pools that consolidate when underutilized, not blocked.
+    pub(super) underutilized: Vec<Candidate<'a>>,
+    /// Per pool: (nodes, nodes already being disrupted), for the budgets.
+    pub(super) counts: HashMap<&'a str, (usize, usize)>,
+    /// The pools' free room, for their capacity windows' headroom.
+    pub(super) room: Room<'a>,
+}
+
+/// Collects the candidates of `snapshot`, writing into `plan` what the pass decides on its
+/// own: the fleet's price, empty marks and the nodes kept with their reasons.
+pub(super) fn collect<'a>(
+    snapshot: &'a Snapshot,
+    now: Timestamp,
+    plan: &mut Plan,
+) -> Collected<'a> {
+    let pools: HashMap<&str, &PoolPolicy> = snapshot
+        .pools
+        .iter()
+        .map(|p| (p.name.as_str(), p))
+        .collect();
+    let mut room = Room::default();
+    let mut candidates = Vec::new();
+    let mut underutilized = Vec::new();
+    // Per pool: (nodes, nodes already being disrupted), for the budgets.
+    let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+    for node in &snapshot.nodes {
+        let Some(pool) = node.pool.as_deref().and_then(|p| pools.get(p)) else {
+            continue;
+        };
+        if !node.owned_instance {
+            continue;
+        }
+        plan.price_before += node.price_per_hour.unwrap_or(0.0);
+        let count = counts.entry(pool.name.as_str()).or_default();
+        count.0 += 1;
+        if node.disrupting {
+            count.1 += 1;
+            continue;
+        }
+        room.count(pool.name.as_str(), node);
+        if !node.ready {
+            continue;
+        }
+        let empty = !node.pods.iter().any(|p| p.moves());
+        if !empty && node.empty_since.is_some() {
+            plan.empty_marks.push(EmptyMark {
+                node: node.name.clone(),
+                since: None,
+            });
+        }
+        let reason = match (empty, pool.consolidate_after) {
+            (true, Some(after)) => match node.empty_since {
+                None => {
+                    plan.empty_marks.push(EmptyMark {
+                        node: node.name.clone(),
+                        since: Some(now),
+                    });
+                    None
+                }
+                Some(since) => {
+                    let empty_for = now.duration_since(since).unsigned_abs();
+                    if empty_for >= after {
+                        Some(Reason::Empty)
+                    } else {
+                        plan.kept.push(Kept {
+                            node: node.name.clone(),
+                            reason: Reason::Empty,
+                            why: KeptWhy::EmptyTooRecently {
+                                remaining: after - empty_for,
+                            },
+                        });
+                        None
+                    }
+                }
+            },
+            _ => None,
+        };
+        let reason = reason
+            .or_else(|| expired(node, pool, now).then_some(Reason::Expired))
+            .or_else(|| node.drifted.is_some().then_some(Reason::Drifted));
+        let Some(reason) = reason else {
+            if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
+                match settled(node, pool, now) {
+                    Ok(()) => match blocker(node, pool) {
+                        None => underutilized.push(Candidate {
+                            node,
+                            pool,
+                            reason: Reason::Underutilized,
+                            cost: disruption_cost(node, pool, now),
+                        }),
+                        Some(why) => plan.kept.push(kept(node, Reason::Underutilized, why)),
+                    },
+                    Err(Some(why)) => plan.kept.push(kept(node, Reason::Underutilized, why)),
+                    Err(None) => {}
+                }
+            }
+            continue;
+        };
+        if let Some(why) = blocker(node, pool) {
+            plan.kept.push(Kept {
+                node: node.name.clone(),
+                reason,
+                why,
+            });
+            continue;
+        }
+        candidates.push(Candidate {
+            node,
+            pool,
+            reason,
+            cost: disruption_cost(node, pool, now),
+        });
+    }
+    sort(&mut candidates);
+    Collected {
+        candidates,
+        underutilized,
+        counts,
+        room,
+    }
+}
+
+/// Cheapest to disrupt first; the name keeps plans deterministic.
+pub(super) fn sort(candidates: &mut [Candidate<'_>]) {
+    candidates.sort_by(|a, b| {
+        (a.reason, a.cost)
+            .partial_cmp(&(b.reason, b.cost))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.node.name.cmp(&b.node.name))
+    });
+}
+
+/// Consolidation's churn guard: the node launched and last gained pods at least
+/// `consolidateAfter` ago. `Err(None)`: the pool never consolidates (`Never`).
+fn settled(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> Result<(), Option<KeptWhy>> {
+    let after = pool.consolidate_after.ok_or(None::<KeptWhy>)?;
+    let last = node
+        .last_pod_arrival
+        .map_or(node.created, |t| t.max(node.created));
+    let since = now.duration_since(last);
+    let since = if since.is_negative() {
+        std::time::Duration::ZERO
+    } else {
+        since.unsigned_abs()
+    };
+    match after.checked_sub(since) {
+        Some(remaining) if !remaining.is_zero() => Err(Some(KeptWhy::TooRecent { remaining })),
+        _ => Ok(()),
+    }
+}
+
+fn expired(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> bool {
+    pool.expire_after.is_some_and(|after| {
+        now.duration_since(node.created).unsigned_abs() >= after && now >= node.created
+    })
+}
+
+/// What keeps a candidate whatever its reason, checked in the order a user would look.
+fn blocker(node: &NodeView, pool: &PoolPolicy) -> Option<KeptWhy> {
+    if let Err(error) = &pool.budgets {
+        return Some(KeptWhy::PoolSettings {
+            pool: pool.name.clone(),
+            error: error.clone(),
+        });
+    }
+    if node.do_not_disrupt {
+        return Some(KeptWhy::DoNotDisruptNode);
+    }
+    let moving = || node.pods.iter().filter(|p| p.moves());
+    if let Some(p) = moving().find(|p| p.do_not_disrupt) {
+        return Some(KeptWhy::DoNotDisruptPod {
+            pod: format!("{}/{}", p.namespace, p.name),
+        });
+    }
+    moving().find_map(|p| {
+        p.blocked_by_pdb
+            .as_ref()
+            .map(|pdb| KeptWhy::PodDisruptionBudget {
+                pod: format!("{}/{}", p.namespace, p.name),
+                pdb: format!("{}/{}", p.namespace, pdb),
+            })
+    })
+}
+
+/// Karpenter's `disruptionCost`: the pods' eviction costs times the fraction of the node's
+/// lifetime left, so nodes near expiry and nodes with few, cheap pods go first.
+fn disruption_cost(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> f64 {
+    let pods: f64 = node
+        .pods
+        .iter()
+        .filter(|p| p.moves())
+        .map(|p| p.eviction_cost)
+        .sum();
+    let remaining = match pool.expire_after {
+        Some(life) if !life.is_zero() => {
+            let age = now.duration_since(node.created).as_secs_f64().max(0.0);
+            (1.0 - age / life.as_secs_f64()).clamp(0.0, 1.0)
+        }
+        _ => 1.0,
+    };
+    pods * remaining
+}

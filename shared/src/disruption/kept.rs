@@ -1,0 +1,114 @@
+//! Why a candidate stays: the reasons `plan_disruption` gives, in words for the node's
+//! Event (`kubectl describe node` answers "why isn't this node going away?").
+
+use std::fmt;
+
+use super::Reason;
+use super::capacity::CAPACITY_WINDOWS_ANNOTATION;
+use super::snapshot::NodeView;
+
+/// Why a candidate stays.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeptWhy {
+    DoNotDisruptNode,
+    DoNotDisruptPod {
+        pod: String,
+    },
+    PodDisruptionBudget {
+        pod: String,
+        pdb: String,
+    },
+    Budget {
+        pool: String,
+        reason: Reason,
+    },
+    /// Empty, but not yet for `consolidateAfter`.
+    EmptyTooRecently {
+        remaining: std::time::Duration,
+    },
+    PoolSettings {
+        pool: String,
+        error: String,
+    },
+    /// Launched or gained pods within `consolidateAfter`.
+    TooRecent {
+        remaining: std::time::Duration,
+    },
+    /// The consolidation simulation found no way for it to go (fits nowhere, not cheaper,
+    /// spot choice too narrow...).
+    NotConsolidatable {
+        why: String,
+    },
+    /// Its pool is at the floor of its capacity windows.
+    CapacityFloor {
+        pool: String,
+        nodes: usize,
+    },
+    /// Removing it would leave its pool less free room than its capacity windows' headroom.
+    CapacityHeadroom {
+        pool: String,
+        headroom: String,
+    },
+}
+
+impl fmt::Display for KeptWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeptWhy::DoNotDisruptNode => f.write_str("the node has karpenter.sh/do-not-disrupt"),
+            KeptWhy::DoNotDisruptPod { pod } => {
+                write!(f, "a pod has karpenter.sh/do-not-disrupt ({pod})")
+            }
+            KeptWhy::PodDisruptionBudget { pod, pdb } => {
+                write!(
+                    f,
+                    "PodDisruptionBudget {pdb} allows no disruption of pod {pod}"
+                )
+            }
+            KeptWhy::Budget { pool, reason } => write!(
+                f,
+                "NodePool {pool}'s disruption budget allows no more {} nodes now",
+                reason.as_str()
+            ),
+            KeptWhy::EmptyTooRecently { remaining } => write!(
+                f,
+                "empty, but not yet for consolidateAfter ({}s to go)",
+                remaining.as_secs()
+            ),
+            KeptWhy::TooRecent { remaining } => write!(
+                f,
+                "launched or gained pods within consolidateAfter ({}s to go)",
+                remaining.as_secs()
+            ),
+            KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            KeptWhy::CapacityFloor { pool, nodes } => write!(
+                f,
+                "NodePool {pool} keeps at least {nodes} nodes now ({CAPACITY_WINDOWS_ANNOTATION})"
+            ),
+            KeptWhy::CapacityHeadroom { pool, headroom } => write!(
+                f,
+                "NodePool {pool} keeps {headroom} free now ({CAPACITY_WINDOWS_ANNOTATION})"
+            ),
+            KeptWhy::PoolSettings { pool, error } => {
+                write!(
+                    f,
+                    "NodePool {pool}'s disruption settings cannot be read: {error}"
+                )
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    pub node: String,
+    pub reason: Reason,
+    pub why: KeptWhy,
+}
+
+pub(super) fn kept(node: &NodeView, reason: Reason, why: KeptWhy) -> Kept {
+    Kept {
+        node: node.name.clone(),
+        reason,
+        why,
+    }
+}
