@@ -401,7 +401,6 @@ mod fleet_cost_of_owned;
 
 pub mod replace;
 
-#[path = "service_warm.rs"]
 mod warm;
 pub use warm::Warmed;
 

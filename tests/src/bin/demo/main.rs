@@ -18,8 +18,7 @@ use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
 
-// The scenes too long to sit here live beside it (a directory, so not a binary of their own).
-#[path = "demo/expiry.rs"]
+// The scenes too long to sit here live beside it, in their own files.
 mod expiry;
 
 const CLUSTER: &str = "demo-cluster";
