@@ -373,6 +373,25 @@ pub(crate) fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Opti
     })
 }
 
+/// The re-check just before acting on `name`: the node as `nodes` (a fresh list) has it,
+/// its pods read again, and why it must stay for `reason`, if it must.
+pub(crate) async fn reread<'n, K: NodeDisruption>(
+    cluster: &K,
+    nodes: &'n [Node],
+    name: &str,
+    reason: Reason,
+) -> Result<(Option<&'n Node>, Vec<Pod>, Option<String>), SweepError> {
+    let node = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name));
+    let pods = cluster
+        .pods_on_node(name)
+        .await
+        .map_err(kube("re-reading the node's pods"))?;
+    let why = recheck(node, &pods, reason);
+    Ok((node, pods, why))
+}
+
 async fn start_removal<K, E, R>(
     state: &State<K, E, R>,
     snapshot: &Snapshot,
@@ -391,15 +410,8 @@ where
         .nodes()
         .await
         .map_err(kube("re-reading the node"))?;
-    let node = nodes
-        .iter()
-        .find(|n| n.metadata.name.as_deref() == Some(name));
-    let pods = state
-        .kube
-        .pods_on_node(name)
-        .await
-        .map_err(kube("re-reading the node's pods"))?;
-    if let Some(why) = recheck(node, &pods, reason) {
+    let (node, _, kept) = reread(&state.kube, &nodes, name, reason).await?;
+    if let Some(why) = kept {
         tracing::info!(node = name, why, "removal dropped at the re-check");
         report.rechecked_out.push((name.into(), why));
         return Ok(());

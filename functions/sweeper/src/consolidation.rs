@@ -26,7 +26,7 @@ use nodewright::provision::{ProvisionError, Provisioner, ReplaceReport};
 
 use super::NoReplacement;
 use super::State;
-use super::act::{Report, SweepError, kube, recheck};
+use super::act::{Report, SweepError, kube, reread};
 
 /// What a consolidation asks of the provisioning core: capacity for the pods of several
 /// nodes at once, none of which counts as capacity, launched only when it costs at most
@@ -209,15 +209,8 @@ where
         .map_err(kube("re-reading the nodes"))?;
     let mut all = Vec::new();
     for name in &command.nodes {
-        let node = nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name));
-        let pods = state
-            .kube
-            .pods_on_node(name)
-            .await
-            .map_err(kube("re-reading the node's pods"))?;
-        if let Some(why) = recheck(node, &pods, command.reason) {
+        let (_, pods, kept) = reread(&state.kube, &nodes, name, command.reason).await?;
+        if let Some(why) = kept {
             return Ok((Some(format!("{name}: {why}")), Vec::new()));
         }
         all.extend(pods);
