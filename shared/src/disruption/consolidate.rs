@@ -3,8 +3,10 @@
 //! free room (delete), or on those plus ONE new node cheaper than what goes (replace).
 //! As in Karpenter (`pkg/controllers/disruption/{multinode,singlenode}consolidation.go`):
 //! first the longest prefix of the candidates (cheapest to disrupt first, at most
-//! [`MAX_MULTI_NODE`]) that can go together, by binary search; failing that, the first
-//! single node that can. Unlike Karpenter, a single node whose deletion saves as much as
+//! [`MAX_MULTI_NODE`], and within the pools' budgets) that can go together, by binary
+//! search; failing that, the first single node that can, among every candidate whose pool's
+//! budget allows one node (at most [`MAX_SINGLE_NODE`] of them): the budget bounds how many
+//! nodes a command takes, not which nodes are looked at. Unlike Karpenter, a single node whose deletion saves as much as
 //! the several-node replacement is preferred to it (no launch, fewer pods moved). One
 //! command per sweep, so the next sweep decides on what this one changed.
 
@@ -24,6 +26,10 @@ pub const MIN_SAVING: f64 = 0.10;
 pub const MIN_SPOT_TYPES: usize = 15;
 /// The most nodes one command consolidates (Karpenter's multi-node limit).
 pub const MAX_MULTI_NODE: usize = 100;
+/// The most candidates simulated one by one in a sweep. Karpenter bounds its single-node
+/// pass by time (three minutes); a count keeps a sweep's decision bounded and the same on
+/// every machine. Each is a solve of one node's pods against the cluster.
+pub const MAX_SINGLE_NODE: usize = 200;
 
 /// What a simulation found for a set of nodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +60,13 @@ pub enum Decision<'a> {
 }
 
 /// `candidates` are in the order to disrupt them and already within their budgets.
-pub fn decide<'a>(sim: &Simulation, candidates: &[&'a NodeView]) -> Decision<'a> {
+/// `singles` are the candidates that may go on their own, in the same order (`candidates`
+/// first).
+pub fn decide<'a>(
+    sim: &Simulation,
+    candidates: &[&'a NodeView],
+    singles: &[&'a NodeView],
+) -> Decision<'a> {
     let most = candidates.len().min(MAX_MULTI_NODE);
     let (mut lo, mut hi) = (2, most);
     let mut best = None;
@@ -72,7 +84,7 @@ pub fn decide<'a>(sim: &Simulation, candidates: &[&'a NodeView]) -> Decision<'a>
         return Decision::Go(candidates[..n].to_vec(), Outcome::Delete { savings });
     }
     let mut stay = Vec::new();
-    for &node in candidates {
+    for &node in singles.iter().take(MAX_SINGLE_NODE) {
         match (simulate(sim, &[node]), &best) {
             (Outcome::No(why), None) => stay.push((node, why)),
             (Outcome::No(_), Some(_)) => {}

@@ -394,3 +394,38 @@ fn without_a_simulation_no_node_is_consolidated() {
     fleet.snapshot.simulation = None;
     assert!(plan_disruption(&fleet.snapshot, t(NOW)).commands.is_empty());
 }
+
+#[test]
+fn a_node_past_the_budgets_first_candidates_still_goes_alone_when_they_cannot() {
+    // Budget: one node at a time. `a-pinned` comes first (same cost, name order) and its
+    // pod fits nowhere else; `b-small`'s pod fits on `big`'s room. The budget bounds how
+    // many nodes go, not which are looked at: `b-small` goes.
+    let mut pinned = pods("pinned", 1, 500, 1);
+    pinned[0].requirements[0].add(
+        "example.com/rack",
+        crate::scheduling::Requirement::in_values(["r1"]),
+    );
+    let mut fleet = Fleet::new().node("a-pinned", "m5.large", pinned).node(
+        "b-small",
+        "m5.large",
+        pods("web", 1, 500, 1),
+    );
+    fleet.snapshot.simulation.as_mut().unwrap().nodes[0]
+        .labels
+        .insert("example.com/rack".into(), "r1".into());
+    fleet.add(
+        "big",
+        "m5.2xlarge",
+        "on-demand",
+        pods("db", 1, 2000, 4),
+        |mut v| {
+            v.pods[0].do_not_disrupt = true;
+            v
+        },
+    );
+    fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(1))]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["b-small"]);
+    assert_eq!(plan.commands[0].action, Action::Delete);
+}

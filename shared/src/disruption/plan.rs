@@ -141,6 +141,9 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         sort(&mut underutilized);
         let mut used: HashMap<&str, usize> = HashMap::new();
         let mut within = Vec::new();
+        // Past the budget's first nodes a node may still go on its own (a command of one
+        // node fits any budget that allows one): it is simulated alone, not together.
+        let mut beyond = Vec::new();
         for c in underutilized {
             let (nodes, disrupting) = counts[c.pool.name.as_str()];
             if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
@@ -149,12 +152,17 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             }
             let used = used.entry(c.pool.name.as_str()).or_default();
             let budgets = c.pool.budgets.as_deref().unwrap_or_default();
-            if allowed(budgets, c.reason, nodes, disrupting, now) <= *used {
-                let why = KeptWhy::Budget {
-                    pool: c.pool.name.clone(),
-                    reason: c.reason,
-                };
+            let allowed = allowed(budgets, c.reason, nodes, disrupting, now);
+            let why = KeptWhy::Budget {
+                pool: c.pool.name.clone(),
+                reason: c.reason,
+            };
+            if allowed == 0 {
                 plan.kept.push(kept(c.node, c.reason, why));
+                continue;
+            }
+            if allowed <= *used {
+                beyond.push((c.node, why));
                 continue;
             }
             *used += 1;
@@ -162,10 +170,21 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             room.take(c.pool.name.as_str(), c.node);
             within.push(c.node);
         }
-        match consolidate::decide(sim, &within) {
+        let singles: Vec<&NodeView> = within
+            .iter()
+            .copied()
+            .chain(beyond.iter().map(|(n, _)| *n))
+            .collect();
+        match consolidate::decide(sim, &within, &singles) {
             Decision::Go(nodes, outcome) => plan.commands.extend(consolidation(&nodes, outcome)),
             Decision::Stay(stay) => plan.kept.extend(stay.into_iter().map(|(n, why)| {
-                kept(n, Reason::Underutilized, KeptWhy::NotConsolidatable { why })
+                // A node past the budget that cannot go alone would have gone with the
+                // others only if the budget allowed more at once: the budget keeps it.
+                let why = match beyond.iter().find(|(b, _)| std::ptr::eq(*b, n)) {
+                    Some((_, budget)) => budget.clone(),
+                    None => KeptWhy::NotConsolidatable { why },
+                };
+                kept(n, Reason::Underutilized, why)
             })),
         }
     }
