@@ -429,3 +429,38 @@ fn a_node_past_the_budgets_first_candidates_still_goes_alone_when_they_cannot() 
     assert_eq!(plan.commands[0].nodes, ["b-small"]);
     assert_eq!(plan.commands[0].action, Action::Delete);
 }
+
+#[test]
+fn the_nodes_past_the_budget_a_command_does_not_take_are_kept_by_the_budget() {
+    // Three nodes whose pods fit on `big`; budget two at a time: `a` and `b` go together,
+    // `c` is kept by the budget (and says so), not left without a reason.
+    let mut fleet = Fleet::new()
+        .node("a", "m5.large", pods("a", 1, 250, 1))
+        .node("b", "m5.large", pods("b", 1, 250, 1))
+        .node("c", "m5.large", pods("c", 1, 250, 1));
+    fleet.add(
+        "big",
+        "m5.2xlarge",
+        "on-demand",
+        pods("db", 1, 2000, 4),
+        |mut v| {
+            v.pods[0].do_not_disrupt = true;
+            v
+        },
+    );
+    fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(2))]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["a", "b"]);
+    let c = plan.kept.iter().find(|k| k.node == "c").expect("c kept");
+    assert!(
+        matches!(
+            c.why,
+            KeptWhy::Budget {
+                reason: Reason::Underutilized,
+                ..
+            }
+        ),
+        "{c:?}"
+    );
+}

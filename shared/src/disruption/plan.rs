@@ -176,7 +176,17 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             .chain(beyond.iter().map(|(n, _)| *n))
             .collect();
         match consolidate::decide(sim, &within, &singles) {
-            Decision::Go(nodes, outcome) => plan.commands.extend(consolidation(&nodes, outcome)),
+            Decision::Go(nodes, outcome) => {
+                // The nodes past the budget that this command does not take stay for it.
+                let going = |b: &NodeView| nodes.iter().any(|n| std::ptr::eq(*n, b));
+                plan.kept.extend(
+                    beyond
+                        .iter()
+                        .filter(|(b, _)| !going(b))
+                        .map(|(b, why)| kept(b, Reason::Underutilized, why.clone())),
+                );
+                plan.commands.extend(consolidation(&nodes, outcome));
+            }
             Decision::Stay(stay) => plan.kept.extend(stay.into_iter().map(|(n, why)| {
                 // A node past the budget that cannot go alone would have gone with the
                 // others only if the budget allowed more at once: the budget keeps it.
