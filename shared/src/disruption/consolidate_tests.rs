@@ -58,6 +58,21 @@ impl Fleet {
         }
     }
 
+    /// `big`: an m5.2xlarge with room to spare that cannot go itself (a do-not-disrupt pod).
+    fn big_with_room(mut self) -> Fleet {
+        self.add(
+            "big",
+            "m5.2xlarge",
+            "on-demand",
+            pods("db", 1, 2000, 4),
+            |mut v| {
+                v.pods[0].do_not_disrupt = true;
+                v
+            },
+        );
+        self
+    }
+
     /// A node of `instance_type` holding `pods` (1-CPU, 2-GiB each unless given).
     fn node(mut self, name: &str, instance_type: &str, pods: Vec<PodDemand>) -> Fleet {
         self.add(name, instance_type, "on-demand", pods, |v| v);
@@ -155,16 +170,7 @@ const NOW: &str = "12:00:00";
 fn a_node_whose_pods_fit_on_the_others_free_room_is_deleted() {
     // `big` has room and cannot go itself (a do-not-disrupt pod); `small`'s pod fits there.
     let mut fleet = Fleet::new().node("small", "m5.large", pods("web", 1, 500, 1));
-    fleet.add(
-        "big",
-        "m5.2xlarge",
-        "on-demand",
-        pods("db", 1, 2000, 4),
-        |mut v| {
-            v.pods[0].do_not_disrupt = true;
-            v
-        },
-    );
+    fleet = fleet.big_with_room();
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert_eq!(plan.commands.len(), 1, "{plan:#?}");
     let c = &plan.commands[0];
@@ -413,16 +419,7 @@ fn a_node_past_the_budgets_first_candidates_still_goes_alone_when_they_cannot() 
     fleet.snapshot.simulation.as_mut().unwrap().nodes[0]
         .labels
         .insert("example.com/rack".into(), "r1".into());
-    fleet.add(
-        "big",
-        "m5.2xlarge",
-        "on-demand",
-        pods("db", 1, 2000, 4),
-        |mut v| {
-            v.pods[0].do_not_disrupt = true;
-            v
-        },
-    );
+    fleet = fleet.big_with_room();
     fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(1))]);
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert_eq!(plan.commands.len(), 1, "{plan:#?}");
@@ -438,16 +435,7 @@ fn the_nodes_past_the_budget_a_command_does_not_take_are_kept_by_the_budget() {
         .node("a", "m5.large", pods("a", 1, 250, 1))
         .node("b", "m5.large", pods("b", 1, 250, 1))
         .node("c", "m5.large", pods("c", 1, 250, 1));
-    fleet.add(
-        "big",
-        "m5.2xlarge",
-        "on-demand",
-        pods("db", 1, 2000, 4),
-        |mut v| {
-            v.pods[0].do_not_disrupt = true;
-            v
-        },
-    );
+    fleet = fleet.big_with_room();
     fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(2))]);
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert_eq!(plan.commands.len(), 1, "{plan:#?}");
