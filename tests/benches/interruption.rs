@@ -33,7 +33,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use jiff::Timestamp;
 use nodewright::provision::BatchWindow;
-use nodewright_world::kit::{percentile, release_binary, with_world_names};
+use nodewright_world::kit::{
+    app_pods as pods, percentile, release_binary, running_on_a_node as running, wait_until,
+    with_world_names,
+};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::template::{FunctionSettings, Template};
@@ -269,19 +272,6 @@ impl EventSource {
     }
 }
 
-fn pods(world: &World, app: &str) -> Vec<Value> {
-    world
-        .sim
-        .list_json("v1", "Pod")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == app)
-        .collect()
-}
-
-fn running(pod: &Value) -> bool {
-    pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"].is_string()
-}
-
 fn ready_and_not_deleting(pod: &Value) -> bool {
     pod["metadata"]["deletionTimestamp"].is_null()
         && pod["status"]["conditions"]
@@ -335,19 +325,6 @@ async fn spot_warning(world: &World, instance_id: &str) -> anyhow::Result<()> {
             Timestamp::now(),
         )
         .await
-}
-
-async fn wait_until(
-    what: &str,
-    within: Duration,
-    mut done: impl FnMut() -> bool,
-) -> anyhow::Result<()> {
-    let until = Instant::now() + within;
-    while !done() {
-        anyhow::ensure!(Instant::now() < until, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
 }
 
 struct Sample {
@@ -627,17 +604,26 @@ async fn main() -> anyhow::Result<()> {
     let provisioner = world
         .provisioner(quick(Duration::from_secs(8)), batch)
         .await?;
-    wait_until("pods pending", Duration::from_secs(10), || {
-        pods(&world, "latency").len() == REPETITIONS && pods(&world, "drain").len() == DRAIN_PODS
-    })
+    wait_until(
+        "pods pending",
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        || {
+            pods(&world, "latency").len() == REPETITIONS
+                && pods(&world, "drain").len() == DRAIN_PODS
+        },
+    )
     .await?;
     let launched = invoke(&provisioner).await?;
     let all_running = |world: &World| {
         pods(world, "latency").iter().all(running) && pods(world, "drain").iter().all(running)
     };
-    if let Err(e) = wait_until("every pod running", Duration::from_secs(150), || {
-        all_running(&world)
-    })
+    if let Err(e) = wait_until(
+        "every pod running",
+        Duration::from_secs(150),
+        Duration::from_millis(100),
+        || all_running(&world),
+    )
     .await
     {
         let count = |app| pods(&world, app).iter().filter(|p| running(p)).count();

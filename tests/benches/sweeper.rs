@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use nodewright::provision::BatchWindow;
-use nodewright_world::kit::{percentile, release_binary, with_world_names};
+use nodewright_world::kit::{
+    app_pods, percentile, release_binary, running_on_a_node, wait_until, with_world_names,
+};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::template::Template;
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick, scheduled_event};
-use serde_json::Value;
 
 const FUNCTION: &str = "SweeperFunction";
 const NODES: usize = 100;
@@ -75,32 +76,15 @@ spec:
       containers: [{name: c, image: pause, resources: {requests: {cpu: 700m, memory: 1Gi}}}]
 "#;
 
+/// The steady Deployment's pods: (all, running on a node).
 fn steady_pods(world: &World) -> (usize, usize) {
-    let pods: Vec<Value> = world
-        .sim
-        .list_json("v1", "Pod")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "steady")
-        .collect();
-    let running = pods
-        .iter()
-        .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
-        .count();
+    let pods = app_pods(world, "steady");
+    let running = pods.iter().filter(|p| running_on_a_node(p)).count();
     (pods.len(), running)
 }
 
-async fn wait_until(
-    what: &str,
-    within: Duration,
-    mut done: impl FnMut() -> bool,
-) -> anyhow::Result<()> {
-    let until = Instant::now() + within;
-    while !done() {
-        anyhow::ensure!(Instant::now() < until, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
-}
+/// The bench's waits look every 200 ms.
+const LOOK_EVERY: Duration = Duration::from_millis(200);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -129,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
     let _stepping = world.sim.run_in_background(SIM_STEP);
     let pods = NODES * PODS_PER_NODE;
     world.apply_yaml(&with_world_names(&world, CONFIG).replace("PODS", &pods.to_string()))?;
-    wait_until("pods created", Duration::from_secs(30), || {
+    wait_until("pods created", Duration::from_secs(30), LOOK_EVERY, || {
         steady_pods(&world).0 == pods
     })
     .await?;
@@ -148,9 +132,12 @@ async fn main() -> anyhow::Result<()> {
             break;
         }
         invoke(&provisioner).await?;
-        let _ = wait_until("every pod running", Duration::from_secs(60), || {
-            steady_pods(&world).1 == pods
-        })
+        let _ = wait_until(
+            "every pod running",
+            Duration::from_secs(60),
+            LOOK_EVERY,
+            || steady_pods(&world).1 == pods,
+        )
         .await;
     }
     drop(provisioner);

@@ -203,3 +203,36 @@ pub async fn sweeper_state(
         std::sync::Arc::new(SimNow(world.clock())),
     ))
 }
+
+/// The pods labelled `app: <app>` in the simulated cluster, as JSON.
+pub fn app_pods(world: &World, app: &str) -> Vec<Value> {
+    world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .collect()
+}
+
+/// Running, and bound to a node.
+pub fn running_on_a_node(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"].is_string()
+}
+
+/// Waits until `done`, looking every `every`; an error naming `what` after `within`.
+pub async fn wait_until(
+    what: &str,
+    within: Duration,
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let until = std::time::Instant::now() + within;
+    while !done() {
+        anyhow::ensure!(
+            std::time::Instant::now() < until,
+            "{what}: not within {within:?}"
+        );
+        tokio::time::sleep(every).await;
+    }
+    Ok(())
+}

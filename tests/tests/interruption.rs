@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use nodewright_world::interruption::InterruptionState;
-use nodewright_world::kit::{manual_world, quick_batch};
+use nodewright_world::kit::{app_pods, manual_world, quick_batch};
 use nodewright_world::kube_sim::Fault;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use nodewright_world::world::{Instance, World};
@@ -67,12 +67,7 @@ fn inflate(world: &World) -> (usize, usize) {
 }
 
 fn inflate_pods(world: &World) -> Vec<Value> {
-    world
-        .sim
-        .list_json("v1", "Pod")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "inflate")
-        .collect()
+    app_pods(world, "inflate")
 }
 
 /// The node running the most `inflate` pods, and its instance id.

@@ -10,12 +10,12 @@
 use std::time::Duration;
 
 use nodewright_world::kit::{
-    apply_getting_started, log_to_test_output, manual_cluster, quick_batch,
+    app_pods, apply_getting_started, log_to_test_output, manual_cluster, quick_batch,
+    running_on_a_node,
 };
 use nodewright_world::kube_sim::SimConfig;
 use nodewright_world::world::provisioner::{invoke, quick};
 use nodewright_world::world::{Instance, World};
-use serde_json::Value;
 
 async fn owned_instances(world: &World) -> Vec<Instance> {
     world
@@ -33,16 +33,8 @@ async fn start(cluster: &str, config: SimConfig) -> World {
 
 /// Pods of the example's Deployment `inflate`: (all, Running on a node).
 fn inflate_pods(world: &World) -> (usize, usize) {
-    let pods: Vec<Value> = world
-        .sim
-        .list_json("v1", "Pod")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "inflate")
-        .collect();
-    let running = pods
-        .iter()
-        .filter(|p| p["status"]["phase"] == "Running" && p["spec"]["nodeName"].is_string())
-        .count();
+    let pods = app_pods(world, "inflate");
+    let running = pods.iter().filter(|p| running_on_a_node(p)).count();
     (pods.len(), running)
 }
 

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use nodewright_world::kit::{apply_getting_started, manual_world, quick_batch};
+use nodewright_world::kit::{app_pods, apply_getting_started, manual_world, quick_batch};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
@@ -22,12 +22,7 @@ async fn step(world: &World, seconds: u64) {
 }
 
 fn inflate_pods(world: &World) -> Vec<Value> {
-    world
-        .sim
-        .list_json("v1", "Pod")
-        .into_iter()
-        .filter(|p| p["metadata"]["labels"]["app"] == "inflate")
-        .collect()
+    app_pods(world, "inflate")
 }
 
 /// Health's `startTime` spelling: `Mon, 30 Nov 2026 14:00:00 GMT`.
