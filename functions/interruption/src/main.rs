@@ -30,7 +30,6 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .without_time()
         .init();
     install_crypto_provider();
     let lookup = |name: &str| std::env::var(name).ok();

@@ -34,10 +34,11 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
+    // Lines carry their own time: CloudWatch stamps them too, but a log read anywhere else
+    // (the benches, a local run) needs it to tell where a pod's wait went.
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .without_time()
         .init();
     install_crypto_provider();
     let ProvisionerEnv {
