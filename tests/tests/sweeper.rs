@@ -840,6 +840,141 @@ async fn two_half_empty_nodes_become_one_cheaper_node_launched_and_ready_before_
     );
 }
 
+/// The provisioning core as it is, asked with a ceiling `factor` times the one the sweeper
+/// computed: emulates prices that rose by 1 / `factor` between the plan and the ask (in
+/// the local world the plan and the core price from one table, so they cannot move on
+/// their own). The core itself, its solve and its refusal, run for real.
+struct PricesRoseSinceThePlan<'a, R> {
+    core: &'a R,
+    factor: f64,
+}
+
+impl<R: GroupReplacement> GroupReplacement for PricesRoseSinceThePlan<'_, R> {
+    async fn replace_nodes(
+        &self,
+        nodes: &[String],
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        ceiling: f64,
+        now: std::time::SystemTime,
+    ) -> Result<nodewright::provision::ReplaceReport, nodewright::provision::ProvisionError> {
+        self.core
+            .replace_nodes(nodes, pods, ceiling * self.factor, now)
+            .await
+    }
+}
+
+impl<R: Replacement> Replacement for PricesRoseSinceThePlan<'_, R> {
+    async fn replace(
+        &self,
+        node: &str,
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        reclaimed: Option<&nodewright::provision::Offering>,
+        now: std::time::SystemTime,
+    ) -> Result<nodewright::provision::ReplaceReport, nodewright::provision::ProvisionError> {
+        self.core.replace(node, pods, reclaimed, now).await
+    }
+}
+
+impl<R: LaunchResolver> LaunchResolver for PricesRoseSinceThePlan<'_, R> {
+    async fn images(
+        &self,
+        class: &nodewright::api::EC2NodeClass,
+    ) -> Result<Vec<String>, nodewright::aws::AwsError> {
+        self.core.images(class).await
+    }
+    async fn security_groups(
+        &self,
+        class: &nodewright::api::EC2NodeClass,
+    ) -> Result<Vec<String>, nodewright::aws::AwsError> {
+        self.core.security_groups(class).await
+    }
+    async fn subnets(
+        &self,
+        class: &nodewright::api::EC2NodeClass,
+    ) -> Result<Vec<String>, nodewright::aws::AwsError> {
+        self.core.subnets(class).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_is_no_longer_cheaper_when_asked_is_dropped_whole_with_its_nodes_untouched()
+ {
+    let world = start("sweep-dearer").await;
+    let (provisioner, nodes) = two_half_empty_nodes(&world).await;
+    world
+        .apply_yaml(
+            &world
+                .example_edited(
+                    "getting-started.yaml",
+                    &[
+                        ("replicas: 10", "replicas: 1"),
+                        (
+                            "consolidateAfter: 1m",
+                            "consolidateAfter: 1m\n    budgets: [{nodes: \"100%\"}]",
+                        ),
+                    ],
+                )
+                .unwrap(),
+        )
+        .unwrap();
+    world.sim.step().await;
+    let dearer = PricesRoseSinceThePlan {
+        core: provisioner.provisioner(),
+        factor: 0.25,
+    };
+    let sweeper = sweeper(&world).await.with_replacer(dearer);
+    let r = sweep(&sweeper).await;
+    // Planned as in the test above (one replacement for both nodes) ...
+    let commands = r["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{r}");
+    assert_eq!(commands[0]["action"], "replace", "{r}");
+    // ... but the core found no replacement under the ceiling: nothing launched, nothing
+    // started, and each node says why.
+    assert!(names(&r["replacements_launched"]).is_empty(), "{r}");
+    assert!(names(&r["started"]).is_empty(), "{r}");
+    assert!(names(&r["awaiting_replacement"]).is_empty(), "{r}");
+    assert_eq!(world.instances().await.unwrap().len(), 2);
+    let kept = r["kept"].to_string();
+    for node in &nodes {
+        assert!(kept.contains(node.as_str()), "{node} kept: {r}");
+        let n = world.sim.get_json("v1", "Node", "", node).unwrap();
+        assert!(
+            n["metadata"]["annotations"]["nodewright.io/replacement"].is_null(),
+            "{node}: {n}"
+        );
+        assert!(
+            n["metadata"]["annotations"]["nodewright.io/disruption"].is_null(),
+            "not begun: {n}"
+        );
+        assert!(
+            !n["spec"]["taints"]
+                .to_string()
+                .contains("nodewright.io/disrupted"),
+            "not tainted: {n}"
+        );
+    }
+    assert!(kept.contains("a replacement now costs $"), "{r}");
+    let mut events = world.sim.list_json("v1", "Event");
+    events.extend(world.sim.list_json("events.k8s.io/v1", "Event"));
+    for node in &nodes {
+        let told = events.iter().any(|e| {
+            let e = e.to_string();
+            e.contains("DisruptionBlocked")
+                && e.contains("a replacement now costs $")
+                && e.contains(node.as_str())
+        });
+        assert!(told, "an Event on {node} says why: {events:?}");
+    }
+    // Decided again by the next sweep: at today's prices the replacement goes ahead.
+    let sweeper = sweeper_state(&world)
+        .await
+        .unwrap()
+        .with_replacer(provisioner.provisioner());
+    let again = sweep(&sweeper).await;
+    assert_eq!(names(&again["replacements_launched"]).len(), 1, "{again}");
+    assert_eq!(world.instances().await.unwrap().len(), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweeper_acts_only_while_it_holds_the_lease_and_releases_it_when_done() {
     let world = start("sweep-lease").await;
