@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use nodewright_world::aws_front::Call;
 use nodewright_world::kit::{percentile, release_binary, with_world_names};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
@@ -86,7 +87,7 @@ fn latency_samples() -> usize {
         .unwrap_or(LATENCY_SAMPLES)
 }
 
-fn client_token(call: &nodewright_world::aws_front::Call) -> String {
+fn client_token(call: &Call) -> String {
     call.params.get("ClientToken").cloned().unwrap_or_default()
 }
 
@@ -297,9 +298,10 @@ async fn latency(
         };
         let sample = fleet_at.saturating_duration_since(pending_at);
         println!(
-            "  pod {:3}: {:.2} s",
+            "  pod {:3}: {:.2} s{}",
             samples.len() + 1,
-            sample.as_secs_f64()
+            sample.as_secs_f64(),
+            slowest_call(&world, pending_at, fleet_at)
         );
         samples.push(sample);
         // The nodes launched so far join, and their pods bind, as in a cluster: the pending
@@ -333,8 +335,60 @@ async fn latency(
         distinct.len(),
         samples.len()
     );
+    println!("AWS calls by action, as the front timed them (moto's time and the front's):");
+    let halfway = began + wall / 2;
+    for (half, keep) in [
+        (
+            "first half",
+            &(|c: &Call| c.at < halfway) as &dyn Fn(&Call) -> bool,
+        ),
+        ("second half", &|c: &Call| c.at >= halfway),
+    ] {
+        for line in call_times(&world.front.calls_where(|c| c.at >= began && keep(c))) {
+            println!("  {half}: {line}");
+        }
+    }
     samples.sort();
     Ok((samples, invocations, wall))
+}
+
+/// The AWS call that took longest of those answered while a pod waited, so a slow sample
+/// says where its wait went (an empty text when none was).
+fn slowest_call(world: &World, from: Instant, to: Instant) -> String {
+    world
+        .front
+        .calls_where(|c| c.at >= from && c.at + c.took <= to)
+        .into_iter()
+        .max_by_key(|c| c.took)
+        .map(|c| {
+            format!(
+                " (slowest AWS call in the wait: {} {:.2} s)",
+                c.action,
+                c.took.as_secs_f64()
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// One line per action: count, median, p99 and longest of its calls' times.
+fn call_times(calls: &[Call]) -> Vec<String> {
+    let mut by_action: std::collections::BTreeMap<&str, Vec<Duration>> = Default::default();
+    for c in calls {
+        by_action.entry(&c.action).or_default().push(c.took);
+    }
+    by_action
+        .into_iter()
+        .map(|(action, mut took)| {
+            took.sort();
+            format!(
+                "{action}: {} calls, median {:.3} s, p99 {:.3} s, max {:.3} s",
+                took.len(),
+                percentile(&took, 0.5).as_secs_f64(),
+                percentile(&took, 0.99).as_secs_f64(),
+                took[took.len() - 1].as_secs_f64()
+            )
+        })
+        .collect()
 }
 
 /// One invocation of a fresh process that finds `PENDING_PODS` pending pods.

@@ -76,6 +76,9 @@ pub struct Call {
     /// The API action: `CreateFleet`, `GetParameter`, ... (`METHOD /path` for REST APIs).
     pub action: String,
     pub at: Instant,
+    /// From arrival to the answer being ready to send (moto's time, and the front's own,
+    /// for a forwarded call), so a benchmark can tell which call a wait went to.
+    pub took: Duration,
     pub handling: Handling,
     /// The request's form parameters for the EC2 calls that create what the launch policy
     /// conditions on ([`RECORDED_PARAMS`]), so a test can read what was asked; empty for
@@ -230,16 +233,15 @@ impl AwsFront {
 
     /// Every call of `action` so far, in order.
     pub fn calls(&self, action: &str) -> Vec<Call> {
+        self.calls_where(|c| c.action == action)
+    }
+
+    /// Every call so far that `keep` keeps, in order.
+    pub fn calls_where(&self, keep: impl Fn(&Call) -> bool) -> Vec<Call> {
         self.front
             .calls
             .lock()
-            .map(|calls| {
-                calls
-                    .iter()
-                    .filter(|c| c.action == action)
-                    .cloned()
-                    .collect()
-            })
+            .map(|calls| calls.iter().filter(|c| keep(c)).cloned().collect())
             .unwrap_or_default()
     }
 }
@@ -295,6 +297,7 @@ impl Front {
             calls.push(Call {
                 action,
                 at,
+                took: at.elapsed(),
                 handling,
                 params,
             });
