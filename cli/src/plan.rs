@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use nodewright::api::{Inputs, Operator, labels};
 use nodewright::catalog::{BUNDLED_PRICE_REGION, Catalog, DEFAULT_SPOT_DISCOUNT};
-use nodewright::scheduling::{PlannedClaim, ProvisioningPlan, Snapshot, solve};
+use nodewright::scheduling::{NamespaceLabels, PlannedClaim, ProvisioningPlan, Snapshot, solve};
 use serde_json::json;
 
 use crate::table;
@@ -50,7 +50,9 @@ pub fn run(args: &Args) -> ExitCode {
     if problems.iter().any(|p| p.is_error()) {
         return ExitCode::from(2);
     }
-    let (snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
+    let (mut snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
+    snapshot.namespace_labels = inputs.namespace_labels.clone();
+    note_unknown_namespaces(snapshot.selects_namespaces(), &snapshot.namespace_labels);
     if !pod_errors.is_empty() {
         for e in &pod_errors {
             eprintln!("{e}");
@@ -215,4 +217,16 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String
         }
     }
     out
+}
+
+/// A `namespaceSelector` with terms is matched against the Namespace objects given; with
+/// none given it can match no namespace, so say so rather than plan on it unseen.
+pub(crate) fn note_unknown_namespaces(selects: bool, given: &NamespaceLabels) {
+    if selects && given.is_empty() {
+        eprintln!(
+            "note: a pod (anti-)affinity term selects namespaces by label and no Namespace \
+             was given: it covers only the namespaces it lists (add \
+             `kubectl get namespaces -o yaml` to the files)"
+        );
+    }
 }

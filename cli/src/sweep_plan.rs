@@ -8,17 +8,18 @@ use std::process::ExitCode;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use nodewright::api::Inputs;
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
     FirstSight, Plan, SimulationInputs, plan_disruption, simulation, snapshot,
 };
+use nodewright::scheduling::{NamespaceLabels, selects_namespaces};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::plan::{Output, claim_json};
+use crate::plan::{Output, claim_json, note_unknown_namespaces};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,6 +41,7 @@ struct Objects {
     pods: Vec<Pod>,
     pdbs: Vec<PodDisruptionBudget>,
     daemon_sets: Vec<DaemonSet>,
+    namespaces: Vec<Namespace>,
 }
 
 pub fn run(args: &Args) -> ExitCode {
@@ -92,6 +94,17 @@ pub fn run(args: &Args) -> ExitCode {
         price: &price,
         first_sight: FirstSight::SinceCreation,
     });
+    let namespace_labels: NamespaceLabels = objects
+        .namespaces
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.metadata.name.clone()?,
+                n.metadata.labels.clone().unwrap_or_default(),
+            ))
+        })
+        .collect();
+    note_unknown_namespaces(selects_namespaces(&objects.pods), &namespace_labels);
     let (sim, sim_problems) = simulation(&SimulationInputs {
         pools: &inputs.node_pools,
         classes: &inputs.node_classes,
@@ -99,6 +112,7 @@ pub fn run(args: &Args) -> ExitCode {
         pods: &objects.pods,
         daemon_sets: &objects.daemon_sets,
         spot_discount: DEFAULT_SPOT_DISCOUNT,
+        namespace_labels: &namespace_labels,
     });
     problems.extend(sim_problems);
     match sim {
@@ -173,6 +187,8 @@ fn load(
                 }
                 // A new node's DaemonSet overhead, when consolidation plans a replacement.
                 "DaemonSet" => push(&at, "DaemonSet", item, &mut objects.daemon_sets, errors),
+                // Labels for pod (anti-)affinity terms that select namespaces by them.
+                "Namespace" => push(&at, "Namespace", item, &mut objects.namespaces, errors),
                 // Deployments, Events...: their pods are listed as Pods.
                 _ => {}
             }

@@ -304,6 +304,7 @@ fn sweep(
         pods,
         daemon_sets: &[],
         spot_discount: DEFAULT_SPOT_DISCOUNT,
+        namespace_labels: &Default::default(),
     });
     snap.simulation = sim.ok();
     let plan = plan_disruption(&snap, now);

@@ -527,3 +527,81 @@ async fn capacity_on_its_way_for_three_pools_at_once_is_not_asked_for_again() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_following_pods_of_namespaces_selected_by_label_is_launched_in_their_zone() {
+    let world = start("e2e-namespace-selector").await;
+    apply_getting_started(&world, 0).await.unwrap();
+    // A db pod pinned to us-east-1b in a namespace labelled team=storage, and another in
+    // us-east-1c in an unlabelled one.
+    world
+        .apply_yaml(
+            r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: data, labels: {team: storage}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: scratch}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: data, labels: {app: db}}
+spec:
+  nodeSelector: {topology.kubernetes.io/zone: us-east-1b}
+  containers: [{name: db, image: db, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db, namespace: scratch, labels: {app: db}}
+spec:
+  nodeSelector: {topology.kubernetes.io/zone: us-east-1c}
+  containers: [{name: db, image: db, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"#,
+        )
+        .unwrap();
+    world.sim.step().await;
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
+    invoke(&state).await.expect("the handler succeeds");
+    let_nodes_join(&world).await;
+    assert_eq!(pods_of(&world, "data", "db"), (1, 1));
+    assert_eq!(pods_of(&world, "scratch", "db"), (1, 1));
+    let before: Vec<String> = owned_instances(&world)
+        .await
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+
+    // Too big for the db nodes; it must share a zone with a db pod of a team=storage
+    // namespace: us-east-1b, never 1c (its own namespace has no db pod at all).
+    world
+        .apply_yaml(
+            r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default, labels: {app: web}}
+spec:
+  containers: [{name: web, image: web, resources: {requests: {cpu: "6", memory: 4Gi}}}]
+  affinity:
+    podAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        - topologyKey: topology.kubernetes.io/zone
+          labelSelector: {matchLabels: {app: db}}
+          namespaceSelector: {matchLabels: {team: storage}}
+"#,
+        )
+        .unwrap();
+    world.sim.step().await;
+    let summary = invoke(&state).await.expect("the handler succeeds");
+    let new: Vec<_> = owned_instances(&world)
+        .await
+        .into_iter()
+        .filter(|i| !before.contains(&i.id))
+        .collect();
+    assert_eq!(new.len(), 1, "{summary}");
+    assert_eq!(new[0].zone, "us-east-1b", "{summary}");
+}

@@ -30,6 +30,7 @@ use nodewright::disruption::{
 use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
+use nodewright::scheduling::selects_namespaces;
 use serde_json::{Value, json};
 
 pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
@@ -204,6 +205,15 @@ where
         .daemon_sets()
         .await
         .map_err(act::kube("listing DaemonSets"))?;
+    let namespace_labels = if selects_namespaces(&pods) {
+        state
+            .kube
+            .namespace_labels()
+            .await
+            .map_err(act::kube("listing Namespaces"))?
+    } else {
+        Default::default()
+    };
     let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
     let now = state.clock.now();
     let (mut snapshot, mut problems) = snapshot(&Inputs {
@@ -224,6 +234,7 @@ where
         pods: &pods,
         daemon_sets: &daemon_sets,
         spot_discount: DEFAULT_SPOT_DISCOUNT,
+        namespace_labels: &namespace_labels,
     });
     problems.extend(sim_problems);
     // Drift needs what a launch would use now, which only the provisioning core knows.

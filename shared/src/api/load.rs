@@ -11,7 +11,7 @@ use std::path::Path;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -43,6 +43,8 @@ pub struct Inputs {
     /// Bare pods and the pods expanded from Deployments, ReplicaSets, StatefulSets and Jobs.
     pub pods: Vec<Pod>,
     pub daemon_sets: Vec<DaemonSet>,
+    /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`.
+    pub namespace_labels: crate::scheduling::NamespaceLabels,
     /// Non-empty documents read (a `List` counts once).
     pub documents: usize,
     /// Kubelet settings from Provisioners whose AWSNodeTemplate has not been loaded yet.
@@ -66,6 +68,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "StatefulSet",
     "Job",
     "DaemonSet",
+    "Namespace",
     "List",
 ];
 
@@ -204,7 +207,7 @@ impl Inputs {
             "EC2NodeClass" => &["karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"][..],
             "Provisioner" => &["karpenter.sh/v1alpha5"][..],
             "AWSNodeTemplate" => &["karpenter.k8s.aws/v1alpha1"][..],
-            "Pod" => &["v1"][..],
+            "Pod" | "Namespace" => &["v1"][..],
             "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => &["apps/v1"][..],
             "Job" => &["batch/v1"][..],
             other => {
@@ -302,6 +305,11 @@ impl Inputs {
                 .map(|j| self.pods.extend(workloads::job_pods(&j))),
             "DaemonSet" => parse_reporting::<DaemonSet>(value, &mut field_errors, false)
                 .map(|d| self.daemon_sets.push(d)),
+            "Namespace" => parse_reporting::<Namespace>(value, &mut field_errors, false).map(|n| {
+                let name = n.metadata.name.unwrap_or_default();
+                let labels = n.metadata.labels.unwrap_or_default();
+                self.namespace_labels.insert(name, labels);
+            }),
             _ => Ok(()),
         };
         for e in field_errors {

@@ -162,6 +162,7 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
         pods,
         daemon_sets: sim.daemon_sets.clone(),
         nodes,
+        namespace_labels: sim.namespace_labels.clone(),
     };
     Some(solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes))
 }

@@ -14,7 +14,7 @@ use crate::api::labels::ZONE;
 use crate::api::{EC2NodeClass, NodePool};
 use crate::catalog::Catalog;
 use crate::kube::existing_nodes;
-use crate::scheduling::{ExistingNode, PodDemand, Snapshot as SolverSnapshot};
+use crate::scheduling::{ExistingNode, NamespaceLabels, PodDemand, Snapshot as SolverSnapshot};
 
 #[derive(Debug, Clone, Default)]
 pub struct Simulation {
@@ -27,6 +27,8 @@ pub struct Simulation {
     pub classes: Vec<EC2NodeClass>,
     /// What a replacement may be: the bundled catalog in the zones the nodes run in.
     pub catalog: Catalog,
+    /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`.
+    pub namespace_labels: NamespaceLabels,
 }
 
 pub struct SimulationInputs<'a> {
@@ -37,6 +39,9 @@ pub struct SimulationInputs<'a> {
     pub daemon_sets: &'a [DaemonSet],
     /// Spot's discount from on-demand when the catalog has no spot price of its own.
     pub spot_discount: f64,
+    /// The Namespaces' labels; needed only when a pod's (anti-)affinity term has a
+    /// `namespaceSelector` with terms ([`crate::scheduling::selects_namespaces`]).
+    pub namespace_labels: &'a NamespaceLabels,
 }
 
 /// The simulation, or why there is none (no zone known, the catalog unreadable), and one
@@ -84,6 +89,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
         pools: inputs.pools.to_vec(),
         classes: inputs.classes.to_vec(),
         catalog,
+        namespace_labels: inputs.namespace_labels.clone(),
     });
     (sim, problems)
 }

@@ -12,7 +12,7 @@ use ::kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -180,6 +180,17 @@ impl PodSource for KubeCluster {
         let api: Api<Pod> = Api::all(self.client.clone());
         let lp = ListParams::default().fields(BOUND_FIELD_SELECTOR);
         Ok(group_by_node(self.list_all(&api, lp, "pods").await?))
+    }
+
+    async fn namespace_labels(&self) -> Result<crate::scheduling::NamespaceLabels, KubeError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let namespaces = self
+            .list_all(&api, ListParams::default(), "namespaces")
+            .await?;
+        Ok(namespaces
+            .into_iter()
+            .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
+            .collect())
     }
 }
 

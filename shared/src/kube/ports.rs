@@ -20,6 +20,11 @@ pub trait PodSource: Send + Sync {
     fn bound_pods_by_node(
         &self,
     ) -> impl Future<Output = Result<HashMap<String, Vec<Pod>>, KubeError>> + Send;
+    /// Every Namespace's labels, for pod (anti-)affinity terms with a `namespaceSelector`;
+    /// asked only when some term has one.
+    fn namespace_labels(
+        &self,
+    ) -> impl Future<Output = Result<crate::scheduling::NamespaceLabels, KubeError>> + Send;
 }
 
 /// A wake-up each time a pod turns provisionable, so the provisioner acts in about a

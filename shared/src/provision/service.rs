@@ -255,7 +255,8 @@ where
         report.nodes_labelled = self.label_nodes(&capacity.unlabelled).await;
         let launchable = self.launchable(pending.pools, pending.classes, now).await?;
         let mut ctx = LaunchContext::new(launchable, &pending.pods, now, started, None);
-        let snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
+        let mut snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
+        self.read_namespace_labels(&mut snapshot).await?;
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
         report.claims = tally.claims;
         report.nominated_pods = tally.nominated_pods;

@@ -1,11 +1,13 @@
 //! Scheduling: the requirements algebra, pod constraints, taints, and the solver that
 //! turns pending pods into planned node claims.
 
+mod namespaces;
 mod pod;
 mod requirements;
 mod selector;
 mod taints;
 
+pub use namespaces::{NamespaceLabels, selects_namespaces};
 pub use pod::{
     AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity, effective_requests,
 };

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec};
 use thiserror::Error;
 
+use super::namespaces::{NamespaceLabels, covers};
 use super::requirements::{Requirement, Requirements, normalized};
 use super::selector::Selector;
 use super::taints::Toleration;
@@ -84,13 +85,31 @@ impl Spread {
     }
 }
 
-/// A required pod (anti-)affinity term: pods matching `selector` in `namespaces` (empty:
-/// every namespace, from `namespaceSelector: {}`).
+/// A pod (anti-)affinity term: pods matching `selector` in its namespaces. Those are, as in
+/// kube-scheduler, the union of `namespaces` (listed, or the pod's own when neither a list
+/// nor a selector is given) and the namespaces whose labels `namespace_selector` matches;
+/// `namespaceSelector: {}` is every namespace (an empty `namespaces` and no selector).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     pub key: TopologyKey,
     pub selector: Selector,
     pub namespaces: Vec<String>,
+    /// A `namespaceSelector` with terms; matched against the Namespaces' labels
+    /// ([`super::Snapshot::namespace_labels`]).
+    pub namespace_selector: Option<Selector>,
+}
+
+impl AffinityTerm {
+    /// Whether a pod in `namespace` is in this term's scope, `labels` being the Namespace
+    /// objects' labels by name.
+    pub fn covers(&self, namespace: &str, labels: &NamespaceLabels) -> bool {
+        covers(
+            &self.namespaces,
+            self.namespace_selector.as_ref(),
+            namespace,
+            labels,
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -466,23 +485,35 @@ fn affinity_term(
         None => return Ok(None),
     };
     let mut namespaces = t.namespaces.clone().unwrap_or_default();
-    // `namespaceSelector: {}` selects every namespace (kept as an empty list). A selector
-    // with terms would need the Namespace objects' labels, which the solver does not
-    // read: the term then covers the listed namespaces, or the pod's own.
-    let every_namespace = t.namespace_selector.as_ref().is_some_and(|s| {
-        s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-            && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
-    });
-    if every_namespace {
-        namespaces.clear();
-    } else if namespaces.is_empty() {
-        namespaces.push(namespace.to_string());
-    }
+    // `namespaceSelector: {}` selects every namespace (kept as an empty list and no
+    // selector); one with terms is kept to be matched against the Namespaces' labels,
+    // beside the listed names; neither means the pod's own namespace.
+    let namespace_selector = match &t.namespace_selector {
+        Some(s) => {
+            Some(Selector::from_k8s(s).map_err(|m| (format!("{field}.namespaceSelector"), m))?)
+        }
+        None => None,
+    };
+    let namespace_selector = match namespace_selector {
+        Some(s) if s == Selector::default() => {
+            namespaces.clear();
+            None
+        }
+        Some(s) => Some(s),
+        None => {
+            if namespaces.is_empty() {
+                namespaces.push(namespace.to_string());
+            }
+            None
+        }
+    };
     namespaces.sort();
+    namespaces.dedup();
     Ok(Some(AffinityTerm {
         key: TopologyKey::parse(&t.topology_key),
         selector,
         namespaces,
+        namespace_selector,
     }))
 }
 
@@ -713,6 +744,33 @@ mod tests {
             "spec.topologySpreadConstraints[0].nodeTaintsPolicy"
         );
         assert!(e.message.contains("Sometimes"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_namespace_selector_with_terms_is_kept_beside_the_listed_names_instead_of_the_own_namespace()
+     {
+        let term = |ns: serde_json::Value| {
+            pod(json!({
+                "containers": [{"name": "a"}],
+                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "namespaceSelector": ns,
+                     "namespaces": ["ops"], "labelSelector": {"matchLabels": {"app": "db"}}}
+                ]}}
+            }))
+        };
+        let d = PodDemand::from_pod(&term(json!({"matchLabels": {"team": "a"}}))).unwrap();
+        let t = &d.anti_affinity[0];
+        assert_eq!(t.namespaces, vec!["ops".to_string()]);
+        let team_a: BTreeMap<String, String> = [("team".to_string(), "a".to_string())].into();
+        assert!(t.namespace_selector.as_ref().unwrap().matches(&team_a));
+        let e = PodDemand::from_pod(&term(json!(
+            {"matchExpressions": [{"key": "team", "operator": "Near"}]}
+        )))
+        .unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::namespaces::NamespaceLabels;
 use super::pod::{AffinityTerm, PodDemand};
 use crate::api::Taint;
 use crate::catalog::CapacityType;
@@ -39,9 +40,26 @@ pub struct Snapshot {
     /// One entry per DaemonSet: its pod template as a demand.
     pub daemon_sets: Vec<PodDemand>,
     pub nodes: Vec<ExistingNode>,
+    /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`;
+    /// read only when some term has one ([`Snapshot::selects_namespaces`]).
+    pub namespace_labels: NamespaceLabels,
 }
 
 impl Snapshot {
+    /// Whether a pod (anti-)affinity term here selects namespaces by label, so the
+    /// Namespaces' labels must be read before solving.
+    pub fn selects_namespaces(&self) -> bool {
+        let pods = self.pods.iter().chain(&self.daemon_sets).flat_map(|p| {
+            p.affinity
+                .iter()
+                .chain(&p.anti_affinity)
+                .chain(&p.soft_affinity)
+                .chain(&p.soft_anti_affinity)
+        });
+        let nodes = self.nodes.iter().flat_map(|n| &n.anti_affinity);
+        pods.chain(nodes).any(|t| t.namespace_selector.is_some())
+    }
+
     /// Builds the solver's view of pending pods and DaemonSets. A pod or DaemonSet whose
     /// spec cannot be read is returned as an error rather than dropped, so the caller can
     /// say which object is wrong.

@@ -95,7 +95,7 @@ impl<'a> Solver<'a> {
             .iter()
             .map(|n| n.anti_affinity.as_slice())
             .collect();
-        let groups = Groups::build(pods, &bound_anti);
+        let groups = Groups::build(pods, &bound_anti, &snapshot.namespace_labels);
 
         let mut domains: Vec<Domain> = groups
             .domain_keys

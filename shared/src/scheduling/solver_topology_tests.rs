@@ -2,7 +2,7 @@
 //! Karpenter's suite (kubernetes-sigs/karpenter,
 //! pkg/controllers/provisioning/scheduling/topology_test.go), as our own tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::testkit::*;
 use super::*;
@@ -539,6 +539,117 @@ fn an_affinity_with_an_empty_namespace_selector_follows_a_target_in_another_name
     all.extend(web(false));
     let own_namespace_only = solve_with(all, &pools);
     assert_eq!(own_namespace_only.unschedulable.len(), 2);
+}
+
+#[test]
+fn a_namespace_selector_with_terms_looks_in_the_namespaces_whose_labels_it_matches() {
+    // db pods in "data" (team=storage) pinned to 1b, and in "scratch" (no team) pinned to
+    // 1c. A web pod follows db pods of namespaces labelled team=storage only.
+    let db = |namespace: &str, zone: &str| {
+        let mut db = pods(
+            &format!("db-{namespace}"),
+            1,
+            |p| p.label("app", "db").select(ZONE, zone),
+            2000,
+            4 * GI,
+        );
+        db[0].namespace = namespace.into();
+        db
+    };
+    let storage: Selector = Selector::from_k8s(
+        &serde_json::from_value(serde_json::json!({"matchLabels": {"team": "storage"}})).unwrap(),
+    )
+    .unwrap();
+    let web = |anti: bool| {
+        let mut web = pods(
+            "web",
+            2,
+            |p| {
+                let p = p.label("app", "web");
+                if anti {
+                    p.anti(TopologyKey::Zone, "db")
+                } else {
+                    p.affinity(TopologyKey::Zone, "db")
+                }
+            },
+            500,
+            GI,
+        );
+        for w in &mut web {
+            let term = if anti {
+                &mut w.anti_affinity[0]
+            } else {
+                &mut w.affinity[0]
+            };
+            term.namespaces.clear();
+            term.namespace_selector = Some(storage.clone());
+        }
+        web
+    };
+    let namespace_labels: super::NamespaceLabels = [
+        (
+            "data".to_string(),
+            [("team".to_string(), "storage".to_string())].into(),
+        ),
+        ("scratch".to_string(), Default::default()),
+    ]
+    .into();
+    let plan_of = |pods: Vec<PodDemand>, labels: &super::NamespaceLabels| {
+        solve(
+            &Snapshot {
+                pods,
+                namespace_labels: labels.clone(),
+                ..Default::default()
+            },
+            &standard_catalog(ZONES),
+            &[pool("default").build()],
+            &[class("default")],
+        )
+    };
+    let web_zones = |plan: &ProvisioningPlan| -> BTreeSet<String> {
+        plan.node_claims
+            .iter()
+            .filter(|c| c.pods.iter().any(|p| p.contains("web")))
+            .map(|c| value_of(c, ZONE))
+            .collect()
+    };
+    let mut all = db("data", "us-east-1b");
+    all.extend(db("scratch", "us-east-1c"));
+    all.extend(web(false));
+    let follows = plan_of(all, &namespace_labels);
+    assert!(
+        follows.unschedulable.is_empty(),
+        "{:?}",
+        follows.unschedulable
+    );
+    assert_eq!(web_zones(&follows), ["us-east-1b".to_string()].into());
+
+    // Anti-affinity: away from team=storage's db (1b), not from scratch's (1c).
+    let mut all = db("data", "us-east-1b");
+    all.extend(db("scratch", "us-east-1c"));
+    all.extend(web(true));
+    let avoids = plan_of(all, &namespace_labels);
+    assert!(
+        avoids.unschedulable.is_empty(),
+        "{:?}",
+        avoids.unschedulable
+    );
+    assert!(
+        !web_zones(&avoids).contains("us-east-1b"),
+        "{:?}",
+        web_zones(&avoids)
+    );
+
+    // Without the Namespaces' labels the selector matches no namespace: no target to follow.
+    let mut all = db("data", "us-east-1b");
+    all.extend(web(false));
+    let unknown = plan_of(all, &Default::default());
+    assert_eq!(
+        unknown.unschedulable.len(),
+        2,
+        "{:?}",
+        unknown.unschedulable
+    );
 }
 
 #[test]

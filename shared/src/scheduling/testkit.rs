@@ -286,6 +286,7 @@ impl PodBuilder {
             key,
             selector: Self::selector(app),
             namespaces: vec!["default".into()],
+            namespace_selector: None,
         });
         self
     }
@@ -294,6 +295,7 @@ impl PodBuilder {
             key,
             selector: Self::selector(app),
             namespaces: vec!["default".into()],
+            namespace_selector: None,
         });
         self
     }
@@ -303,6 +305,7 @@ impl PodBuilder {
             key,
             selector: Self::selector(app),
             namespaces: vec!["default".into()],
+            namespace_selector: None,
         });
         self
     }
@@ -312,6 +315,7 @@ impl PodBuilder {
             key,
             selector: Self::selector(app),
             namespaces: vec!["default".into()],
+            namespace_selector: None,
         });
         self
     }

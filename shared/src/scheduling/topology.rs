@@ -5,9 +5,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::namespaces::{NamespaceLabels, covers};
 use super::pod::{AffinityTerm, PodDemand, TopologyKey};
 use super::selector::Selector;
 use crate::api::labels;
+
+/// A group: the pods `.0` selects in the namespace scope of `.1` and `.2`.
+type GroupKey = (Selector, Vec<String>, Option<Selector>);
 
 pub type GroupId = u16;
 
@@ -76,8 +80,9 @@ impl Terms {
 }
 
 pub struct Groups {
-    /// Each group's selector and namespaces (empty: every namespace).
-    keys: Vec<(Selector, Vec<String>)>,
+    /// Each group's selector and namespace scope (see [`super::pod::covers`]).
+    keys: Vec<GroupKey>,
+    namespace_labels: NamespaceLabels,
     /// The label each domain key names; `[0]` is the zone.
     pub domain_keys: Vec<String>,
     pub member_of: Vec<Vec<GroupId>>,
@@ -87,12 +92,17 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// `bound_anti`: per existing node, its pods' required anti-affinity terms.
-    pub fn build(pods: &[PodDemand], bound_anti: &[&[AffinityTerm]]) -> Groups {
-        let mut index: HashMap<(Selector, Vec<String>), GroupId> = HashMap::new();
+    /// `bound_anti`: per existing node, its pods' required anti-affinity terms;
+    /// `namespace_labels`: for terms that select namespaces by label.
+    pub fn build(
+        pods: &[PodDemand],
+        bound_anti: &[&[AffinityTerm]],
+        namespace_labels: &NamespaceLabels,
+    ) -> Groups {
+        let mut index: HashMap<GroupKey, GroupId> = HashMap::new();
         let mut keys = vec![];
-        let mut intern = |sel: &Selector, ns: &Vec<String>| -> GroupId {
-            let key = (sel.clone(), ns.clone());
+        let mut intern = |sel: &Selector, ns: &Vec<String>, ns_sel: &Option<Selector>| -> GroupId {
+            let key = (sel.clone(), ns.clone(), ns_sel.clone());
             *index.entry(key.clone()).or_insert_with(|| {
                 keys.push(key);
                 (keys.len() - 1) as GroupId
@@ -125,7 +135,7 @@ impl Groups {
                         .iter()
                         .chain(&p.soft_spread)
                         .map(|s| SpreadTerm {
-                            group: intern(&s.selector, &own_ns),
+                            group: intern(&s.selector, &own_ns, &None),
                             key: key_of(&s.key),
                             skew: s.max_skew,
                             min_domains: s.min_domains,
@@ -138,13 +148,23 @@ impl Groups {
                         .affinity
                         .iter()
                         .chain(&p.soft_affinity)
-                        .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
+                        .map(|a| {
+                            (
+                                intern(&a.selector, &a.namespaces, &a.namespace_selector),
+                                key_of(&a.key),
+                            )
+                        })
                         .collect(),
                     anti: p
                         .anti_affinity
                         .iter()
                         .chain(&p.soft_anti_affinity)
-                        .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
+                        .map(|a| {
+                            (
+                                intern(&a.selector, &a.namespaces, &a.namespace_selector),
+                                key_of(&a.key),
+                            )
+                        })
                         .collect(),
                     soft_affinity: p.soft_affinity.len(),
                     soft_anti: p.soft_anti_affinity.len(),
@@ -156,12 +176,18 @@ impl Groups {
             .map(|terms| {
                 terms
                     .iter()
-                    .map(|a| (intern(&a.selector, &a.namespaces), key_of(&a.key)))
+                    .map(|a| {
+                        (
+                            intern(&a.selector, &a.namespaces, &a.namespace_selector),
+                            key_of(&a.key),
+                        )
+                    })
                     .collect()
             })
             .collect();
         let mut groups = Groups {
             keys,
+            namespace_labels: namespace_labels.clone(),
             bound_anti,
             domain_keys,
             member_of: vec![],
@@ -182,8 +208,9 @@ impl Groups {
         self.keys
             .iter()
             .enumerate()
-            .filter(|(_, (sel, ns))| {
-                (ns.is_empty() || ns.iter().any(|n| n == namespace)) && sel.matches(labels)
+            .filter(|(_, (sel, ns, ns_sel))| {
+                covers(ns, ns_sel.as_ref(), namespace, &self.namespace_labels)
+                    && sel.matches(labels)
             })
             .map(|(i, _)| i as GroupId)
             .collect()

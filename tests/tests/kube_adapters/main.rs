@@ -75,6 +75,30 @@ async fn bound_pods_are_listed_with_the_bound_selector_and_grouped_by_node() {
 }
 
 #[tokio::test]
+async fn namespaces_are_listed_page_by_page_for_their_labels() {
+    let namespace = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": name, "labels": labels}})
+    };
+    let server = Adapters::start(false, 2).await.with([
+        namespace("data", json!({"team": "storage"})),
+        namespace("web", json!({"team": "front"})),
+    ]);
+    let labels = server
+        .cluster
+        .namespace_labels()
+        .await
+        .expect("namespace labels");
+    assert_eq!(labels["data"]["team"], "storage");
+    assert_eq!(labels["web"]["team"], "front");
+    // The cluster's own namespaces are there too (default, kube-system, ...).
+    assert!(labels.contains_key("default"), "{labels:?}");
+    let lists = server.requests_to("GET", "/api/v1/namespaces");
+    assert!(lists.len() >= 2, "in pages of two: {lists:?}");
+    assert!(lists.iter().all(|r| r.query("limit") == Some("2")));
+}
+
+#[tokio::test]
 async fn a_throttled_list_is_retried_and_succeeds() {
     let server = Adapters::start(false, 500).await.with([node("node-a")]);
     server

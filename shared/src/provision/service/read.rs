@@ -171,6 +171,24 @@ where
     }
 }
 
+impl<K: Cluster, A> Provisioner<K, A> {
+    /// Reads the Namespaces' labels into `snapshot` when a pod (anti-)affinity term there
+    /// selects namespaces by label; otherwise nothing is asked.
+    pub(super) async fn read_namespace_labels(
+        &self,
+        snapshot: &mut crate::scheduling::Snapshot,
+    ) -> Result<(), ProvisionError> {
+        if snapshot.selects_namespaces() {
+            snapshot.namespace_labels = self
+                .kube
+                .namespace_labels()
+                .await
+                .map_err(kube_err("Namespaces"))?;
+        }
+        Ok(())
+    }
+}
+
 fn kube_err(what: &'static str) -> impl Fn(crate::kube::KubeError) -> ProvisionError {
     move |source| ProvisionError::Kube { what, source }
 }

@@ -184,10 +184,15 @@ where
             .map_err(kube_err("pending pods"))?;
         let spoken = spoken_for::spoken_for(nodes_going, &nodes, &bound, pending);
         spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
+        self.read_namespace_labels(&mut snapshot).await?;
         if !spoken.pods.is_empty() {
             // Their pod errors are not this replacement's: the provisioner reports them.
             let (mut before, _) = Snapshot::from_k8s(&spoken.pods, &daemon_sets);
             before.nodes = std::mem::take(&mut snapshot.nodes);
+            before.namespace_labels = snapshot.namespace_labels.clone();
+            if before.namespace_labels.is_empty() {
+                self.read_namespace_labels(&mut before).await?;
+            }
             let theirs = solve(&before, catalog, pools, classes);
             spoken_for::book(&mut before.nodes, &before.pods, &theirs.nominations);
             snapshot.nodes = before.nodes;

@@ -41,6 +41,9 @@ impl PodSource for FakeCluster {
     async fn bound_pods_by_node(&self) -> Result<HashMap<String, Vec<Pod>>, KubeError> {
         Ok(HashMap::new())
     }
+    async fn namespace_labels(&self) -> Result<crate::scheduling::NamespaceLabels, KubeError> {
+        Ok(Default::default())
+    }
 }
 
 impl NodeSource for FakeCluster {

@@ -71,6 +71,7 @@ fn karpenter_shape(n: usize, seed: u64) -> Vec<PodDemand> {
                 key,
                 selector: selector(&app),
                 namespaces: vec!["default".into()],
+                namespace_selector: None,
             };
             match kind {
                 1 => p
