@@ -5,6 +5,8 @@
 //! Karpenter's anchor (kubernetes-sigs/karpenter, scheduling_benchmark_test.go, as
 //! published in its docs): ~1,230 pods/s at 10,000 pods and 20.2 s for 20,000 pods.
 
+mod config_lp;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -299,6 +301,10 @@ fn ffd_cheapest_fit(template: &Template, pods: &[PodDemand]) -> f64 {
     nodes.iter().map(|(_, p)| p).sum()
 }
 
+fn vector(r: &Resources) -> config_lp::Vector {
+    [r.cpu, r.memory, r.ephemeral_storage, r.pods]
+}
+
 fn cost_quality(catalog: &Catalog) {
     let (pool, class) = default_pool();
     let template = Template::build(&pool, std::slice::from_ref(&class), catalog, &[]);
@@ -306,9 +312,22 @@ fn cost_quality(catalog: &Catalog) {
         "\n## Cost quality (unconstrained pods; $/h of the plan / usable-capacity LP bound; target <= 1.05)"
     );
     println!(
-        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | FFD-cheapest-fit $/h | FFD / usable LP | plan / FFD | exact optimum $/h (identical pods) | optimum / usable LP |"
+        "| mix | pods | plan $/h | nodes | plan wall time | LP bound $/h | plan / LP | usable-capacity LP $/h | plan / usable LP | configuration LP $/h | plan / configuration LP | FFD-cheapest-fit $/h | FFD / usable LP | plan / FFD | exact optimum $/h | optimum / usable LP | plan / optimum |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let bins: Vec<config_lp::Bin> = template
+        .types
+        .iter()
+        .filter_map(|ty| {
+            ty.cheapest(&template.requirements).map(|o| config_lp::Bin {
+                free: vector(&ty.free),
+                price: o.price,
+            })
+        })
+        .collect();
+    let mut worst_config: f64 = 0.0;
     let mut rng = Rng(7);
     let mixes: Vec<(&str, Vec<(i64, i64)>)> = vec![
         (
@@ -428,16 +447,68 @@ fn cost_quality(catalog: &Catalog) {
         });
         let ffd = ffd_cheapest_fit(&template, &pods);
         let price = plan.total_price_per_hour();
-        // For identical pods the exact optimum is known: how far the bound itself is
-        // from what any plan can reach.
+        // The configuration LP: a node holds whole pods, each with its cpu and memory.
+        let sizes: Vec<config_lp::Vector> = pods.iter().map(|p| vector(&p.requests)).collect();
+        let mut distinct: Vec<config_lp::Shape> = vec![];
+        for size in &sizes {
+            match distinct.iter_mut().find(|s| s.size == *size) {
+                Some(s) => s.count += 1,
+                None => distinct.push(config_lp::Shape {
+                    size: *size,
+                    count: 1,
+                }),
+            }
+        }
+        let started = Instant::now();
+        let config = config_lp::config_lp(&bins, &distinct);
+        let config_time = started.elapsed();
+        let (config_cell, config_ratio) = match config {
+            Some(b) => {
+                eprintln!(
+                    "{name}: configuration LP {:.4} $/h, {} columns, {} iterations, converged: {}, {:.1} ms",
+                    b.value,
+                    b.columns,
+                    b.iterations,
+                    b.converged,
+                    config_time.as_secs_f64() * 1000.0
+                );
+                // A lower bound above a real plan would be a bug in the bound.
+                assert!(
+                    b.value <= price * (1.0 + 1e-6),
+                    "{name}: bound {} above plan {price}",
+                    b.value
+                );
+                worst_config = worst_config.max(price / b.value);
+                (
+                    format!("{:.4}", b.value),
+                    format!("**{:.3}**", price / b.value),
+                )
+            }
+            None => ("-".into(), "-".into()),
+        };
+        // Where it can be computed, the exact optimum: how far the bounds themselves are
+        // from what any plan can reach. Identical pods by the count DP, small sets by the
+        // subset DP.
         let optimum = if shapes.iter().all(|s| *s == shapes[0]) {
-            let dp = identical_dp(&template, &pods[0].requests, pods.len());
-            format!("{dp:.4} | {:.3}", dp / tight)
+            Some(identical_dp(&template, &pods[0].requests, pods.len()))
         } else {
-            "- | -".to_string()
+            config_lp::exact_optimum(&bins, &sizes)
+        };
+        let optimum = match optimum {
+            Some(opt) => {
+                if let Some(b) = config {
+                    assert!(
+                        b.value <= opt * (1.0 + 1e-6),
+                        "{name}: bound {} above optimum {opt}",
+                        b.value
+                    );
+                }
+                format!("{opt:.4} | {:.3} | {:.3}", opt / tight, price / opt)
+            }
+            None => "- | - | -".to_string(),
         };
         println!(
-            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | **{:.3}** | {ffd:.4} | {:.3} | {:.3} | {optimum} |",
+            "| {name} | {} | {price:.4} | {} | {:.2} ms | {bound:.4} | {:.3} | {tight:.4} | {:.3} | {config_cell} | {config_ratio} | {ffd:.4} | {:.3} | {:.3} | {optimum} |",
             pods.len(),
             plan.node_claims.len(),
             wall.as_secs_f64() * 1000.0,
@@ -447,6 +518,7 @@ fn cost_quality(catalog: &Catalog) {
             price / ffd
         );
     }
+    println!("\nWorst plan / configuration LP: {worst_config:.3}");
 }
 
 /// The exact optimum for `n` identical pods, independent of the solver's own DP: a node of
@@ -546,6 +618,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--rss-child") {
         peak_rss_child(&catalog);
+        return;
+    }
+    // `cargo bench --bench solver -- --cost`: the plan-quality tables alone.
+    if args.iter().any(|a| a == "--cost") {
+        cost_quality(&catalog);
+        identical_sets(&catalog);
         return;
     }
     throughput(&catalog);

@@ -16,7 +16,9 @@ pub use selector::Selector;
 pub use taints::{Toleration, first_untolerated, format_taint};
 
 mod claim;
+mod columns;
 mod domains;
+mod exact;
 mod finalize;
 mod packing;
 mod plan;

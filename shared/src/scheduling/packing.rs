@@ -289,7 +289,7 @@ pub fn first_fit_decreasing(bins: &[Bin], shapes: &[(Vector, u32)]) -> Option<Ve
     Some(nodes)
 }
 
-fn used(shapes: &[(Vector, u32)], counts: &[u32]) -> Vector {
+pub(super) fn used(shapes: &[(Vector, u32)], counts: &[u32]) -> Vector {
     let mut out = [0i64; 4];
     for (s, &n) in counts.iter().enumerate() {
         for (o, x) in out.iter_mut().zip(&shapes[s].0) {
@@ -305,7 +305,7 @@ const MERGE_WINDOW: usize = 48;
 
 /// Local repair of the greedy's tail: two nodes whose pods one cheaper node holds become
 /// that node, until no pair gains.
-fn merge_pairs(
+pub(super) fn merge_pairs(
     bins: &[Bin],
     candidates: &[usize],
     shapes: &[(Vector, u32)],

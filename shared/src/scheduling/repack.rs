@@ -7,9 +7,10 @@
 //! a c6a.2xlarge and a c6a.xlarge hold them for $0.459/h). Pods whose only constraint is
 //! their size can move freely between claims of the same NodePool and requirements, so
 //! those claims are packed again: exactly when the pods are identical
-//! (`packing::identical_optimum`), by the dual-priced greedy and by plain
-//! first-fit-decreasing otherwise, and the cheapest of those and what the solver's own
-//! first-fit-decreasing found is kept.
+//! (`packing::identical_optimum`) or few (`exact::exact_optimum`), and otherwise by the
+//! dual-priced greedy, plain first-fit-decreasing and the configuration LP seeded with
+//! both (`columns::configuration_packing`); the cheapest of those and what the solver's
+//! own first-fit-decreasing found is kept.
 
 use std::collections::HashMap;
 
@@ -18,6 +19,7 @@ use super::packing::{self, Bin, Vector, vector};
 use super::requirements::Requirements;
 use super::solver::{Solver, within_limits};
 use super::template::NODES;
+use super::{columns, exact};
 use crate::resources::Resources;
 
 /// A set of claims whose pods may be packed again together.
@@ -117,27 +119,7 @@ impl Solver<'_> {
             }
         }
 
-        let mut options: Vec<Vec<packing::Node>> = vec![];
-        if let [(shape, n)] = shapes.as_slice()
-            && let Some((_, nodes)) = packing::identical_optimum(&bins, shape, *n as usize)
-        {
-            options.push(
-                nodes
-                    .into_iter()
-                    .map(|(bin, c)| packing::Node {
-                        bin,
-                        counts: vec![c as u32],
-                    })
-                    .collect(),
-            );
-        }
-        if let Some(nodes) = packing::greedy(&bins, &shapes) {
-            options.push(nodes);
-        }
-        if let Some(nodes) = packing::first_fit_decreasing(&bins, &shapes) {
-            options.push(nodes);
-        }
-        let Some(best) = options
+        let Some(best) = packings(&bins, &shapes)
             .into_iter()
             .min_by(|a, b| packing::price(&bins, a).total_cmp(&packing::price(&bins, b)))
         else {
@@ -217,6 +199,42 @@ impl Solver<'_> {
             self.claims.push(claim);
         }
     }
+}
+
+/// The packings of `shapes` worth comparing: the exact optimum when the mix is small
+/// enough for one (identical pods, or a few assorted ones), and otherwise the dual-priced
+/// greedy, plain first-fit-decreasing, and the configuration LP seeded with both.
+fn packings(bins: &[Bin], shapes: &[(Vector, u32)]) -> Vec<Vec<packing::Node>> {
+    let mut options: Vec<Vec<packing::Node>> = vec![];
+    if let [(shape, n)] = shapes
+        && let Some((_, nodes)) = packing::identical_optimum(bins, shape, *n as usize)
+    {
+        options.push(
+            nodes
+                .into_iter()
+                .map(|(bin, c)| packing::Node {
+                    bin,
+                    counts: vec![c as u32],
+                })
+                .collect(),
+        );
+    } else if let Some(nodes) = exact::exact_optimum(bins, shapes) {
+        options.push(nodes);
+    }
+    let exact = !options.is_empty();
+    if let Some(nodes) = packing::greedy(bins, shapes) {
+        options.push(nodes);
+    }
+    if let Some(nodes) = packing::first_fit_decreasing(bins, shapes) {
+        options.push(nodes);
+    }
+    if !exact {
+        let seeds: Vec<&[packing::Node]> = options.iter().map(Vec::as_slice).collect();
+        if let Some(nodes) = columns::configuration_packing(bins, shapes, &seeds) {
+            options.push(nodes);
+        }
+    }
+    options
 }
 
 fn release(used: &mut Resources, c: &Claim) {
