@@ -10,10 +10,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use nodewright::api::Inputs;
+use nodewright::api::{Inputs, Problem, Severity};
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
-    FirstSight, Plan, SimulationInputs, plan_disruption, simulation, snapshot,
+    FirstSight, Plan, SimulationInputs, plan_disruption, pool_budgets, pool_capacity, simulation,
+    snapshot,
 };
 use nodewright::scheduling::{NamespaceLabels, selects_namespaces};
 use serde::de::DeserializeOwned;
@@ -67,6 +68,7 @@ pub fn run(args: &Args) -> ExitCode {
         };
         load(&file, &text, &mut inputs, &mut objects, &mut errors);
     }
+    errors.extend(disruption_settings(&inputs).iter().map(Problem::to_string));
     if !errors.is_empty() {
         for e in &errors {
             eprintln!("error: {e}");
@@ -137,6 +139,28 @@ pub fn run(args: &Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The NodePools' disruption settings that cannot be read (budgets, the budgets' time zone,
+/// capacity windows), named by file, document and field. The function keeps such a pool's
+/// nodes and says so in an Event; offline they are input errors, as any invalid field is.
+fn disruption_settings(inputs: &Inputs) -> Vec<Problem> {
+    inputs
+        .node_pools
+        .iter()
+        .zip(&inputs.node_pool_sources)
+        .flat_map(|(np, source)| {
+            let budgets = pool_budgets(np).err();
+            let capacity = pool_capacity(np).err();
+            budgets.into_iter().chain(capacity).map(|e| Problem {
+                file: source.file.clone(),
+                document: source.describe(),
+                field: e.field,
+                message: e.message,
+                severity: Severity::Error,
+            })
+        })
+        .collect()
+}
+
 fn load(
     file: &str,
     text: &str,
@@ -179,7 +203,7 @@ fn load(
                     push(&at, "PodDisruptionBudget", item, &mut objects.pdbs, errors)
                 }
                 "NodePool" | "EC2NodeClass" | "Provisioner" | "AWSNodeTemplate" => {
-                    for p in inputs.load_value(file, index, item) {
+                    for p in inputs.load_value(file, index + 1, item) {
                         if p.is_error() {
                             errors.push(p.to_string());
                         }

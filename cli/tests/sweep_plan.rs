@@ -198,3 +198,233 @@ fn a_budget_time_zone_is_known_without_a_system_time_zone_database() {
     let outside = plan_at("2026-03-02T12:00:00Z");
     assert_eq!(outside["commands"][0]["reason"], "empty", "{outside}");
 }
+
+fn plan_json(file: &str, now: &str) -> Value {
+    let out = nodewright(&["sweep-plan", "-f", file, "--now", now, "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn an_unknown_budget_time_zone_exits_one_naming_the_file_the_nodepool_and_the_annotation() {
+    let bad = CLUSTER.replace(
+        "metadata: {name: default}",
+        "metadata: {name: default, annotations: {nodewright.io/budget-time-zone: Mars/Olympus}}",
+    );
+    let file = write("bad-time-zone.yaml", &bad);
+    let out = nodewright(&["sweep-plan", "-f", &file, "--now", "2026-03-02T10:00:00Z"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "no plan is printed");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{file}: NodePool/default (document 1): metadata.annotations[nodewright.io/budget-time-zone]: \"Mars/Olympus\" is not a known time zone"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn capacity_windows_that_cannot_be_read_exit_one_naming_the_file_the_nodepool_and_the_entry() {
+    let cases = [
+        (
+            // A window without a node count or headroom.
+            "nodewright.io/capacity-windows: '[{schedule: \"0 9 * * *\", duration: 9h}]'",
+            "metadata.annotations[nodewright.io/capacity-windows][0].nodes: required unless headroom is set",
+        ),
+        (
+            "nodewright.io/capacity-windows: 'nodes: 3'",
+            "metadata.annotations[nodewright.io/capacity-windows]: not a list of windows",
+        ),
+    ];
+    for (i, (annotation, want)) in cases.into_iter().enumerate() {
+        let bad = CLUSTER.replace(
+            "metadata: {name: default}",
+            &format!("metadata: {{name: default, annotations: {{{annotation}}}}}"),
+        );
+        let file = write(&format!("bad-windows-{i}.yaml"), &bad);
+        let out = nodewright(&["sweep-plan", "-f", &file, "--now", "2026-03-02T10:00:00Z"]);
+        assert_eq!(out.status.code(), Some(1), "{annotation}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{file}: NodePool/default (document 1): {want}")),
+            "{annotation}: {err}"
+        );
+    }
+}
+
+/// Two m5.2xlarge nodes of a pool that consolidates when underutilized, one 1-CPU pod on
+/// each, every object older than `consolidateAfter`: both pods fit on one node a fraction
+/// of the price.
+const HALF_EMPTY: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      - {key: karpenter.k8s.aws/instance-category, operator: In, values: [m]}
+  disruption:
+    consolidationPolicy: WhenEmptyOrUnderutilized
+    consolidateAfter: 30s
+    budgets: [{nodes: "100%"}]
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-1-5.ec2.internal
+    creationTimestamp: "2026-03-02T08:00:00Z"
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, karpenter.sh/capacity-type: on-demand, topology.kubernetes.io/zone: us-east-1a, kubernetes.io/arch: amd64, kubernetes.io/os: linux}
+  status:
+    allocatable: {cpu: 7910m, memory: 30Gi, pods: "58"}
+    conditions: [{type: Ready, status: "True"}]
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-2-9.ec2.internal
+    creationTimestamp: "2026-03-02T08:00:00Z"
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.2xlarge, karpenter.sh/capacity-type: on-demand, topology.kubernetes.io/zone: us-east-1a, kubernetes.io/arch: amd64, kubernetes.io/os: linux}
+  status:
+    allocatable: {cpu: 7910m, memory: 30Gi, pods: "58"}
+    conditions: [{type: Ready, status: "True"}]
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-0, namespace: default, creationTimestamp: "2026-03-02T08:05:00Z"}
+  spec:
+    nodeName: ip-10-0-1-5.ec2.internal
+    containers: [{name: c, image: i, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  status: {phase: Running}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1, namespace: default, creationTimestamp: "2026-03-02T08:05:00Z"}
+  spec:
+    nodeName: ip-10-0-2-9.ec2.internal
+    containers: [{name: c, image: i, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  status: {phase: Running}
+"#;
+
+#[test]
+fn two_half_empty_nodes_are_replaced_by_one_cheaper_node_whose_claim_is_in_the_json() {
+    let file = write("half-empty.yaml", HALF_EMPTY);
+    let plan = plan_json(&file, "2026-03-02T10:00:00Z");
+    let commands = plan["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{plan}");
+    assert_eq!(commands[0]["action"], "replace", "{plan}");
+    assert_eq!(commands[0]["reason"], "underutilized", "{plan}");
+    let mut nodes: Vec<&str> = commands[0]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        ["ip-10-0-1-5.ec2.internal", "ip-10-0-2-9.ec2.internal"]
+    );
+    let replacement = commands[0]["replacement"].as_array().unwrap();
+    assert_eq!(replacement.len(), 1, "ONE node for both: {plan}");
+    let claim = &replacement[0];
+    assert_eq!(claim["nodepool"], "default", "{claim}");
+    assert_eq!(claim["capacity_type"], "on-demand", "{claim}");
+    assert_eq!(claim["zone"], "us-east-1a", "{claim}");
+    let mut pods: Vec<&str> = claim["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    pods.sort();
+    assert_eq!(pods, ["default/web-0", "default/web-1"], "{claim}");
+    let instance_type = claim["instance_type"].as_str().unwrap();
+    assert!(instance_type.starts_with("m"), "{claim}");
+    // At least 10% cheaper than the two nodes it replaces, and the saving says so.
+    let two_nodes = plan["price_per_hour"]["before"].as_f64().unwrap();
+    let price = claim["price_per_hour"].as_f64().unwrap();
+    assert!(price > 0.0 && price <= two_nodes * 0.9, "{plan}");
+    let saving = commands[0]["savings_per_hour"].as_f64().unwrap();
+    assert!((two_nodes - price - saving).abs() < 1e-3, "{plan}");
+}
+
+#[test]
+fn a_legacy_provisioners_empty_node_goes_after_ttl_seconds_after_empty_by_its_provisioner_name() {
+    let legacy = r#"
+apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata: {name: legacy}
+spec:
+  requirements:
+  - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+  provider:
+    subnetSelector: {karpenter.sh/discovery: demo}
+    securityGroupSelector: {karpenter.sh/discovery: demo}
+  ttlSecondsAfterEmpty: 30
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-3-3.ec2.internal
+    creationTimestamp: "2026-03-02T09:59:50Z"
+    labels: {karpenter.sh/provisioner-name: legacy, node.kubernetes.io/instance-type: m5.large, karpenter.sh/capacity-type: on-demand}
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-4-4.ec2.internal
+    creationTimestamp: "2026-03-02T08:00:00Z"
+    labels: {karpenter.sh/provisioner-name: legacy, node.kubernetes.io/instance-type: m5.large, karpenter.sh/capacity-type: on-demand}
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-5-5.ec2.internal
+    creationTimestamp: "2026-03-02T08:00:00Z"
+    labels: {karpenter.sh/provisioner-name: someone-else, node.kubernetes.io/instance-type: m5.large}
+  status: {conditions: [{type: Ready, status: "True"}]}
+"#;
+    let file = write("legacy.yaml", legacy);
+    let plan = plan_json(&file, "2026-03-02T10:00:00Z");
+    // Empty since its creation offline: two hours for one node, 10 s for the other.
+    let commands = plan["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 1, "{plan}");
+    assert_eq!(commands[0]["action"], "delete");
+    assert_eq!(commands[0]["reason"], "empty");
+    assert_eq!(
+        commands[0]["nodes"],
+        serde_json::json!(["ip-10-0-4-4.ec2.internal"])
+    );
+    let kept = plan["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{plan}");
+    assert_eq!(kept[0]["node"], "ip-10-0-3-3.ec2.internal");
+    assert!(
+        kept[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not yet for consolidateAfter (20s to go)"),
+        "{plan}"
+    );
+    // A node of a Provisioner not in the input is not nodewright's to judge.
+    assert!(!plan.to_string().contains("ip-10-0-5-5"), "{plan}");
+}

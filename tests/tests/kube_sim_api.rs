@@ -361,6 +361,35 @@ async fn eviction_is_refused_with_429_when_a_budget_would_be_violated() {
 }
 
 #[tokio::test]
+async fn a_step_writes_each_budgets_status_as_the_disruption_controller_does() {
+    for (budget, allowed) in [
+        (("maxUnavailable", json!(0)), 0),
+        (("maxUnavailable", json!(1)), 1),
+        (("minAvailable", json!(1)), 2),
+        (("minAvailable", json!("100%")), 0),
+    ] {
+        let (sim, _client) = cluster().await;
+        sim.apply_json(node_json("n1", "us-east-1a")).unwrap();
+        for i in 0..3 {
+            sim.apply_json(pod_json(&format!("web-{i}"), "web", "n1", true))
+                .unwrap();
+        }
+        sim.apply_json(pdb_json("web", "web", budget.clone()))
+            .unwrap();
+        sim.step().await;
+        let pdb = sim
+            .get_json("policy/v1", "PodDisruptionBudget", "default", "web")
+            .unwrap();
+        assert_eq!(
+            pdb["status"]["disruptionsAllowed"], allowed,
+            "{budget:?}: {pdb}"
+        );
+        assert_eq!(pdb["status"]["currentHealthy"], 3, "{budget:?}: {pdb}");
+        assert_eq!(pdb["status"]["expectedPods"], 3, "{budget:?}: {pdb}");
+    }
+}
+
+#[tokio::test]
 async fn evicting_a_pod_that_is_gone_is_404_and_budgets_are_listed_in_all_namespaces() {
     let (sim, client) = cluster().await;
     sim.apply_json(pdb_json("web", "web", ("minAvailable", json!(1))))

@@ -92,6 +92,10 @@ impl NodeOps for Fake {
         self.log.push(format!("taint {node}"));
         Ok(())
     }
+    async fn untaint(&self, node: &str, _: &str) -> Result<(), KubeError> {
+        self.log.push(format!("untaint {node}"));
+        Ok(())
+    }
     async fn cordon(&self, node: &str) -> Result<(), KubeError> {
         self.log.push(format!("cordon {node}"));
         Ok(())

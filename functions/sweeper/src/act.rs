@@ -1,6 +1,8 @@
 //! Carrying a plan out. Nothing is decided here beyond the re-check just before acting:
 //! a node is removed by annotating it (`nodewright.io/disruption`, so a later sweep
-//! continues the work), tainting it `nodewright.io/disrupted=:NoSchedule`, draining it
+//! continues the work), tainting it `nodewright.io/disrupted=:NoSchedule` (an empty node's
+//! pods are read once more then: one that landed meanwhile calls the removal off,
+//! `call_off.rs`), draining it
 //! with the core's drain (voluntary: PodDisruptionBudgets and do-not-disrupt honoured, the
 //! NodePool's `terminationGracePeriod` as the hard limit), terminating its instance (only
 //! with this cluster's ownership tag; the EC2 adapter refuses any other) and deleting the
@@ -17,7 +19,8 @@ use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
 use nodewright::api::{Taint, TaintEffect};
 use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
-    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot, launches_first,
+    Command, DISRUPTION_ANNOTATION, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason,
+    Snapshot, launches_first, parse_removal, removal_value,
 };
 use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
 use nodewright::kube::{
@@ -28,13 +31,10 @@ use nodewright::provision::Replacement;
 use serde::Serialize;
 
 use super::State;
+use super::call_off::recheck_after_taint;
 use super::consolidation::{Asked, GroupReplacement, ask_once, recheck_all};
 use super::events::kept_events;
 use super::replacement::ready_to_drain;
-
-/// On a node being removed by the sweeper: `<reason> <RFC 3339 start>`. The next sweep
-/// finds it and continues; the start fixes the drain's deadline across invocations.
-pub const DISRUPTION_ANNOTATION: &str = "nodewright.io/disruption";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
@@ -208,7 +208,7 @@ where
         }
     }
     let kept: Vec<Kept> = plan.kept.iter().cloned().chain(dropped).collect();
-    report.kept_events = kept_events(state, &kept, now).await;
+    report.kept_events = kept_events(state, &kept, nodes, now).await;
     if !plan.never_joined.is_empty() {
         let ids: Vec<String> = plan
             .never_joined
@@ -315,15 +315,7 @@ fn in_progress(node: &Node) -> Option<(Reason, Timestamp)> {
         .annotations
         .as_ref()?
         .get(DISRUPTION_ANNOTATION)?;
-    let (reason, started) = value.split_once(' ')?;
-    let reason = match reason {
-        "empty" => Reason::Empty,
-        "expired" => Reason::Expired,
-        "underutilized" => Reason::Underutilized,
-        "drifted" => Reason::Drifted,
-        _ => return None,
-    };
-    Some((reason, started.parse().ok()?))
+    parse_removal(value)
 }
 
 fn disrupted_taint() -> Taint {
@@ -419,11 +411,7 @@ where
     let Some(node) = node else { return Ok(()) };
     state
         .kube
-        .annotate_node(
-            name,
-            DISRUPTION_ANNOTATION,
-            &format!("{} {now}", reason.as_str()),
-        )
+        .annotate_node(name, DISRUPTION_ANNOTATION, &removal_value(reason, now))
         .await
         .map_err(kube("annotating the node"))?;
     state
@@ -431,6 +419,10 @@ where
         .taint(name, &disrupted_taint())
         .await
         .map_err(kube("tainting the node"))?;
+    if let Some(why) = recheck_after_taint(&state.kube, name, reason).await? {
+        report.rechecked_out.push((name.into(), why));
+        return Ok(());
+    }
     state
         .kube
         .object_event(

@@ -1,8 +1,8 @@
 //! The `sweeper` Lambda function: its handler lives here so tests can invoke it exactly as
 //! the Lambda runtime does; `main.rs` only wires configuration and clients.
 //!
-//! One invocation (every minute, reserved concurrency 1): read the NodePools, nodes, pods
-//! and this cluster's instances; decide with [`plan_disruption`]; carry the plan out
+//! One invocation (every minute, reserved concurrency 1): read the NodePools, nodes, pods,
+//! PodDisruptionBudgets and this cluster's instances; decide with [`plan_disruption`]; carry the plan out
 //! ([`act`]), re-checking each node just before acting. A removal that cannot finish in
 //! one invocation (pods still terminating, a PodDisruptionBudget saying not now) is
 //! continued by the next one: the node keeps its `nodewright.io/disruption` annotation and
@@ -10,6 +10,7 @@
 //! instance and deletes the Node.
 
 mod act;
+mod call_off;
 mod consolidation;
 mod drift;
 mod events;
@@ -20,23 +21,23 @@ mod replacement;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::OwnedInstances;
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PodSource, usable};
+use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
 use nodewright::scheduling::selects_namespaces;
 use serde_json::{Value, json};
 
-pub use act::{DISRUPTION_ANNOTATION, Report, SweepError};
+pub use act::{Report, SweepError};
 pub use consolidation::GroupReplacement;
 pub use drift::LaunchResolver;
-pub use events::KEPT_EVENT_INTERVAL;
+pub use events::{KEPT_EVENT_INTERVAL, KeptEventLog};
+pub use nodewright::disruption::DISRUPTION_ANNOTATION;
 pub use profiles::{CollectProfiles, PROFILE_SWEEP_EVERY, ProfileCollection};
 pub use replacement::NoReplacement;
 
@@ -56,9 +57,8 @@ pub struct State<K, E, R = NoReplacement> {
     pub clock: Arc<dyn Clock>,
     /// (instance type, capacity type) -> $/h, from the bundled on-demand prices.
     pub prices: HashMap<(String, String), f64>,
-    /// When each kept node last got its Event, and for which reason (a warm container's
-    /// memory: a cold start may repeat one Event, which is harmless).
-    pub kept_events: std::sync::Mutex<HashMap<String, (String, Timestamp)>>,
+    /// When each kept node last got its Event, and for which reason.
+    pub kept_events: std::sync::Mutex<KeptEventLog>,
     /// `None`: act without a Lease (tests of one sweeper, `sweep-plan`).
     pub lease: Option<Elector<KubeLeases>>,
     /// The provisioning core, for the replacement an expired, drifted or consolidated
@@ -125,7 +125,7 @@ pub async fn handler<K, E, R>(
     state: &State<K, E, R>,
 ) -> Result<Value, Error>
 where
-    K: NodeDisruption + ConfigSource + PodSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
     R: Replacement + LaunchResolver + GroupReplacement,
 {
@@ -144,7 +144,7 @@ where
 /// does nothing and says who holds it; one that holds it releases it when done.
 pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
-    K: NodeDisruption + ConfigSource + PodSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
     R: Replacement + LaunchResolver + GroupReplacement,
 {
@@ -173,7 +173,7 @@ where
 /// One sweep: read, decide, act.
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
-    K: NodeDisruption + ConfigSource + PodSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
     R: Replacement + LaunchResolver + GroupReplacement,
 {
@@ -205,6 +205,14 @@ where
         .daemon_sets()
         .await
         .map_err(act::kube("listing DaemonSets"))?;
+    // A node whose pods a budget allows no disruption of now is kept with the budget's name
+    // (a `DisruptionBlocked` Event), not tainted for a drain the Eviction API would refuse:
+    // tainted, it would hold its pool's budget and stop consolidation everywhere.
+    let pdbs = state
+        .kube
+        .pod_disruption_budgets()
+        .await
+        .map_err(act::kube("listing PodDisruptionBudgets"))?;
     let namespace_labels = if selects_namespaces(&pods) {
         state
             .kube
@@ -220,9 +228,7 @@ where
         pools: &config.inputs.node_pools,
         nodes: &nodes,
         pods: &pods,
-        // PodDisruptionBudgets are honoured by the drain (the Eviction API answers 429);
-        // the plan does not read them here, so a blocked node is kept by the drain instead.
-        pdbs: &[],
+        pdbs: &pdbs,
         instances: Some(&instances),
         price: &price,
         first_sight: FirstSight::Mark,

@@ -17,6 +17,15 @@ use crate::api::{Budget, NodePool};
 /// On a NodePool: the IANA time zone its budgets' schedules are read in (default UTC).
 pub const TIME_ZONE_ANNOTATION: &str = "nodewright.io/budget-time-zone";
 
+/// A NodePool's disruption setting that cannot be read (a budget, the budgets' time zone,
+/// a capacity window): the field, from the NodePool's root, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SettingError {
+    pub field: String,
+    pub message: String,
+}
+
 #[derive(Debug, Clone)]
 pub struct BudgetRule {
     pub nodes: NodesLimit,
@@ -81,12 +90,42 @@ pub fn allowed(
         .saturating_sub(disrupting)
 }
 
+/// The share of a pool's nodes (in percent, rounded up, at least one node) that may be
+/// expiring at once whatever its budgets say. Budgets alone would let a pool with
+/// `nodes: "100%"`, or with budgets only for other reasons (which leave expiration
+/// unlimited, as in Karpenter), replace every expired node at once; nodes launched together
+/// expire together. A tenth is the default budget's share.
+pub const EXPIRING_AT_ONCE_PERCENT: usize = 10;
+
+/// The most of a pool of `pool_nodes` nodes that may be expiring at once:
+/// [`EXPIRING_AT_ONCE_PERCENT`] of them rounded up, and at least one.
+pub fn expiration_cap(pool_nodes: usize) -> usize {
+    (pool_nodes.saturating_mul(EXPIRING_AT_ONCE_PERCENT))
+        .div_ceil(100)
+        .max(1)
+}
+
+/// How many more of a pool's nodes may begin expiring now: what its budgets allow for
+/// expiration, and never more than [`expiration_cap`] less the `expiring` ones already
+/// being replaced.
+pub fn expirations_allowed(
+    budgets: &[BudgetRule],
+    pool_nodes: usize,
+    disrupting: usize,
+    expiring: usize,
+    now: Timestamp,
+) -> usize {
+    allowed(budgets, Reason::Expired, pool_nodes, disrupting, now)
+        .min(expiration_cap(pool_nodes).saturating_sub(expiring))
+}
+
 /// A NodePool's budgets, or the first one that cannot be read, named by its field.
-pub fn pool_budgets(np: &NodePool) -> Result<Vec<BudgetRule>, String> {
+pub fn pool_budgets(np: &NodePool) -> Result<Vec<BudgetRule>, SettingError> {
     let time_zone = match np.metadata.annotations.get(TIME_ZONE_ANNOTATION) {
         None => TimeZone::UTC,
-        Some(name) => TimeZone::get(name.trim()).map_err(|e| {
-            format!("metadata.annotations[{TIME_ZONE_ANNOTATION}]: {name:?} is not a known time zone ({e})")
+        Some(name) => TimeZone::get(name.trim()).map_err(|e| SettingError {
+            field: format!("metadata.annotations[{TIME_ZONE_ANNOTATION}]"),
+            message: format!("{name:?} is not a known time zone ({e})"),
         })?,
     };
     np.spec
@@ -95,8 +134,10 @@ pub fn pool_budgets(np: &NodePool) -> Result<Vec<BudgetRule>, String> {
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            budget_rule(b, &time_zone)
-                .map_err(|(field, m)| format!("spec.disruption.budgets[{i}].{field}: {m}"))
+            budget_rule(b, &time_zone).map_err(|(field, message)| SettingError {
+                field: format!("spec.disruption.budgets[{i}].{field}"),
+                message,
+            })
         })
         .collect()
 }

@@ -18,6 +18,7 @@ fn budgets(annotations: &str, budgets: &str) -> Result<Vec<BudgetRule>, String> 
         "metadata: {{name: p, annotations: {annotations}}}\n\
          spec:\n  template: {{spec: {{nodeClassRef: {{name: d}}}}}}\n  disruption: {{budgets: {budgets}}}\n"
     )))
+    .map_err(|e| e.to_string())
 }
 
 fn at(s: &str) -> Timestamp {
@@ -168,4 +169,46 @@ fn a_nodepool_without_budgets_gets_karpenters_ten_percent() {
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].nodes, NodesLimit::Percent(10));
     assert!(b[0].active(at("2026-03-02T10:00:00Z")));
+}
+
+#[test]
+fn expired_nodes_go_a_tenth_of_the_pool_at_a_time_at_least_one_and_never_past_the_budget() {
+    let now = at("2026-03-02T10:00:00Z");
+    // (budgets, pool nodes, disrupting, expiring already, how many more may begin expiring)
+    let cases = [
+        // The budgets allow all at once: the cap holds them to a tenth, at least one.
+        ("[{nodes: '100%'}]", 10, 0, 0, 1),
+        ("[{nodes: '100%'}]", 30, 0, 0, 3),
+        ("[{nodes: '100%'}]", 31, 0, 0, 4),
+        ("[{nodes: '100%'}]", 3, 0, 0, 1),
+        ("[{nodes: '100%'}]", 30, 2, 2, 1),
+        ("[{nodes: '100%'}]", 30, 3, 3, 0),
+        // Budgets only for other reasons leave expiration unlimited by budget: the cap holds.
+        (
+            "[{nodes: '0', reasons: [Empty, Underutilized, Drifted]}]",
+            5,
+            0,
+            0,
+            1,
+        ),
+        ("[{nodes: '0', reasons: [Drifted]}]", 50, 0, 0, 5),
+        ("[{nodes: '0', reasons: [Drifted]}]", 50, 4, 4, 1),
+        // No budget at all (an empty list): unlimited by budget, held by the cap.
+        ("[]", 20, 0, 0, 2),
+        // Other removals under way count against the budget, not against the cap.
+        ("[{nodes: '100%'}]", 10, 5, 0, 1),
+        // The budget allows fewer than the cap: the budget holds.
+        ("[{nodes: '2'}]", 50, 0, 0, 2),
+        ("[{nodes: '2'}]", 50, 1, 1, 1),
+        ("[{nodes: '0'}]", 50, 0, 0, 0),
+        ("[{nodes: '10%'}]", 50, 4, 0, 1),
+    ];
+    for (b, nodes, disrupting, expiring, want) in cases {
+        let rules = budgets("{}", b).unwrap();
+        let got = expirations_allowed(&rules, nodes, disrupting, expiring, now);
+        assert_eq!(
+            got, want,
+            "{b} for {nodes} nodes, {disrupting} disrupting, {expiring} expiring"
+        );
+    }
 }

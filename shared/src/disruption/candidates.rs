@@ -29,6 +29,8 @@ pub(super) struct Collected<'a> {
     pub(super) underutilized: Vec<Candidate<'a>>,
     /// Per pool: (nodes, nodes already being disrupted), for the budgets.
     pub(super) counts: HashMap<&'a str, (usize, usize)>,
+    /// Per pool: nodes the sweeper is already replacing for expiry, for the expiration cap.
+    pub(super) expiring: HashMap<&'a str, usize>,
     /// The pools' free room, for their capacity windows' headroom.
     pub(super) room: Room<'a>,
 }
@@ -50,6 +52,7 @@ pub(super) fn collect<'a>(
     let mut underutilized = Vec::new();
     // Per pool: (nodes, nodes already being disrupted), for the budgets.
     let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut expiring: HashMap<&str, usize> = HashMap::new();
     for node in &snapshot.nodes {
         let Some(pool) = node.pool.as_deref().and_then(|p| pools.get(p)) else {
             continue;
@@ -60,6 +63,9 @@ pub(super) fn collect<'a>(
         plan.price_before += node.price_per_hour.unwrap_or(0.0);
         let count = counts.entry(pool.name.as_str()).or_default();
         count.0 += 1;
+        if node.removing == Some(Reason::Expired) {
+            *expiring.entry(pool.name.as_str()).or_default() += 1;
+        }
         if node.disrupting {
             count.1 += 1;
             continue;
@@ -143,6 +149,7 @@ pub(super) fn collect<'a>(
         candidates,
         underutilized,
         counts,
+        expiring,
         room,
     }
 }

@@ -29,6 +29,7 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde::Deserialize;
 
+use super::budget::SettingError;
 use super::cron::Cron;
 use crate::api::NodePool;
 use crate::resources::{CPU, MEMORY, Resources, parse_milli};
@@ -102,17 +103,24 @@ struct HeadroomSpec {
 
 /// A NodePool's capacity windows, or why they cannot be read, naming the annotation and
 /// the entry's field.
-pub fn pool_capacity(np: &NodePool) -> Result<Vec<CapacityWindow>, String> {
+pub fn pool_capacity(np: &NodePool) -> Result<Vec<CapacityWindow>, SettingError> {
     let Some(text) = np.metadata.annotations.get(CAPACITY_WINDOWS_ANNOTATION) else {
         return Ok(Vec::new());
     };
     let at = format!("metadata.annotations[{CAPACITY_WINDOWS_ANNOTATION}]");
-    let specs: Vec<Spec> =
-        serde_yaml::from_str(text).map_err(|e| format!("{at}: not a list of windows: {e}"))?;
+    let specs: Vec<Spec> = serde_yaml::from_str(text).map_err(|e| SettingError {
+        field: at.clone(),
+        message: format!("not a list of windows: {e}"),
+    })?;
     specs
         .into_iter()
         .enumerate()
-        .map(|(i, s)| window(s).map_err(|(field, m)| format!("{at}[{i}].{field}: {m}")))
+        .map(|(i, s)| {
+            window(s).map_err(|(field, message)| SettingError {
+                field: format!("{at}[{i}].{field}"),
+                message,
+            })
+        })
         .collect()
 }
 

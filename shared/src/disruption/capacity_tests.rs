@@ -111,7 +111,9 @@ fn an_unreadable_annotation_names_the_entry_and_field() {
         ),
     ];
     for (text, want) in cases {
-        let e = pool_capacity(&nodepool(Some(text))).expect_err(text);
+        let e = pool_capacity(&nodepool(Some(text)))
+            .expect_err(text)
+            .to_string();
         assert!(e.contains(want), "{text:?}: {e}");
     }
 }

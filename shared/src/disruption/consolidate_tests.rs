@@ -390,6 +390,85 @@ fn consolidation_waits_while_another_node_is_being_disrupted() {
     });
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert!(plan.commands.is_empty(), "{plan:#?}");
+    // Each says why it stays, so its Event answers "why isn't this node going away?".
+    let waiting: Vec<(&str, &KeptWhy)> = plan
+        .kept
+        .iter()
+        .map(|k| (k.node.as_str(), &k.why))
+        .collect();
+    assert_eq!(
+        waiting,
+        [
+            ("a", &KeptWhy::RemovalUnderWay),
+            ("b", &KeptWhy::RemovalUnderWay)
+        ]
+    );
+    assert_eq!(
+        KeptWhy::RemovalUnderWay.to_string(),
+        "consolidation waits while another removal is under way"
+    );
+}
+
+#[test]
+fn underutilized_nodes_wait_with_a_reason_while_an_empty_node_goes_in_the_same_sweep() {
+    let mut fleet = Fleet::new()
+        .node("a", "m5.2xlarge", pods("a", 1, 1000, 1))
+        .node("b", "m5.2xlarge", pods("b", 1, 1000, 1));
+    fleet.add("c", "m5.large", "on-demand", vec![], |mut v| {
+        v.empty_since = Some(t("11:00:00"));
+        v
+    });
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    let going: Vec<(&[String], Reason)> = plan
+        .commands
+        .iter()
+        .map(|c| (c.nodes.as_slice(), c.reason))
+        .collect();
+    assert_eq!(going, [(&["c".to_string()][..], Reason::Empty)]);
+    for node in ["a", "b"] {
+        let k = plan.kept.iter().find(|k| k.node == node).unwrap();
+        assert_eq!(
+            (k.reason, &k.why),
+            (Reason::Underutilized, &KeptWhy::RemovalUnderWay)
+        );
+    }
+}
+
+#[test]
+fn a_just_launched_node_waits_consolidate_after_even_when_its_pods_fit_elsewhere() {
+    // `small`'s one pod fits on `big`'s free room: settled, it is deleted.
+    let settled = Fleet::new()
+        .big_with_room()
+        .node("small", "m5.large", pods("s", 1, 500, 1));
+    let plan = plan_disruption(&settled.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["small"]);
+    // Launched 20 s ago (consolidateAfter is 30 s), its pod older than the node: it waits
+    // the 10 s left, counted from its creation.
+    let mut fresh = Fleet::new().big_with_room();
+    fresh.add(
+        "small",
+        "m5.large",
+        "on-demand",
+        pods("s", 1, 500, 1),
+        |mut v| {
+            v.created = t("11:59:40");
+            v.last_pod_arrival = Some(t("11:00:00"));
+            v
+        },
+    );
+    let plan = plan_disruption(&fresh.snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+    let small = plan.kept.iter().find(|k| k.node == "small").unwrap();
+    assert_eq!(
+        (small.reason, &small.why),
+        (
+            Reason::Underutilized,
+            &KeptWhy::TooRecent {
+                remaining: Duration::from_secs(10)
+            }
+        )
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::budget::pool_budgets;
 use super::capacity::pool_capacity;
+use super::removal::{DISRUPTION_ANNOTATION, parse_removal};
 use super::snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 use crate::api::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL};
 use crate::api::{NillableDuration, NodePool};
@@ -137,7 +138,7 @@ fn pool_policy(np: &NodePool) -> PoolPolicy {
     // A floor that cannot be read must not become no floor: like an unreadable budget,
     // it keeps the pool's nodes and says why.
     let capacity = pool_capacity(np);
-    let budgets = match (pool_budgets(np), capacity.as_ref().map_err(String::as_str)) {
+    let budgets = match (pool_budgets(np), capacity.as_ref()) {
         (Ok(b), Ok(_)) => Ok(b),
         (Err(e), _) => Err(format!("NodePool {}: {e}", np.metadata.name)),
         (_, Err(e)) => Err(format!("NodePool {}: {e}", np.metadata.name)),
@@ -209,6 +210,10 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         created,
         ready: readiness(node) == Readiness::Ready,
         disrupting: tainted || meta.deletion_timestamp.is_some(),
+        removing: annotations
+            .get(DISRUPTION_ANNOTATION)
+            .and_then(|v| parse_removal(v))
+            .map(|(reason, _)| reason),
         do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
         empty_since,
         price_per_hour: (inputs.price)(&instance_type, &capacity_type),
@@ -285,7 +290,7 @@ pub(super) fn pod_kind(pod: &Pod) -> PodKind {
 }
 
 /// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now.
-fn blocked_pods(
+pub(super) fn blocked_pods(
     pdbs: &[PodDisruptionBudget],
     pods: &[Pod],
     problems: &mut Vec<String>,

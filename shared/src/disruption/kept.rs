@@ -22,6 +22,11 @@ pub enum KeptWhy {
         pool: String,
         reason: Reason,
     },
+    /// The pool already has as many expiring nodes as [`super::expiration_cap`] allows.
+    ExpirationCap {
+        pool: String,
+        cap: usize,
+    },
     /// Empty, but not yet for `consolidateAfter`.
     EmptyTooRecently {
         remaining: std::time::Duration,
@@ -34,6 +39,9 @@ pub enum KeptWhy {
     TooRecent {
         remaining: std::time::Duration,
     },
+    /// Consolidation waits while another removal is planned or under way: its simulation
+    /// would count room that the drained pods are about to take.
+    RemovalUnderWay,
     /// The consolidation simulation found no way for it to go (fits nowhere, not cheaper,
     /// spot choice too narrow...).
     NotConsolidatable {
@@ -49,6 +57,23 @@ pub enum KeptWhy {
         pool: String,
         headroom: String,
     },
+}
+
+impl KeptWhy {
+    /// The reason without what changes by itself from one sweep to the next (the time
+    /// left), so one reason told twice compares equal: what the kept node's Event is
+    /// rate-limited by, while its message keeps the countdown.
+    pub fn stable(&self) -> KeptWhy {
+        match self {
+            KeptWhy::EmptyTooRecently { .. } => KeptWhy::EmptyTooRecently {
+                remaining: std::time::Duration::ZERO,
+            },
+            KeptWhy::TooRecent { .. } => KeptWhy::TooRecent {
+                remaining: std::time::Duration::ZERO,
+            },
+            other => other.clone(),
+        }
+    }
 }
 
 impl fmt::Display for KeptWhy {
@@ -69,6 +94,11 @@ impl fmt::Display for KeptWhy {
                 "NodePool {pool}'s disruption budget allows no more {} nodes now",
                 reason.as_str()
             ),
+            KeptWhy::ExpirationCap { pool, cap } => write!(
+                f,
+                "NodePool {pool} replaces at most {cap} expired nodes at once ({}% of its nodes, at least one)",
+                super::EXPIRING_AT_ONCE_PERCENT
+            ),
             KeptWhy::EmptyTooRecently { remaining } => write!(
                 f,
                 "empty, but not yet for consolidateAfter ({}s to go)",
@@ -80,6 +110,9 @@ impl fmt::Display for KeptWhy {
                 remaining.as_secs()
             ),
             KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            KeptWhy::RemovalUnderWay => {
+                f.write_str("consolidation waits while another removal is under way")
+            }
             KeptWhy::CapacityFloor { pool, nodes } => write!(
                 f,
                 "NodePool {pool} keeps at least {nodes} nodes now ({CAPACITY_WINDOWS_ANNOTATION})"

@@ -16,11 +16,15 @@ mod hygiene;
 mod kept;
 mod leftovers;
 mod plan;
+mod removal;
 mod replace_first;
 mod simulation;
 mod snapshot;
 
-pub use budget::{BudgetRule, NodesLimit, TIME_ZONE_ANNOTATION, Window, allowed, pool_budgets};
+pub use budget::{
+    BudgetRule, EXPIRING_AT_ONCE_PERCENT, NodesLimit, SettingError, TIME_ZONE_ANNOTATION, Window,
+    allowed, expiration_cap, expirations_allowed, pool_budgets,
+};
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
 pub use consolidate::{
     MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, placement as consolidation_placement, price_ceiling,
@@ -36,6 +40,7 @@ pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
+pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, launches_first, needs_replacement,
     parse_replacement, replace_first, replacement_value,
@@ -63,6 +68,17 @@ impl Reason {
             Reason::Underutilized => "underutilized",
             Reason::Drifted => "drifted",
         }
+    }
+
+    /// The reason [`Reason::as_str`] spells.
+    pub fn parse(s: &str) -> Option<Reason> {
+        Some(match s {
+            "empty" => Reason::Empty,
+            "expired" => Reason::Expired,
+            "underutilized" => Reason::Underutilized,
+            "drifted" => Reason::Drifted,
+            _ => return None,
+        })
     }
 
     /// A budget's `reasons` entry (`Empty`, `Underutilized`, `Drifted`, as Karpenter v1
@@ -95,6 +111,8 @@ mod capacity_tests;
 mod consolidate_tests;
 #[cfg(test)]
 mod drift_tests;
+#[cfg(test)]
+mod from_k8s_tests;
 #[cfg(test)]
 mod plan_tests;
 #[cfg(test)]

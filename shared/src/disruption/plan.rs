@@ -12,7 +12,9 @@
 //!    does a PodDisruptionBudget that allows no disruption of such a pod;
 //! 5. candidates are taken cheapest to disrupt first (Karpenter's eviction cost: pod
 //!    priority and `pod-deletion-cost`, scaled by the node's remaining lifetime), each
-//!    within its pool's budget for the reason;
+//!    within its pool's budget for the reason; expired nodes also within the pool's
+//!    expiration cap (`budget.rs`: a tenth of its nodes at once, at least one, whatever
+//!    the budgets allow);
 //! 6. consolidation (`WhenEmptyOrUnderutilized`), only when nothing else is going: nodes
 //!    with pods, launched and last given a pod at least `consolidateAfter` ago, are
 //!    simulated away with the core's solver (`consolidate.rs`), and at most one delete or
@@ -27,7 +29,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::Reason;
-use super::budget::allowed;
+use super::budget::{allowed, expiration_cap, expirations_allowed};
 use super::candidates::{Candidate, Collected, collect, sort};
 use super::capacity::floor;
 use super::consolidate::{self, Decision, Outcome};
@@ -90,10 +92,12 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         candidates,
         mut underutilized,
         counts,
+        expiring,
         mut room,
     } = collect(snapshot, now, &mut plan);
 
     let mut used: HashMap<&str, usize> = HashMap::new();
+    let mut expired_used: HashMap<&str, usize> = HashMap::new();
     let mut lowered: HashMap<&str, usize> = HashMap::new();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
@@ -114,6 +118,23 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
                 },
             });
             continue;
+        }
+        if c.reason == Reason::Expired {
+            let pool = c.pool.name.as_str();
+            let under_way = expiring.get(pool).copied().unwrap_or(0);
+            let planned = expired_used.entry(pool).or_default();
+            if expirations_allowed(budgets, nodes, disrupting, under_way, now) <= *planned {
+                plan.kept.push(kept(
+                    c.node,
+                    c.reason,
+                    KeptWhy::ExpirationCap {
+                        pool: c.pool.name.clone(),
+                        cap: expiration_cap(nodes),
+                    },
+                ));
+                continue;
+            }
+            *planned += 1;
         }
         *used += 1;
         if lowers(c.reason) {
@@ -137,6 +158,13 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     // One method at a time, as Karpenter: consolidation waits while anything else is
     // going, so its simulation never counts room that drained pods are about to take.
     let quiet = plan.commands.is_empty() && counts.values().all(|(_, d)| *d == 0);
+    if !quiet {
+        plan.kept.extend(
+            underutilized
+                .drain(..)
+                .map(|c| kept(c.node, c.reason, KeptWhy::RemovalUnderWay)),
+        );
+    }
     if let (true, Some(sim)) = (quiet, &snapshot.simulation) {
         sort(&mut underutilized);
         let mut used: HashMap<&str, usize> = HashMap::new();

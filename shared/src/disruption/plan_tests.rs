@@ -213,25 +213,61 @@ fn an_expired_node_with_pods_is_replaced_and_an_expired_empty_one_deleted_as_emp
     assert_eq!(plan.price_after, plan.price_before);
 }
 
+/// `n` nodes of pool `default`, each with one pod, created on 2026-03-01.
+fn busy_nodes(n: usize) -> Vec<NodeView> {
+    (0..n)
+        .map(|i| {
+            let mut n = node(&format!("n{i:02}"), "default");
+            n.pods.push(pod(&format!("p{i}"), PodKind::Workload));
+            n
+        })
+        .collect()
+}
+
 #[test]
 fn expired_nodes_go_a_few_at_a_time_within_the_budget_and_the_rest_are_kept_for_it() {
     let mut p = pool("default");
     p.expire_after = Some(Duration::from_secs(3600));
     p.budgets = Ok(vec![count_budget(NodesLimit::Count(2))]);
-    let nodes: Vec<_> = (0..5)
-        .map(|i| {
-            let mut n = node(&format!("n{i}"), "default");
-            n.pods.push(pod(&format!("p{i}"), PodKind::Workload));
-            n
-        })
-        .collect();
-    let plan = plan_disruption(&snapshot(vec![p], nodes), t("10:00:00"));
+    // 25 nodes: the expiration cap (3) is above the budget (2), so the budget holds.
+    let plan = plan_disruption(&snapshot(vec![p], busy_nodes(25)), t("10:00:00"));
     assert_eq!(plan.commands.len(), 2);
-    assert_eq!(plan.kept.len(), 3);
+    assert_eq!(plan.kept.len(), 23);
     assert!(
         kept(&plan).iter().all(|(_, why)| why
             == "NodePool default's disruption budget allows no more expired nodes now")
     );
+}
+
+#[test]
+fn a_budget_that_allows_every_node_still_expires_only_a_tenth_of_the_pool_at_once() {
+    let cap = "NodePool default replaces at most 1 expired nodes at once (10% of its nodes, at least one)";
+    let mut p = unlimited(pool("default"));
+    p.expire_after = Some(Duration::from_secs(3600));
+    let mut only_drifted = p.clone();
+    only_drifted.budgets = Ok(vec![BudgetRule {
+        reasons: vec![Reason::Drifted],
+        ..count_budget(NodesLimit::Count(0))
+    }]);
+    for pool in [p, only_drifted] {
+        let plan = plan_disruption(&snapshot(vec![pool.clone()], busy_nodes(10)), t("10:00:00"));
+        assert_eq!(deleted(&plan), vec![("n00", Reason::Expired)], "{pool:?}");
+        assert_eq!(plan.kept.len(), 9, "{pool:?}");
+        assert!(kept(&plan).iter().all(|(_, why)| why == cap), "{plan:?}");
+        // One already being replaced for expiry: none more begins.
+        let mut nodes = busy_nodes(10);
+        nodes[3].disrupting = true;
+        nodes[3].removing = Some(Reason::Expired);
+        let plan = plan_disruption(&snapshot(vec![pool.clone()], nodes), t("10:00:00"));
+        assert!(plan.commands.is_empty(), "{plan:?}");
+        assert_eq!(plan.kept.len(), 9, "{pool:?}");
+        // Another kind of removal under way does not use the cap up.
+        let mut nodes = busy_nodes(10);
+        nodes[3].disrupting = true;
+        nodes[3].removing = Some(Reason::Empty);
+        let plan = plan_disruption(&snapshot(vec![pool.clone()], nodes), t("10:00:00"));
+        assert_eq!(deleted(&plan), vec![("n00", Reason::Expired)], "{pool:?}");
+    }
 }
 
 #[test]
@@ -299,14 +335,20 @@ fn candidates_go_cheapest_to_disrupt_first_emptiness_before_expiration() {
         ),
         "2026-03-03T01:00:00Z".parse().unwrap(),
     );
+    // Of two expired nodes in a pool of three, the expiration cap (one at a time) takes the
+    // cheaper to disrupt.
     assert_eq!(
         deleted(&plan),
-        vec![
-            ("empty", Reason::Empty),
-            ("one-pod", Reason::Expired),
-            ("two-pods", Reason::Expired)
-        ]
+        vec![("empty", Reason::Empty), ("one-pod", Reason::Expired)]
     );
+    assert_eq!(
+        plan.kept[0].why,
+        KeptWhy::ExpirationCap {
+            pool: "default".into(),
+            cap: 1
+        }
+    );
+    assert_eq!(plan.kept[0].node, "two-pods");
     // Before expiry, cost scales with the lifetime left: the same pods on an older node
     // cost less to disrupt; with two slots of budget for expiry only the older goes.
     let mut q = p;

@@ -61,6 +61,9 @@ pub struct NodeView {
     pub ready: bool,
     /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.
     pub disrupting: bool,
+    /// The reason of the sweeper's removal under way (its `nodewright.io/disruption`
+    /// annotation), if it began one: expirations under way count against the pool's cap.
+    pub removing: Option<super::Reason>,
     /// `karpenter.sh/do-not-disrupt: "true"` on the node.
     pub do_not_disrupt: bool,
     /// When the sweeper first saw it empty (its `nodewright.io/empty-since` annotation).

@@ -24,6 +24,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         created: "2026-03-01T00:00:00Z".parse().unwrap(),
         ready: true,
         disrupting: false,
+        removing: None,
         do_not_disrupt: false,
         empty_since: None,
         instance_type: "m5.large".into(),

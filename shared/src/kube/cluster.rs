@@ -13,6 +13,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -22,7 +23,7 @@ use super::error::{KubeError, RetryPolicy};
 use super::pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable,
 };
-use super::ports::{NodeOps, NodeSource, PendingPodWatch, PodSource};
+use super::ports::{NodeOps, NodeSource, PdbSource, PendingPodWatch, PodSource};
 use crate::api::Taint;
 
 /// Times one list starts over after its continue token expired; more means the list
@@ -237,6 +238,14 @@ impl NodeSource for KubeCluster {
     }
 }
 
+impl PdbSource for KubeCluster {
+    async fn pod_disruption_budgets(&self) -> Result<Vec<PodDisruptionBudget>, KubeError> {
+        let api: Api<PodDisruptionBudget> = Api::all(self.client.clone());
+        self.list_all(&api, ListParams::default(), "poddisruptionbudgets.policy")
+            .await
+    }
+}
+
 impl NodeOps for KubeCluster {
     /// A JSON merge patch replaces `spec.taints` whole, so the current list is read and
     /// written back with the new taint, guarded by `resourceVersion`: a concurrent change
@@ -274,6 +283,45 @@ impl NodeOps for KubeCluster {
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
                 "spec": {"taints": taints},
+            });
+            match self.patch_node(node, patch).await {
+                Err(e) if e.status_code() == Some(409) => continue,
+                other => return other,
+            }
+        }
+        Err(KubeError::Conflict {
+            node: node.to_owned(),
+            attempts: TAINT_CONFLICT_ATTEMPTS,
+        })
+    }
+
+    /// The same guarded read-modify-write as [`NodeOps::taint`], so a taint another
+    /// controller added meanwhile is kept.
+    async fn untaint(&self, node: &str, key: &str) -> Result<(), KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let resource = format!("nodes/{node}");
+        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
+            let current = self
+                .settings
+                .retry
+                .run("get", &resource, || api.get(node))
+                .await?;
+            let all = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            if !all.iter().any(|t| t.key == key) {
+                return Ok(());
+            }
+            let kept: Vec<serde_json::Value> = all
+                .iter()
+                .filter(|t| t.key != key)
+                .map(|t| serde_json::to_value(t).unwrap_or_default())
+                .collect();
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": kept},
             });
             match self.patch_node(node, patch).await {
                 Err(e) if e.status_code() == Some(409) => continue,

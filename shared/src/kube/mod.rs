@@ -36,8 +36,8 @@ pub use pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
 };
 pub use ports::{
-    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PendingPodWatch, PodRef,
-    PodSource,
+    ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PdbSource,
+    PendingPodWatch, PodRef, PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
 pub use sides::{Cluster, NodeDisruption};

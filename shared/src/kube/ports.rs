@@ -6,6 +6,7 @@ use std::fmt;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::config::ConfigLoad;
 use super::error::KubeError;
@@ -38,6 +39,15 @@ pub trait PendingPodWatch: Send + Sync {
     ) -> impl Future<Output = Result<futures::stream::BoxStream<'static, ()>, KubeError>> + Send;
 }
 
+/// The PodDisruptionBudgets of every namespace: the sweeper keeps a node whose pods a
+/// budget allows no disruption of now, instead of tainting it for a drain the Eviction API
+/// would refuse.
+pub trait PdbSource: Send + Sync {
+    fn pod_disruption_budgets(
+        &self,
+    ) -> impl Future<Output = Result<Vec<PodDisruptionBudget>, KubeError>> + Send;
+}
+
 pub trait NodeSource: Send + Sync {
     fn nodes(&self) -> impl Future<Output = Result<Vec<Node>, KubeError>> + Send;
     fn daemon_sets(&self) -> impl Future<Output = Result<Vec<DaemonSet>, KubeError>> + Send;
@@ -56,6 +66,8 @@ pub trait NodeOps: Send + Sync {
         node: &str,
         taint: &Taint,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
+    /// Removes every taint with `key` (any effect); writes nothing when there is none.
+    fn untaint(&self, node: &str, key: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
     fn cordon(&self, node: &str) -> impl Future<Output = Result<(), KubeError>> + Send;
     fn label(
         &self,

@@ -1,5 +1,6 @@
-//! The workload controllers, simulated: Deployment → ReplicaSet → pods, DaemonSets, and
-//! pod garbage collection for deleted nodes.
+//! The workload controllers, simulated: Deployment → ReplicaSet → pods, DaemonSets, pod
+//! garbage collection for deleted nodes, and the disruption controller's
+//! PodDisruptionBudget status.
 //!
 //! A Deployment owns one ReplicaSet `<deployment>-<pod-template-hash>`; a changed template
 //! makes a new ReplicaSet and scales the old one to zero at once (no rolling update
@@ -16,15 +17,17 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::StepReport;
 use super::clock::format_ts;
-use super::eviction::is_ready;
+use super::eviction::{self, is_ready};
 use super::podspec::{is_active, matches_node_selection, node_name, untolerated};
-use super::resources::{DAEMONSETS, DEPLOYMENTS, NODES, PODS, REPLICASETS};
+use super::resources::{DAEMONSETS, DEPLOYMENTS, NODES, PDBS, PODS, REPLICASETS};
 use super::scheduler::set_condition;
 use super::store::{Store, Write};
+use super::subresources::controller_scale;
 
 pub fn reconcile(store: &mut Store, now: Timestamp, report: &mut StepReport) {
     let ts = format_ts(now);
@@ -33,6 +36,7 @@ pub fn reconcile(store: &mut Store, now: Timestamp, report: &mut StepReport) {
     replicasets(store, &ts, report);
     deployment_status(store);
     daemonsets(store, &ts, report);
+    disruption_budgets(store);
 }
 
 fn s(v: &Value, p: &str) -> String {
@@ -170,6 +174,40 @@ fn deployment_status(store: &mut Store) {
                             "updatedReplicas": pods.len(), "readyReplicas": ready, "availableReplicas": ready,
                             "unavailableReplicas": (replicas - ready).max(0)});
         update_status(store, DEPLOYMENTS, &d, status);
+    }
+}
+
+/// The disruption controller (k8s.io/kubernetes pkg/controller/disruption): each budget's
+/// status from the pods it selects, computed as the eviction check computes it, so a
+/// client that reads `status.disruptionsAllowed` (the sweeper's plan, `kubectl get pdb`)
+/// sees what an eviction would be answered. Written once per step, after the workload
+/// controllers; the eviction check itself never reads it (see `eviction.rs`). Not
+/// simulated: `disruptedPods` and the `DisruptionAllowed` condition.
+fn disruption_budgets(store: &mut Store) {
+    let budgets: Vec<Value> = store.list(PDBS, None).cloned().collect();
+    for v in budgets {
+        let Ok(pdb) = serde_json::from_value::<PodDisruptionBudget>(v.clone()) else {
+            continue;
+        };
+        let ns = s(&v, "/metadata/namespace");
+        let pods: Vec<Pod> = store
+            .list(PODS, Some(&ns))
+            .filter_map(|p| serde_json::from_value(p.clone()).ok())
+            .collect();
+        let selected: Vec<&Pod> = pods.iter().filter(|p| eviction::selects(&pdb, p)).collect();
+        let scale = |p: &Pod| controller_scale(store, p);
+        // A budget the controller cannot compute (a bad percentage) keeps its old status.
+        let Ok(st) = eviction::budget_status(&pdb, &selected, &scale) else {
+            continue;
+        };
+        let status = json!({
+            "observedGeneration": v.pointer("/metadata/generation"),
+            "expectedPods": st.expected_pods,
+            "desiredHealthy": st.desired_healthy,
+            "currentHealthy": st.current_healthy,
+            "disruptionsAllowed": st.disruptions_allowed(),
+        });
+        update_status(store, PDBS, &v, status);
     }
 }
 

@@ -2,8 +2,10 @@
 //! controller fills `PodDisruptionBudgetStatus` and the eviction REST handler reads it
 //! (k8s.io/kubernetes pkg/controller/disruption, pkg/registry/core/pod/storage/eviction.go).
 //!
-//! The budget status is computed fresh on every eviction instead of being kept by a
-//! controller, so there is no window in which a stale status allows a second eviction.
+//! The eviction check computes the budget status fresh on every eviction instead of reading
+//! the stored one, so there is no window in which a stale status allows a second eviction;
+//! the disruption controller's step (`controller.rs`) writes the same computation into
+//! `status` for readers.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,9 @@
-//! Fault injection for tests: make the next requests that match fail, or answer slowly.
+//! Fault injection for tests: make the next requests that match fail, or answer slowly, or
+//! change the cluster just before one is served (a race staged at a chosen request).
 
 use std::time::Duration;
+
+use serde_json::Value;
 
 use super::status::ApiError;
 
@@ -94,10 +97,20 @@ pub struct RequestFacts<'a> {
     pub continued: bool,
 }
 
+/// An object to store just before the first request matching `method` and `target` is
+/// served: what another client (a scheduler binding a pod) did at that instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Before {
+    pub method: Option<String>,
+    pub target: FaultTarget,
+    pub object: Value,
+}
+
 /// Active faults and slow paths.
 #[derive(Debug, Default)]
 pub struct Faults {
     pending: Vec<Fault>,
+    before: Vec<Before>,
     slow: Vec<(String, Duration)>,
     /// The most items one list page holds, whatever `limit` asked: an API server may
     /// answer with fewer items than asked and a `continue` token.
@@ -115,8 +128,22 @@ impl Faults {
         self.slow.push((path_prefix, delay));
     }
 
+    pub fn before(&mut self, b: Before) {
+        self.before.push(b);
+    }
+
+    /// Takes the objects to store before serving this request (each is stored once).
+    pub fn take_before(&mut self, req: RequestFacts<'_>) -> Vec<Value> {
+        let (now, later): (Vec<Before>, Vec<Before>) = std::mem::take(&mut self.before)
+            .into_iter()
+            .partition(|b| matches_target(b.method.as_deref(), &b.target, false, req));
+        self.before = later;
+        now.into_iter().map(|b| b.object).collect()
+    }
+
     pub fn clear(&mut self) {
         self.pending.clear();
+        self.before.clear();
         self.slow.clear();
         self.page_cap = None;
     }
@@ -155,13 +182,22 @@ impl Faults {
 }
 
 fn matches(f: &Fault, req: RequestFacts<'_>) -> bool {
-    if f.method.as_deref().is_some_and(|m| m != req.method) {
+    matches_target(f.method.as_deref(), &f.target, f.continued_only, req)
+}
+
+fn matches_target(
+    method: Option<&str>,
+    target: &FaultTarget,
+    continued_only: bool,
+    req: RequestFacts<'_>,
+) -> bool {
+    if method.is_some_and(|m| m != req.method) {
         return false;
     }
-    if f.continued_only && !req.continued {
+    if continued_only && !req.continued {
         return false;
     }
-    match &f.target {
+    match target {
         FaultTarget::PathPrefix(p) => req.path.starts_with(p.as_str()),
         FaultTarget::Resource {
             plural,
@@ -210,6 +246,27 @@ mod tests {
             Some(Some(1))
         );
         assert_eq!(f.take(req("POST", "pods", Some("eviction"))), None);
+    }
+
+    #[test]
+    fn an_object_to_store_before_a_request_is_handed_out_once_for_the_first_match() {
+        let mut f = Faults::default();
+        f.before(Before {
+            method: Some("PATCH".into()),
+            target: FaultTarget::PathPrefix("/api/v1/nodes/n1".into()),
+            object: serde_json::json!({"kind": "Pod"}),
+        });
+        let at = |method, path| RequestFacts {
+            method,
+            path,
+            plural: Some("nodes"),
+            subresource: None,
+            continued: false,
+        };
+        assert!(f.take_before(at("GET", "/api/v1/nodes/n1")).is_empty());
+        assert!(f.take_before(at("PATCH", "/api/v1/nodes/n2")).is_empty());
+        assert_eq!(f.take_before(at("PATCH", "/api/v1/nodes/n1")).len(), 1);
+        assert!(f.take_before(at("PATCH", "/api/v1/nodes/n1")).is_empty());
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! Karpenter custom resources behind a CRD switch — with the real JSON shapes, resource
 //! versions, and `meta/v1 Status` errors. [`SimCluster::step`] runs one round of the
 //! simulated control plane on the [`SimClock`]: the kubelet / cloud node lifecycle (EC2
-//! instances become Nodes), the ReplicaSet and DaemonSet controllers, the scheduler, and pod
-//! start-up, and the end of Terminating pods: a pod a node runs is deleted gracefully
+//! instances become Nodes), the ReplicaSet and DaemonSet controllers, the disruption
+//! controller's PodDisruptionBudget status, the scheduler, and pod start-up, and the end of
+//! Terminating pods: a pod a node runs is deleted gracefully
 //! (`deletionTimestamp` + `deletionGracePeriodSeconds`, gone once its grace has run out on
 //! the clock; see `graceful.rs`).
 //!
@@ -164,6 +165,41 @@ pub enum SimError {
     Api(#[source] ApiError),
 }
 
+/// Stores any object of a served kind as given (status included), creating or replacing
+/// it; namespaced objects without a namespace go to `default`. Returns what is stored.
+fn store_object(shared: &Shared, value: Value) -> Result<Value, SimError> {
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let res = resources::find_kind(&api_version, &kind)
+        .ok_or(SimError::UnknownKind { api_version, kind })?;
+    // The namespace the store files it under, as a create would: none for cluster-scoped
+    // kinds (looked up under "default", a re-applied NodePool was taken for a create).
+    let ns =
+        validation::namespace_for(&resources::RESOURCES[res], "", &value).map_err(SimError::Api)?;
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let now = shared.clock.rfc3339();
+    let mut store = shared.store();
+    let exists = store.get(res, &ns, &name).is_ok();
+    let out = if exists {
+        store.replace(res, &ns, &name, value, Write::Internal)
+    } else {
+        store.create(res, &ns, value, &now, Write::Internal)
+    };
+    out.map_err(SimError::Api)
+}
+
 /// What one [`SimCluster::step`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StepReport {
@@ -310,36 +346,7 @@ impl SimCluster {
     /// Stores any object of a served kind as given (status included), creating or replacing
     /// it; namespaced objects without a namespace go to `default`. Returns what is stored.
     pub fn apply_json(&self, value: Value) -> Result<Value, SimError> {
-        let api_version = value
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let kind = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let res = resources::find_kind(&api_version, &kind)
-            .ok_or(SimError::UnknownKind { api_version, kind })?;
-        // The namespace the store files it under, as a create would: none for cluster-scoped
-        // kinds (looked up under "default", a re-applied NodePool was taken for a create).
-        let ns = validation::namespace_for(&resources::RESOURCES[res], "", &value)
-            .map_err(SimError::Api)?;
-        let name = value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let now = self.inner.shared.clock.rfc3339();
-        let mut store = self.inner.shared.store();
-        let exists = store.get(res, &ns, &name).is_ok();
-        let out = if exists {
-            store.replace(res, &ns, &name, value, Write::Internal)
-        } else {
-            store.create(res, &ns, value, &now, Write::Internal)
-        };
-        out.map_err(SimError::Api)
+        store_object(&self.inner.shared, value)
     }
 
     /// A stored object, by kind (`"v1"`, `"Pod"`), namespace (ignored for cluster-scoped
@@ -386,6 +393,17 @@ impl SimCluster {
     /// Makes the next matching requests fail (see [`Fault`]).
     pub fn inject(&self, fault: Fault) {
         self.inner.shared.faults().inject(fault);
+    }
+
+    /// Stores `object` (as [`apply_json`](Self::apply_json)) just before the first request
+    /// matching `method` and `target` is served, once: a change another client makes at that
+    /// very moment (a pod bound to a node between a client's read and its write).
+    pub fn apply_before(&self, method: &str, target: FaultTarget, object: Value) {
+        self.inner.shared.faults().before(faults::Before {
+            method: Some(method.to_ascii_uppercase()),
+            target,
+            object,
+        });
     }
 
     /// Delays every request whose path starts with `path_prefix` by `delay` (real time).

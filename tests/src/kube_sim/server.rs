@@ -127,7 +127,7 @@ pub async fn handle(
             .to_string(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
-    let (delay, fault) = {
+    let (delay, fault, before) = {
         let mut f = sh.faults();
         let facts = RequestFacts {
             method: method.as_str(),
@@ -140,10 +140,15 @@ pub async fn handle(
         if let Some(limit) = f.page_limit(asked).filter(|_| method == Method::GET) {
             query.insert("limit".into(), limit.to_string());
         }
-        (f.delay_for(&path), f.take(facts))
+        (f.delay_for(&path), f.take(facts), f.take_before(facts))
     };
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
+    }
+    for object in before {
+        if let Err(e) = super::store_object(&sh, object) {
+            tracing::warn!(error = %e, "an object staged before a request was not stored");
+        }
     }
     if let Some(e) = fault {
         return e.into_response();

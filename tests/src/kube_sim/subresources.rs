@@ -73,7 +73,7 @@ pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) ->
 
 /// The controller of a pod and the replicas it wants, following ReplicaSet → Deployment
 /// as the disruption controller's finders do.
-fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
+pub(super) fn controller_scale(store: &Store, pod: &Pod) -> Option<(String, i32)> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("");
     let owner = pod
         .metadata

@@ -8,8 +8,8 @@ mod setup;
 
 use nodewright::api::{Taint, TaintEffect};
 use nodewright::kube::{
-    ConfigOrigin, ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PodRef,
-    PodSource, usable,
+    ConfigOrigin, ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PdbSource,
+    PodRef, PodSource, usable,
 };
 use nodewright_world::kube_sim::Fault;
 use serde_json::{Value, json};
@@ -96,6 +96,41 @@ async fn namespaces_are_listed_page_by_page_for_their_labels() {
     let lists = server.requests_to("GET", "/api/v1/namespaces");
     assert!(lists.len() >= 2, "in pages of two: {lists:?}");
     assert!(lists.iter().all(|r| r.query("limit") == Some("2")));
+}
+
+#[tokio::test]
+async fn pod_disruption_budgets_are_listed_in_every_namespace_page_by_page() {
+    let pdb = |namespace: &str, name: &str| {
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": name, "namespace": namespace},
+               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": name}}}})
+    };
+    let server = Adapters::start(false, 2).await.with([
+        pdb("shop", "web"),
+        pdb("shop", "db"),
+        pdb("billing", "ledger"),
+    ]);
+    let pdbs = server
+        .cluster
+        .pod_disruption_budgets()
+        .await
+        .expect("budgets");
+    let mut names: Vec<String> = pdbs
+        .iter()
+        .map(|b| {
+            format!(
+                "{}/{}",
+                b.metadata.namespace.as_deref().unwrap_or_default(),
+                b.metadata.name.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(names, ["billing/ledger", "shop/db", "shop/web"]);
+    let lists = server.requests_to("GET", "/apis/policy/v1/poddisruptionbudgets");
+    assert_eq!(lists.len(), 2, "three budgets in pages of two: {lists:?}");
+    assert!(lists.iter().all(|r| r.query("limit") == Some("2")));
+    assert!(lists[1].query("continue").is_some_and(|t| !t.is_empty()));
 }
 
 #[tokio::test]
@@ -420,6 +455,52 @@ async fn tainting_keeps_existing_taints_guards_the_write_and_is_idempotent() {
             {"key": "dedicated", "value": "web", "effect": "NoSchedule"},
             {"key": "nodewright.io/disrupted", "effect": "NoSchedule"}
         ]}})
+    );
+}
+
+#[tokio::test]
+async fn untainting_takes_off_only_that_key_guards_the_write_and_is_idempotent() {
+    let server = Adapters::start(false, 500).await.with([node("node-a")]);
+    server
+        .cluster
+        .taint("node-a", &disrupted())
+        .await
+        .expect("taint");
+    let read_version = server
+        .sim
+        .get_json("v1", "Node", "", "node-a")
+        .expect("node-a")["metadata"]["resourceVersion"]
+        .clone();
+    server
+        .cluster
+        .untaint("node-a", "nodewright.io/disrupted")
+        .await
+        .expect("untaint");
+    server
+        .cluster
+        .untaint("node-a", "nodewright.io/disrupted")
+        .await
+        .expect("untaint again");
+    let patches = server.requests_to("PATCH", "/api/v1/nodes/node-a");
+    assert_eq!(
+        patches.len(),
+        2,
+        "the taint, the untaint; the second untaint finds nothing to take off"
+    );
+    assert_eq!(
+        patches[1].body,
+        json!({"metadata": {"resourceVersion": read_version}, "spec": {"taints": [
+            {"key": "dedicated", "value": "web", "effect": "NoSchedule"}
+        ]}})
+    );
+    let taints = server
+        .sim
+        .get_json("v1", "Node", "", "node-a")
+        .expect("node-a")["spec"]["taints"]
+        .clone();
+    assert_eq!(
+        taints,
+        json!([{"key": "dedicated", "value": "web", "effect": "NoSchedule"}])
     );
 }
 

@@ -97,6 +97,9 @@ impl NodeOps for FakeCluster {
     async fn taint(&self, _: &str, _: &Taint) -> Result<(), KubeError> {
         Ok(())
     }
+    async fn untaint(&self, _: &str, _: &str) -> Result<(), KubeError> {
+        Ok(())
+    }
     async fn cordon(&self, _: &str) -> Result<(), KubeError> {
         Ok(())
     }

@@ -3,31 +3,25 @@
 //! replaces each expired node replacement first: launched through the provisioning core,
 //! the old node drained only once the replacement is a Ready node. The provisioner is not
 //! invoked during the scene, and the line for each sweep says how many pods are waiting
-//! for a node (none should be).
+//! for a node. The scene checks what it tells: each expired node is replaced and gone, no
+//! node drains before the replacement it records is a Ready node, no pod waits for a node,
+//! and `inflate` runs whole at the end.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use anyhow::{bail, ensure};
 use nodewright::aws::Ec2Adapter;
+use nodewright::disruption::{REPLACEMENT_ANNOTATION, parse_replacement};
 use nodewright::kube::KubeCluster;
 use nodewright::provision::Replacement;
 use nodewright_sweeper::{GroupReplacement, LaunchResolver, State};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke};
-use serde_json::{Value, json};
 
-use super::{Story, pods};
+use super::{Story, default_pool_nodes, node_of_instance, pods, sweep, text};
 
 const REPLICAS: usize = 3;
-
-fn default_pool_nodes(world: &World) -> Vec<String> {
-    world
-        .sim
-        .list_json("v1", "Node")
-        .iter()
-        .filter(|n| n["metadata"]["labels"]["karpenter.sh/nodepool"] == "default")
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-        .collect()
-}
 
 fn inflate_running(world: &World) -> usize {
     world
@@ -40,16 +34,21 @@ fn inflate_running(world: &World) -> usize {
         .count()
 }
 
-async fn sweep<R>(sweeper: &State<KubeCluster, Ec2Adapter, R>) -> anyhow::Result<Value>
-where
-    R: Replacement + LaunchResolver + GroupReplacement,
-{
-    nodewright_sweeper::handler(
-        lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),
-        sweeper,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("sweeper: {e}"))
+/// The instances `node` records as its replacement that are not Ready nodes yet.
+fn replacement_not_ready(world: &World, node: &str) -> Vec<String> {
+    let recorded = world
+        .sim
+        .get_json("v1", "Node", "", node)
+        .and_then(|n| {
+            n["metadata"]["annotations"][REPLACEMENT_ANNOTATION]
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    parse_replacement(&recorded)
+        .into_iter()
+        .filter(|id| !node_of_instance(world, id).is_some_and(|(_, ready)| ready))
+        .collect()
 }
 
 pub async fn scene<R>(
@@ -91,18 +90,36 @@ where
     world.clock().advance(Duration::from_secs(11 * 60));
     world.sim.step().await;
     story.say("11 (simulated) minutes later: those nodes are past expireAfter");
+    ensure!(
+        !expiring.is_empty() && inflate_running(world) == REPLICAS,
+        "scene 8: {REPLICAS} inflate pods should run on NodePool default, {} run on {expiring:?}",
+        inflate_running(world)
+    );
     let mut before = None;
     let mut after = None;
+    let mut replaced: BTreeSet<String> = BTreeSet::new();
     for _ in 0..16 {
         let report = sweep(sweeper).await?;
         before.get_or_insert(report["price_before"].as_f64().unwrap_or_default());
         for c in report["commands"].as_array().into_iter().flatten() {
             story.say(format!(
                 "sweeper: {} {} ({})",
-                c["action"].as_str().unwrap_or_default(),
+                text(&c["action"]),
                 c["nodes"],
-                c["reason"].as_str().unwrap_or_default(),
+                text(&c["reason"]),
             ));
+            if c["reason"] == "expired" {
+                replaced.extend(c["nodes"].as_array().into_iter().flatten().map(text));
+            }
+        }
+        // Replacement first: a node drains only once what it records is a Ready node.
+        for node in report["draining"].as_array().into_iter().flatten() {
+            let node = text(node);
+            let not_ready = replacement_not_ready(world, &node);
+            ensure!(
+                not_ready.is_empty(),
+                "scene 8: {node} drains before its replacement {not_ready:?} is a Ready node"
+            );
         }
         for (key, what) in [
             (
@@ -117,7 +134,7 @@ where
             ("removed", "instance terminated, Node deleted"),
         ] {
             for node in report[key].as_array().into_iter().flatten() {
-                story.say(format!("  {}: {what}", node.as_str().unwrap_or_default()));
+                story.say(format!("  {}: {what}", text(node)));
             }
         }
         let left = default_pool_nodes(world);
@@ -135,18 +152,32 @@ where
             inflate_running(world),
             default_pool_nodes(world)
         ));
+        ensure!(
+            unschedulable == 0,
+            "scene 8: {unschedulable} pods wait for a node while expired nodes are replaced"
+        );
     }
-    match after {
-        Some(after) => story.say(format!(
-            "every expired node replaced: nodewright's fleet ${:.4}/h before, ${after:.4}/h after; {}/{REPLICAS} inflate pods Running on {:?}",
-            before.unwrap_or_default(),
-            inflate_running(world),
+    let Some(after) = after else {
+        bail!(
+            "scene 8: expired nodes still present after the scene: {:?}",
             default_pool_nodes(world)
-        )),
-        None => anyhow::bail!(
-            "expired nodes still present after the scene: {:?}",
-            default_pool_nodes(world)
-        ),
-    }
+        );
+    };
+    // A node that emptied meanwhile goes as empty, which is no replacement to check.
+    ensure!(
+        expiring.iter().any(|n| replaced.contains(n)),
+        "scene 8: none of the expired nodes {expiring:?} was replaced for expiry"
+    );
+    ensure!(
+        inflate_running(world) == REPLICAS,
+        "scene 8: {}/{REPLICAS} inflate pods Running after the replacements",
+        inflate_running(world)
+    );
+    story.say(format!(
+        "checked: every expired node replaced, its replacement Ready before it drained: nodewright's fleet ${:.4}/h before, ${after:.4}/h after; {}/{REPLICAS} inflate pods Running on {:?}",
+        before.unwrap_or_default(),
+        inflate_running(world),
+        default_pool_nodes(world)
+    ));
     Ok(())
 }

@@ -2,6 +2,10 @@
 //! EKS cluster, told as a timeline. Nothing here is scripted output: every line reports
 //! what the handler did, what moto holds and what the simulated cluster shows.
 //!
+//! The sweeper's scenes check what they tell (the emptied nodes went, two half-empty nodes
+//! became one cheaper node, each expired node was replaced with its replacement Ready
+//! first) and the demo exits non-zero, naming the scene and what did not happen, if not.
+//!
 //! The simulated cluster's kubeconfig is written under `target/` and printed as a
 //! `KUBECONFIG=` line; with `NODEWRIGHT_DEMO_KEEP=1` (`make demo KEEP=1`) the world keeps
 //! running after the story — the control plane stepping in real time and the provisioner
@@ -12,14 +16,19 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use nodewright::provision::BatchWindow;
+use nodewright::aws::Ec2Adapter;
+use nodewright::kube::KubeCluster;
+use nodewright::provision::{BatchWindow, Replacement};
+use nodewright_sweeper::{GroupReplacement, LaunchResolver, State};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::{Value, json};
 
 // The scenes too long to sit here live beside it, in their own files.
+mod consolidation;
 mod expiry;
+mod scale_down;
 
 const CLUSTER: &str = "demo-cluster";
 /// How often the kept world invokes the provisioner (EventBridge Scheduler's minute is too
@@ -74,6 +83,59 @@ fn ready_nodes(world: &World) -> usize {
             })
         })
         .count()
+}
+
+/// A JSON string's text (empty for anything else).
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+fn node_exists(world: &World, node: &str) -> bool {
+    world.sim.get_json("v1", "Node", "", node).is_some()
+}
+
+/// The nodes of NodePool `default`.
+fn default_pool_nodes(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter(|n| n["metadata"]["labels"]["karpenter.sh/nodepool"] == "default")
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The Node of instance `id` (by `spec.providerID`), and whether it is Ready.
+fn node_of_instance(world: &World, id: &str) -> Option<(String, bool)> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .find(|n| {
+            n["spec"]["providerID"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&format!("/{id}")))
+        })
+        .map(|n| {
+            let ready = n["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+            (text(&n["metadata"]["name"]), ready)
+        })
+}
+
+/// One invocation of the real sweeper handler, as the schedule makes it.
+async fn sweep<R>(sweeper: &State<KubeCluster, Ec2Adapter, R>) -> anyhow::Result<Value>
+where
+    R: Replacement + LaunchResolver + GroupReplacement,
+{
+    nodewright_sweeper::handler(
+        lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),
+        sweeper,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("sweeper: {e}"))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -388,67 +450,12 @@ async fn main() -> anyhow::Result<()> {
     let sweeper = nodewright_world::kit::sweeper_state(&world)
         .await?
         .with_replacer(state.provisioner());
-    for (replicas, rounds) in [(4, 10), (0, 12)] {
-        let mut deployment = world
-            .sim
-            .get_json("apps/v1", "Deployment", "default", "inflate")
-            .context("the inflate Deployment")?;
-        deployment["spec"]["replicas"] = json!(replicas);
-        world.sim.apply_json(deployment)?;
-        story.say(format!(
-            "inflate scaled to {replicas} replicas; the real sweeper handler runs every (simulated) 30 s, the provisioner after it"
-        ));
-        let mut first: Option<f64> = None;
-        let mut last = 0.0;
-        for _ in 0..rounds {
-            world.clock().advance(Duration::from_secs(30));
-            world.sim.step().await;
-            let report = nodewright_sweeper::handler(
-                lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),
-                &sweeper,
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("sweeper: {e}"))?;
-            first.get_or_insert(report["price_before"].as_f64().unwrap_or_default());
-            last = report["price_after"].as_f64().unwrap_or_default();
-            for c in report["commands"].as_array().into_iter().flatten() {
-                story.say(format!(
-                    "sweeper: {} {} ({}), saving ${:.4}/h",
-                    c["action"].as_str().unwrap_or_default(),
-                    c["nodes"],
-                    c["reason"].as_str().unwrap_or_default(),
-                    c["savings_per_hour"].as_f64().unwrap_or_default()
-                ));
-            }
-            for (key, what) in [
-                ("marked_empty", "seen empty; goes after consolidateAfter"),
-                (
-                    "replacements_launched",
-                    "replacement launched before the drain",
-                ),
-                ("removed", "instance terminated, Node deleted"),
-            ] {
-                for node in report[key].as_array().into_iter().flatten() {
-                    story.say(format!("  {}: {what}", node.as_str().unwrap_or_default()));
-                }
-            }
-            // Pods a drain moved that fit nowhere are the provisioner's.
-            let summary = invoke(&state).await?;
-            let launched = summary["launchedInstances"].as_array().map_or(0, Vec::len);
-            if launched > 0 {
-                story.say(format!(
-                    "  provisioner: {launched} instances for pods the drains moved"
-                ));
-            }
-        }
-        let (total, running, _) = pods(&world);
-        story.say(format!(
-            "nodewright's fleet: ${:.4}/h before, ${last:.4}/h after; {running}/{total} pods Running",
-            first.unwrap_or_default()
-        ));
-    }
+    scale_down::scene(&world, &state, &sweeper, &story).await?;
 
-    story.phase("7. An expired node is replaced, replacement first");
+    story.phase("7. Two half-empty nodes become one cheaper node");
+    consolidation::scene(&world, &story).await?;
+
+    story.phase("8. An expired node is replaced, replacement first");
     expiry::scene(&world, &state, &sweeper, &story).await?;
 
     story.phase("Summary");

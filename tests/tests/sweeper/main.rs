@@ -6,6 +6,12 @@
 //! clock is the simulated cluster's (`SimNow`), so "fifteen minutes later" is a clock
 //! advance, not a sleep; moto's launch times are wall-clock, which the manual clock starts
 //! from. The handler, its adapters, the AWS SDK and `kube::Client` are real.
+//!
+//! What keeps a node or calls its removal off is in `guards.rs`; orphan Nodes in
+//! `hygiene.rs`; both use this file's set-up.
+
+mod guards;
+mod hygiene;
 
 use std::sync::Arc;
 use std::time::Duration;

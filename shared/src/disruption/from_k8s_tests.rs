@@ -1,0 +1,115 @@
+//! From Kubernetes objects to the snapshot: which pods a PodDisruptionBudget holds.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde_json::{Value, json};
+
+use super::from_k8s::blocked_pods;
+
+fn pod(namespace: &str, name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+    }))
+    .unwrap()
+}
+
+/// A budget in `default` whose status allows `allowed` disruptions (`None`: no status yet,
+/// as before the disruption controller has seen it).
+fn pdb(name: &str, selector: Value, allowed: Option<i32>) -> PodDisruptionBudget {
+    let mut v = json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"maxUnavailable": 0, "selector": selector},
+    });
+    if let Some(n) = allowed {
+        v["status"] = json!({"disruptionsAllowed": n, "currentHealthy": 1,
+                             "desiredHealthy": 1, "expectedPods": 1});
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn a_budget_allowing_no_disruption_now_holds_the_pods_it_selects_in_its_namespace_only() {
+    let web = || json!({"matchLabels": {"app": "web"}});
+    let pods = [
+        pod("default", "web-0", "web"),
+        pod("default", "db-0", "db"),
+        pod("other", "web-1", "web"),
+    ];
+    // (budgets, the pods held as "namespace/pod by budget", problems)
+    let cases: Vec<(&str, Vec<PodDisruptionBudget>, Vec<&str>, usize)> = vec![
+        (
+            "none allowed: held",
+            vec![pdb("web", web(), Some(0))],
+            vec!["default/web-0 by web"],
+            0,
+        ),
+        (
+            "one allowed: not held",
+            vec![pdb("web", web(), Some(1))],
+            vec![],
+            0,
+        ),
+        (
+            "no status yet: not held (nothing known)",
+            vec![pdb("web", web(), None)],
+            vec![],
+            0,
+        ),
+        (
+            "a null selector selects no pod (policy/v1)",
+            vec![pdb("none", Value::Null, Some(0))],
+            vec![],
+            0,
+        ),
+        (
+            "an empty selector selects every pod of its namespace",
+            vec![pdb("all", json!({}), Some(0))],
+            vec!["default/db-0 by all", "default/web-0 by all"],
+            0,
+        ),
+        (
+            "match expressions",
+            vec![pdb(
+                "not-web",
+                json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}),
+                Some(0),
+            )],
+            vec!["default/db-0 by not-web"],
+            0,
+        ),
+        (
+            "two budgets over one pod: the first named",
+            vec![pdb("first", web(), Some(0)), pdb("second", web(), Some(0))],
+            vec!["default/web-0 by first"],
+            0,
+        ),
+        (
+            "a selector that cannot be read holds nothing and is a problem",
+            vec![pdb(
+                "bad",
+                json!({"matchExpressions": [{"key": "app", "operator": "Near"}]}),
+                Some(0),
+            )],
+            vec![],
+            1,
+        ),
+    ];
+    for (case, budgets, want, want_problems) in cases {
+        let mut problems = Vec::new();
+        let held = blocked_pods(&budgets, &pods, &mut problems);
+        let mut got: Vec<String> = held
+            .iter()
+            .map(|((ns, pod), pdb)| format!("{ns}/{pod} by {pdb}"))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{case}");
+        assert_eq!(problems.len(), want_problems, "{case}: {problems:?}");
+        for p in &problems {
+            assert!(
+                p.contains("PodDisruptionBudget default/bad") && p.contains("spec.selector"),
+                "{case}: {p}"
+            );
+        }
+    }
+}
