@@ -627,6 +627,10 @@ fn main() {
         return;
     }
     throughput(&catalog);
+    // `-- --throughput`: the throughput table alone.
+    if args.iter().any(|a| a == "--throughput") {
+        return;
+    }
     let out = std::process::Command::new(std::env::current_exe().expect("own path"))
         .arg("--rss-child")
         .output();

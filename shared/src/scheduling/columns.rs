@@ -29,8 +29,12 @@ const COLUMNS_PER_ROUND: usize = 24;
 const FILL_NODE_LIMIT: u32 = 400;
 /// Distinct shapes past which the mix is left to the greedy: the LP has one row per shape.
 pub const MAX_SHAPES: usize = 64;
-/// Branch-and-bound nodes the integer program over the columns may take.
+/// Branch-and-bound nodes the integer program over the columns may take, and the mixes
+/// it is tried on.
 const MASTER_NODE_LIMIT: u64 = 300;
+const MASTER_MAX_PODS: u32 = 100;
+/// Leftovers of the dive up to this many pods get new columns of their own.
+const DIVE_PRICING_MAX_PODS: u32 = 100;
 /// A column improves the LP when it is worth more than its price by this share.
 const IMPROVES: f64 = 1e-6;
 
@@ -99,7 +103,14 @@ pub fn configuration_packing(
             nodes.extend(exact);
             break;
         }
-        let next = lp.generate(&left, DIVE_ROUNDS).and_then(|_| {
+        // New columns for what is left only while it is small: on a large mix each
+        // step's pricing would cost more than the rounding it saves.
+        let rounds = if left.iter().sum::<u32>() <= DIVE_PRICING_MAX_PODS {
+            DIVE_ROUNDS
+        } else {
+            0
+        };
+        let next = lp.generate(&left, rounds).and_then(|_| {
             let x = lp.primal(&left)?;
             let c = (0..x.len())
                 .filter(|&c| {
@@ -126,8 +137,12 @@ pub fn configuration_packing(
     let mut best = finish(bins, &lp.kept, shapes, nodes)?;
     // The columns as an integer program (price-and-branch): on a mix of few pods, where
     // one node more or less is a large share of the price, its search often beats the
-    // dive; its node limit keeps it as quick as the rest.
-    if let Some(whole) = lp.integer(MASTER_NODE_LIMIT) {
+    // dive; on a large mix the dive's rounding is a small share and the search would
+    // cost more than the rest together.
+    let pods: u32 = shapes.iter().map(|(_, n)| n).sum();
+    if pods <= MASTER_MAX_PODS
+        && let Some(whole) = lp.integer(MASTER_NODE_LIMIT)
+    {
         let mut left: Vec<u32> = shapes.iter().map(|(_, n)| *n).collect();
         let mut nodes = vec![];
         for (c, copies) in whole.iter().enumerate() {

@@ -102,12 +102,19 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
             .all(|k| ty.capacity.get(k) <= claim.reserved.get(k)),
         None => true,
     };
+    let filter = t.filter(&claim.reqs);
     let mut candidates: Vec<(&TypeOption, f64)> = t
         .types
         .iter()
         .filter(|ty| claim.used.fits_in(&ty.free) && reserved_ok(ty))
-        .filter(|ty| !claim.narrowed || ty.satisfies(&claim.reqs))
-        .filter_map(|ty| ty.cheapest(&claim.reqs).map(|o| (ty, o.price)))
+        .filter_map(|ty| {
+            let offer = if claim.narrowed {
+                filter.offer(ty)
+            } else {
+                filter.cheapest(ty)
+            };
+            offer.map(|o| (ty, o.price))
+        })
         .collect();
     candidates.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.name.cmp(&b.0.name)));
     let chosen =

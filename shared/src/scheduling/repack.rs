@@ -73,13 +73,13 @@ impl Solver<'_> {
     fn repack_batch(&mut self, batch: Batch) {
         let t = &self.templates[batch.template];
         // Types a claim with these requirements may launch, with the price it would pay.
+        let filter = t.filter(&batch.reqs);
         let types: Vec<(usize, Bin)> = t
             .types
             .iter()
             .enumerate()
-            .filter(|(_, ty)| ty.satisfies(&batch.reqs))
             .filter_map(|(k, ty)| {
-                ty.cheapest(&batch.reqs).map(|o| {
+                filter.offer(ty).map(|o| {
                     (
                         k,
                         Bin {

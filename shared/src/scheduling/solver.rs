@@ -591,8 +591,14 @@ impl<'a> Solver<'a> {
         let mut any_satisfies = false;
         let mut any_fits = false;
         let mut largest_free = Resources::default();
+        let filter = t.filter(reqs);
         for (k, ty) in t.types.iter().enumerate() {
-            if check_reqs && !ty.satisfies(reqs) {
+            let offer = if check_reqs {
+                filter.offer(ty)
+            } else {
+                filter.cheapest(ty)
+            };
+            if check_reqs && offer.is_none() {
                 continue;
             }
             any_satisfies = true;
@@ -606,7 +612,7 @@ impl<'a> Solver<'a> {
             {
                 continue;
             }
-            let Some(offer) = ty.cheapest(reqs) else {
+            let Some(offer) = offer else {
                 continue;
             };
             let ratio = |need: i64, have: i64| {

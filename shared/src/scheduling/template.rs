@@ -36,6 +36,8 @@ pub fn defined_by_instance(key: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct OfferingView {
     pub zone: String,
+    /// The zone's place in [`Template::zones`], so that a [`TypeFilter`] tests it by index.
+    pub zone_slot: usize,
     pub capacity_type: CapacityType,
     pub price: f64,
 }
@@ -81,6 +83,45 @@ impl TypeOption {
     }
 }
 
+/// Requirements compiled for a template's types: [`TypeOption::satisfies`] and
+/// [`TypeOption::cheapest`] without a string comparison per offering. The solver asks them
+/// of every type of a NodePool for every claim it opens and finalizes.
+pub struct TypeFilter<'r> {
+    /// The instance-decided requirements other than zone and capacity type.
+    labels: Vec<(&'r str, &'r Requirement)>,
+    /// By zone slot: whether the zone is allowed.
+    zones: Vec<bool>,
+    spot: bool,
+    on_demand: bool,
+}
+
+impl TypeFilter<'_> {
+    /// What `ty.cheapest(reqs)` answers.
+    pub fn cheapest<'t>(&self, ty: &'t TypeOption) -> Option<&'t OfferingView> {
+        ty.offerings
+            .iter()
+            .filter(|o| self.zones.get(o.zone_slot).copied().unwrap_or(false))
+            .filter(|o| match o.capacity_type {
+                CapacityType::Spot => self.spot,
+                CapacityType::OnDemand => self.on_demand,
+            })
+            .min_by(|a, b| {
+                a.price
+                    .total_cmp(&b.price)
+                    .then(a.capacity_type.cmp(&b.capacity_type))
+            })
+    }
+
+    /// What `ty.satisfies(reqs)` answers, and the cheapest offering when it does.
+    pub fn offer<'t>(&self, ty: &'t TypeOption) -> Option<&'t OfferingView> {
+        self.labels
+            .iter()
+            .all(|(k, r)| r.allows(ty.labels.get(*k).map(String::as_str)))
+            .then(|| self.cheapest(ty))
+            .flatten()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Template {
     pub nodepool: String,
@@ -96,6 +137,8 @@ pub struct Template {
     pub daemon_overhead: Resources,
     /// Types sorted cheapest first.
     pub types: Vec<TypeOption>,
+    /// The zones the types' offerings are in, each once.
+    pub zones: Vec<String>,
     /// Set when the NodePool cannot be used at all, with the reason.
     pub unusable: Option<String>,
 }
@@ -160,6 +203,7 @@ impl Template {
                 acc
             });
 
+        let mut zones: Vec<String> = vec![];
         let mut types: Vec<TypeOption> = catalog
             .entries
             .iter()
@@ -177,6 +221,10 @@ impl Template {
                     .filter(|o| o.available)
                     .map(|o| OfferingView {
                         zone: o.zone.clone(),
+                        zone_slot: zones.iter().position(|z| *z == o.zone).unwrap_or_else(|| {
+                            zones.push(o.zone.clone());
+                            zones.len() - 1
+                        }),
                         capacity_type: o.capacity_type,
                         price: o.price,
                     })
@@ -209,7 +257,30 @@ impl Template {
             limits,
             daemon_overhead,
             types,
+            zones,
             unusable,
+        }
+    }
+
+    /// `reqs` compiled for testing many of this template's types against it.
+    pub fn filter<'r>(&self, reqs: &'r Requirements) -> TypeFilter<'r> {
+        let zone = reqs.get(labels::ZONE);
+        let ct = reqs.get(labels::CAPACITY_TYPE);
+        TypeFilter {
+            labels: reqs
+                .iter()
+                .filter(|(k, _)| {
+                    *k != labels::ZONE && *k != labels::CAPACITY_TYPE && defined_by_instance(k)
+                })
+                .map(|(k, r)| (k.as_str(), r))
+                .collect(),
+            zones: self
+                .zones
+                .iter()
+                .map(|z| zone.is_none_or(|r| r.allows(Some(z))))
+                .collect(),
+            spot: ct.is_none_or(|r| r.allows(Some(CapacityType::Spot.as_str()))),
+            on_demand: ct.is_none_or(|r| r.allows(Some(CapacityType::OnDemand.as_str()))),
         }
     }
 
@@ -229,4 +300,83 @@ fn lands_on(ds: &PodDemand, reqs: &Requirements, taints: &[Taint]) -> bool {
             .requirements
             .iter()
             .any(|alt| reqs.compatible(alt, defined_by_instance).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Operator::*;
+    use crate::catalog::DEFAULT_SPOT_DISCOUNT;
+    use crate::scheduling::testkit::{class, pool};
+
+    #[test]
+    fn a_filter_answers_what_satisfies_and_cheapest_answer_for_every_type() {
+        let zones: Vec<String> = ["us-east-1a", "us-east-1b", "us-east-1c"]
+            .iter()
+            .map(|z| z.to_string())
+            .collect();
+        let catalog = Catalog::offline(&zones, DEFAULT_SPOT_DISCOUNT).unwrap();
+        let wide = pool("default")
+            .req(labels::CAPACITY_TYPE, In, &["spot", "on-demand"])
+            .req(labels::ARCH, In, &["amd64", "arm64"])
+            .build();
+        let t = Template::build(&wide, &[class("default")], &catalog, &[]);
+        let with = |extra: &[(&str, Requirement)]| {
+            let mut r = t.requirements.clone();
+            for (k, req) in extra {
+                r.add(k, req.clone());
+            }
+            r
+        };
+        let cases = [
+            with(&[]),
+            with(&[(labels::ZONE, Requirement::in_values(["us-east-1b"]))]),
+            with(&[(labels::CAPACITY_TYPE, Requirement::in_values(["on-demand"]))]),
+            with(&[
+                (
+                    labels::ZONE,
+                    Requirement::in_values(["us-east-1a", "us-east-1c"]),
+                ),
+                (labels::CAPACITY_TYPE, Requirement::in_values(["spot"])),
+            ]),
+            with(&[(labels::ARCH, Requirement::in_values(["arm64"]))]),
+            with(&[(labels::INSTANCE_CATEGORY, Requirement::in_values(["r"]))]),
+            // A zone no offering has, and a label no type carries.
+            with(&[(labels::ZONE, Requirement::in_values(["us-west-2a"]))]),
+            with(&[(labels::INSTANCE_FAMILY, Requirement::in_values(["nope"]))]),
+            // Keys the instance does not decide pass, as `satisfies` has them.
+            with(&[("team", Requirement::in_values(["a"]))]),
+        ];
+        let view = |o: Option<&OfferingView>| o.map(|o| (o.zone.clone(), o.capacity_type, o.price));
+        for reqs in &cases {
+            let filter = t.filter(reqs);
+            let mut offered = 0;
+            for ty in &t.types {
+                let want = if ty.satisfies(reqs) {
+                    ty.cheapest(reqs)
+                } else {
+                    None
+                };
+                assert_eq!(
+                    view(filter.offer(ty)),
+                    view(want),
+                    "{} under {reqs}",
+                    ty.name
+                );
+                assert_eq!(
+                    view(filter.cheapest(ty)),
+                    view(ty.cheapest(reqs)),
+                    "{}",
+                    ty.name
+                );
+                offered += usize::from(want.is_some());
+            }
+            // The cases mean something: most leave types, the impossible ones none.
+            let impossible = reqs
+                .get(labels::ZONE)
+                .is_some_and(|r| r.allows(Some("us-west-2a")))
+                || reqs.get(labels::INSTANCE_FAMILY).is_some();
+            assert_eq!(offered == 0, impossible, "{reqs}: {offered} types");
+        }
+    }
 }
