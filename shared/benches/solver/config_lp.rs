@@ -435,8 +435,8 @@ fn fits(used: &Vector, free: &Vector) -> bool {
 fn used(shapes: &[Shape], counts: &[u32]) -> Vector {
     let mut out = [0i64; 4];
     for (s, &n) in counts.iter().enumerate() {
-        for d in 0..4 {
-            out[d] += shapes[s].size[d] * i64::from(n);
+        for (o, size) in out.iter_mut().zip(&shapes[s].size) {
+            *o += size * i64::from(n);
         }
     }
     out
