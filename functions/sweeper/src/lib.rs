@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use lambda_runtime::{Error, LambdaEvent};
+use nodewright::api::labels;
 use nodewright::aws::OwnedInstances;
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
@@ -30,6 +31,7 @@ use nodewright::disruption::{
 use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
+use nodewright::provision::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
 use nodewright::scheduling::selects_namespaces;
 use serde_json::{Value, json};
 
@@ -170,6 +172,33 @@ where
     result
 }
 
+/// Writes the `nodewright.io/nodeclaim` label on the nodes of this cluster's instances
+/// that lack it, and sets it in `nodes` too. The provisioner writes it on the polls that
+/// read nodes, which happen only while pods are pending; a node that joined when none
+/// were would otherwise never carry it, and a node without it is never taken for
+/// nodewright's (an orphan whose instance is gone would stay). A failed write is logged
+/// and tried again next sweep; this sweep counts the node as labelled either way, since
+/// its instance's tag already says whose it is.
+async fn label_nodes<K, E, R>(
+    state: &State<K, E, R>,
+    nodes: &mut [k8s_openapi::api::core::v1::Node],
+    instances: &[nodewright::aws::OwnedInstance],
+) where
+    K: NodeDisruption,
+{
+    for (node, claim) in missing_nodeclaim_labels(nodes, instances) {
+        if let Err(e) = state.kube.label(&node, labels::NODECLAIM, &claim).await {
+            tracing::warn!(
+                node,
+                nodeclaim = claim,
+                error = nodewright::error_chain(&e),
+                "labelling node failed"
+            );
+        }
+        set_nodeclaim_label(nodes, &node, &claim);
+    }
+}
+
 /// One sweep: read, decide, act.
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
@@ -182,7 +211,7 @@ where
         .load()
         .await
         .map_err(act::kube("loading NodePools"))?;
-    let nodes = state
+    let mut nodes = state
         .kube
         .nodes()
         .await
@@ -200,6 +229,7 @@ where
         .list_owned()
         .await
         .map_err(act::aws("listing this cluster's instances"))?;
+    label_nodes(state, &mut nodes, &instances).await;
     let daemon_sets = state
         .kube
         .daemon_sets()

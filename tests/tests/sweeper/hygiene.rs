@@ -3,10 +3,7 @@
 //!
 //! Emulated besides moto and the simulated cluster: the simulated cloud node lifecycle
 //! controller is not stepped after the termination, so the orphan Node stays as it does
-//! on EKS while that controller lags or is gone; and the Node's `nodewright.io/nodeclaim`
-//! label is copied from its instance's tag by the test when no provisioner poll has done
-//! it yet (the provisioner writes it from the tag on a poll that reads nodes, which in this
-//! scenario's few invocations may not come after the node registered).
+//! on EKS while that controller lags or is gone.
 
 use super::*;
 
@@ -17,29 +14,6 @@ fn instance_of(world: &World, node: &str) -> String {
         .and_then(|p| p.rsplit('/').next())
         .unwrap()
         .to_string()
-}
-
-/// Labels `node` with its instance's `nodewright.io/nodeclaim` tag unless it has the label,
-/// as the provisioner's poll does.
-async fn label_nodeclaim(world: &World, node: &str, id: &str) {
-    let out = aws_sdk_ec2::Client::new(&world.sdk)
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .expect("DescribeInstances");
-    let claim = out.reservations()[0].instances()[0]
-        .tags()
-        .iter()
-        .find(|t| t.key() == Some("nodewright.io/nodeclaim"))
-        .and_then(|t| t.value())
-        .expect("nodewright tags its launches")
-        .to_string();
-    let mut n = world.sim.get_json("v1", "Node", "", node).unwrap();
-    if n["metadata"]["labels"]["nodewright.io/nodeclaim"].is_null() {
-        n["metadata"]["labels"]["nodewright.io/nodeclaim"] = json!(claim);
-        world.sim.apply_json(n).unwrap();
-    }
 }
 
 async fn terminate(world: &World, id: &str) {
@@ -75,7 +49,6 @@ async fn an_orphan_node_is_deleted_once_its_instance_is_gone_and_look_alikes_are
     assert_eq!(ours.len(), 1, "{ours:?}");
     let orphan = ours[0].clone();
     let orphan_id = instance_of(&world, &orphan);
-    label_nodeclaim(&world, &orphan, &orphan_id).await;
     // A look-alike (nodewright's labels) in front of someone else's running instance.
     let foreign_id = run_foreign_instance(&world, &[("Name", "not-ours")]).await;
     node_for(
@@ -94,10 +67,29 @@ async fn an_orphan_node_is_deleted_once_its_instance_is_gone_and_look_alikes_are
         json!({"karpenter.sh/nodepool": "default"}),
     );
     terminate(&world, &gone_id).await;
+    // The sweeper labels the nodes of this cluster's instances with their node claim,
+    // whether or not a provisioner poll has (none came after this node registered): that
+    // label is what makes a Node nodewright's once its instance is gone. Look-alikes in
+    // front of instances that are not this cluster's get none.
+    // As if it registered while no pod was pending: no poll read it, so no label.
+    let mut n = world.sim.get_json("v1", "Node", "", &orphan).unwrap();
+    if let Some(labels) = n["metadata"]["labels"].as_object_mut() {
+        labels.remove("nodewright.io/nodeclaim");
+    }
+    world.sim.apply_json(n).unwrap();
+    let sweeper = sweeper(&world).await;
+    let _ = sweep(&sweeper).await;
+    let label = |node: &str| {
+        world.sim.get_json("v1", "Node", "", node).unwrap()["metadata"]["labels"]
+            ["nodewright.io/nodeclaim"]
+            .clone()
+    };
+    assert!(label(&orphan).is_string(), "{:?}", label(&orphan));
+    assert!(label("someone-elses").is_null());
+    assert_eq!(label("look-alike"), json!("look-alike"));
     // Terminated behind nodewright's back (a person in the console, a stray script).
     terminate(&world, &orphan_id).await;
 
-    let sweeper = sweeper(&world).await;
     // Every Node is now older than the 2 minutes' grace for instances EC2 does not list
     // yet (the cluster is not stepped).
     world.clock().advance(Duration::from_secs(3 * 60));
