@@ -207,3 +207,56 @@ fn a_mix_of_cpu_heavy_and_memory_heavy_pods_costs_less_than_the_greedy_packs_it_
         "plan ${price:.4}/h, greedy ${greedy_price:.4}/h"
     );
 }
+
+#[test]
+fn a_spot_claim_is_priced_at_spot_and_keeps_a_wide_list_for_price_capacity_optimized() {
+    // CreateFleet's price-capacity-optimized strategy picks among the claim's types the
+    // pools least likely to be interrupted: the wider the list, the better its choice.
+    let cat = bundled();
+    let p = pool("default")
+        .req(CAPACITY_TYPE, In, &["spot"])
+        .req(INSTANCE_CATEGORY, In, &["c", "m", "r"])
+        .build();
+    let pods: Vec<PodDemand> = (0..5)
+        .map(|i| {
+            PodDemand::simple(
+                "default",
+                &format!("p{i}"),
+                Resources {
+                    cpu: 1000,
+                    memory: 1 << 30,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    let plan = solve_on(pods, &p, &cat);
+    assert_eq!(plan.node_claims.len(), 1, "{plan:?}");
+    let claim = &plan.node_claims[0];
+    assert_eq!(claim.capacity_type, crate::catalog::CapacityType::Spot);
+    // The estimated spot price of the cheapest type, not its on-demand price.
+    let on_demand = cat
+        .entries
+        .iter()
+        .find(|e| e.instance_type.name == claim.instance_type)
+        .and_then(|e| {
+            e.offerings
+                .iter()
+                .filter(|o| o.capacity_type == crate::catalog::CapacityType::OnDemand)
+                .map(|o| o.price)
+                .reduce(f64::min)
+        })
+        .expect("the bundled catalog prices its on-demand offering");
+    assert!(
+        claim.price_per_hour < 0.5 * on_demand,
+        "{} vs {on_demand}",
+        claim.price_per_hour
+    );
+    assert_eq!(claim.instance_types.len(), MAX_INSTANCE_TYPES);
+    let families: std::collections::BTreeSet<&str> = claim
+        .instance_types
+        .iter()
+        .filter_map(|t| t.split('.').next())
+        .collect();
+    assert!(families.len() >= 10, "{families:?}");
+}
