@@ -224,17 +224,7 @@ fn exact_knapsack(bin: &Bin, shapes: &[Shape], values: &[f64]) -> Option<(Column
             mip.add_integer_var(*v, (0, most.max(0)))
         })
         .collect();
-    for d in 0..4 {
-        let row: Vec<_> = shapes
-            .iter()
-            .zip(&vars)
-            .filter(|(s, _)| s.size[d] > 0)
-            .map(|(s, v)| (*v, s.size[d] as f64 / 1e6))
-            .collect();
-        if !row.is_empty() {
-            mip.add_constraint(row.as_slice(), ComparisonOp::Le, bin.free[d] as f64 / 1e6);
-        }
-    }
+    room_rows(&mut mip, bin, shapes, &vars);
     let outcome = mip.solve().ok()?;
     let optimal = outcome.is_optimal();
     let solution = outcome.into_solution().ok()?;
@@ -260,6 +250,22 @@ fn exact_knapsack(bin: &Bin, shapes: &[Shape], values: &[f64]) -> Option<(Column
     Some((Column { counts, value }, upper.max(value)))
 }
 
+/// One row per dimension: the pods `vars` counts fit the type's room (in millions of
+/// milli-units, so the coefficients stay near one).
+fn room_rows(problem: &mut Problem, bin: &Bin, shapes: &[Shape], vars: &[microlp::Variable]) {
+    for d in 0..4 {
+        let row: Vec<_> = shapes
+            .iter()
+            .zip(vars)
+            .filter(|(s, _)| s.size[d] > 0)
+            .map(|(s, v)| (*v, s.size[d] as f64 / 1e6))
+            .collect();
+        if !row.is_empty() {
+            problem.add_constraint(row.as_slice(), ComparisonOp::Le, bin.free[d] as f64 / 1e6);
+        }
+    }
+}
+
 /// The knapsack with pods split: an upper bound on any column's value.
 fn lp_relaxation(bin: &Bin, shapes: &[Shape], values: &[f64]) -> Option<f64> {
     let mut lp = Problem::new(OptimizationDirection::Maximize);
@@ -268,17 +274,7 @@ fn lp_relaxation(bin: &Bin, shapes: &[Shape], values: &[f64]) -> Option<f64> {
         .zip(values)
         .map(|(s, v)| lp.add_var(*v, (0.0, f64::from(s.count))))
         .collect();
-    for d in 0..4 {
-        let row: Vec<_> = shapes
-            .iter()
-            .zip(&vars)
-            .filter(|(s, _)| s.size[d] > 0)
-            .map(|(s, v)| (*v, s.size[d] as f64 / 1e6))
-            .collect();
-        if !row.is_empty() {
-            lp.add_constraint(row.as_slice(), ComparisonOp::Le, bin.free[d] as f64 / 1e6);
-        }
-    }
+    room_rows(&mut lp, bin, shapes, &vars);
     Some(lp.solve().ok()?.into_solution().ok()?.objective())
 }
 

@@ -246,12 +246,17 @@ impl PdbSource for KubeCluster {
     }
 }
 
-impl NodeOps for KubeCluster {
+impl KubeCluster {
     /// A JSON merge patch replaces `spec.taints` whole, so the current list is read and
-    /// written back with the new taint, guarded by `resourceVersion`: a concurrent change
+    /// written back as `edit` makes it, guarded by `resourceVersion`: a concurrent change
     /// (the node lifecycle controller removing `not-ready`) makes the write fail with 409
-    /// instead of being undone, and the read-modify-write is repeated.
-    async fn taint(&self, node: &str, taint: &Taint) -> Result<(), KubeError> {
+    /// instead of being undone, and the read-modify-write is repeated. `edit` answers
+    /// `None` when the taints are already as wanted.
+    async fn edit_taints(
+        &self,
+        node: &str,
+        edit: impl Fn(&[k8s_openapi::api::core::v1::Taint]) -> Option<Vec<serde_json::Value>>,
+    ) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let resource = format!("nodes/{node}");
         for _ in 0..TAINT_CONFLICT_ATTEMPTS {
@@ -260,26 +265,14 @@ impl NodeOps for KubeCluster {
                 .retry
                 .run("get", &resource, || api.get(node))
                 .await?;
-            let mut taints: Vec<serde_json::Value> = Vec::new();
-            for t in current
+            let all = current
                 .spec
                 .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .into_iter()
-                .flatten()
-            {
-                if t.key == taint.key && t.effect == effect_name(taint) {
-                    return Ok(());
-                }
-                taints.push(serde_json::to_value(t).unwrap_or_default());
-            }
-            let added = k8s_openapi::api::core::v1::Taint {
-                key: taint.key.clone(),
-                value: taint.value.clone(),
-                effect: effect_name(taint).into(),
-                time_added: None,
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            let Some(taints) = edit(&all) else {
+                return Ok(());
             };
-            taints.push(serde_json::to_value(added).unwrap_or_default());
             let patch = json!({
                 "metadata": {"resourceVersion": current.metadata.resource_version},
                 "spec": {"taints": taints},
@@ -294,44 +287,45 @@ impl NodeOps for KubeCluster {
             attempts: TAINT_CONFLICT_ATTEMPTS,
         })
     }
+}
+
+impl NodeOps for KubeCluster {
+    async fn taint(&self, node: &str, taint: &Taint) -> Result<(), KubeError> {
+        self.edit_taints(node, |all| {
+            if all
+                .iter()
+                .any(|t| t.key == taint.key && t.effect == effect_name(taint))
+            {
+                return None;
+            }
+            let added = k8s_openapi::api::core::v1::Taint {
+                key: taint.key.clone(),
+                value: taint.value.clone(),
+                effect: effect_name(taint).into(),
+                time_added: None,
+            };
+            Some(
+                all.iter()
+                    .chain(std::iter::once(&added))
+                    .map(|t| serde_json::to_value(t).unwrap_or_default())
+                    .collect(),
+            )
+        })
+        .await
+    }
 
     /// The same guarded read-modify-write as [`NodeOps::taint`], so a taint another
     /// controller added meanwhile is kept.
     async fn untaint(&self, node: &str, key: &str) -> Result<(), KubeError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let resource = format!("nodes/{node}");
-        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
-            let current = self
-                .settings
-                .retry
-                .run("get", &resource, || api.get(node))
-                .await?;
-            let all = current
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default();
-            if !all.iter().any(|t| t.key == key) {
-                return Ok(());
-            }
-            let kept: Vec<serde_json::Value> = all
-                .iter()
-                .filter(|t| t.key != key)
-                .map(|t| serde_json::to_value(t).unwrap_or_default())
-                .collect();
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"taints": kept},
-            });
-            match self.patch_node(node, patch).await {
-                Err(e) if e.status_code() == Some(409) => continue,
-                other => return other,
-            }
-        }
-        Err(KubeError::Conflict {
-            node: node.to_owned(),
-            attempts: TAINT_CONFLICT_ATTEMPTS,
+        self.edit_taints(node, |all| {
+            all.iter().any(|t| t.key == key).then(|| {
+                all.iter()
+                    .filter(|t| t.key != key)
+                    .map(|t| serde_json::to_value(t).unwrap_or_default())
+                    .collect()
+            })
         })
+        .await
     }
 
     async fn cordon(&self, node: &str) -> Result<(), KubeError> {
