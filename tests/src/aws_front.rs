@@ -81,13 +81,19 @@ pub struct Call {
     pub took: Duration,
     pub handling: Handling,
     /// The request's form parameters for the EC2 calls that create what the launch policy
-    /// conditions on ([`RECORDED_PARAMS`]), so a test can read what was asked; empty for
-    /// every other call.
+    /// conditions on, and for DescribeInstances ([`RECORDED_PARAMS`]), so a test can read
+    /// what was asked; empty for every other call.
     pub params: std::collections::BTreeMap<String, String>,
 }
 
-/// Actions whose parameters [`Call::params`] keeps.
-pub const RECORDED_PARAMS: [&str; 3] = ["CreateFleet", "RunInstances", "CreateLaunchTemplate"];
+/// Actions whose parameters [`Call::params`] keeps (DescribeInstances: so a test can tell
+/// a listing by the ownership tag from a describe by id).
+pub const RECORDED_PARAMS: [&str; 4] = [
+    "CreateFleet",
+    "RunInstances",
+    "CreateLaunchTemplate",
+    "DescribeInstances",
+];
 
 #[derive(Default)]
 struct Armed {

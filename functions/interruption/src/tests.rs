@@ -177,6 +177,9 @@ impl InstanceInventory for Fake {
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
         Ok(Vec::new())
     }
+    async fn list_owned_ids(&self, _: &[String]) -> Result<Vec<OwnedInstance>, AwsError> {
+        Ok(Vec::new())
+    }
     async fn terminate(&self, ids: &[String]) -> Result<TerminateOutcome, AwsError> {
         self.log.push(format!("terminate {}", ids.join(",")));
         Ok(TerminateOutcome {

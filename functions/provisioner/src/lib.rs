@@ -289,7 +289,14 @@ where
                 }
             },
         };
+        let was_holding = holding;
         holding = acting && elector.is_some();
+        if holding != was_holding {
+            // A Lease turn begins or ends: the kept listing of instances is used only
+            // within the turn it was asked for in (see `provision::owned_listing`).
+            let since = holding.then(SystemTime::now);
+            state.provisioner.lock().await.set_acting_since(since);
+        }
         if let (false, false, Some(elector)) = (acting, summary.lease.warmed, &elector) {
             // Standing by: build now what the first poll as holder would otherwise build
             // with pods pending (a cold container's catalog; a warm one's refresh ahead of
@@ -421,6 +428,7 @@ where
             }
         }
     }
+    state.provisioner.lock().await.set_acting_since(None);
     telemetry::flush();
     if summary.polls > 0 && summary.failed_polls == summary.polls {
         return Err(format!(

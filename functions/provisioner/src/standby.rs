@@ -78,7 +78,9 @@ pub struct BetweenPolls {
     pub prices_checked: bool,
 }
 
-/// The holder's refresh between polls: when [`Provisioner::warm_up_due`] (the catalog
+/// The holder's refresh between polls: its listing of this cluster's instances when
+/// [`Provisioner::owned_listing_due`] (a pending pod's poll then plans with it, see
+/// `nodewright::provision::owned_listing`); when [`Provisioner::warm_up_due`] (the catalog
 /// past half its TTL, a class's subnets, security groups or AMIs past theirs, and no
 /// failed refresh backing off), warms `provisioner` as a standby invocation would, then,
 /// when `prices` asks for it, refreshes on-demand prices if due; until done or until
@@ -102,11 +104,24 @@ where
     A: nodewright::aws::InstanceTypeSource
         + nodewright::aws::NetworkDiscovery
         + nodewright::aws::ImageResolver
-        + nodewright::aws::OnDemandPriceSource,
+        + nodewright::aws::OnDemandPriceSource
+        + nodewright::aws::InstanceInventory
+        + Sync,
 {
     let refresh = async {
         let mut provisioner = provisioner.lock().await;
         let mut done = BetweenPolls::default();
+        if provisioner.owned_listing_due(SystemTime::now()) {
+            // First: the next poll with pods pending plans with this listing instead of
+            // waiting for DescribeInstances.
+            if let Err(e) = provisioner.refresh_owned_listing(SystemTime::now()).await {
+                tracing::warn!(
+                    error = nodewright::error_chain(&e),
+                    "listing owned instances between polls failed; the polls list for themselves"
+                );
+            }
+            done.ran = true;
+        }
         if provisioner.warm_up_due(SystemTime::now()) {
             let started = Instant::now();
             match provisioner.warm(SystemTime::now()).await {

@@ -257,6 +257,76 @@ async fn a_standby_invocation_builds_its_catalog_while_waiting_so_taking_over_as
     );
 }
 
+/// Whether `call` lists this cluster's instances by its ownership tag (not by id).
+fn lists_by_tag(call: &nodewright_world::aws_front::Call) -> bool {
+    call.action == "DescribeInstances" && call.params.values().any(|v| v.starts_with("tag:"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_plans_for_new_pods_with_the_instances_it_listed_between_polls() {
+    let world = world("kept-listing").await;
+    pods(&world, "first", 1).await;
+    let a = container(
+        &world,
+        RuntimeApi::start().await.unwrap(),
+        "a",
+        "kept-listing",
+    );
+    let timeout = Duration::from_secs(MARGIN_SECONDS + 30);
+    let (answer, pods_at) = tokio::join!(a.invoke(timeout), async {
+        let first_fleet = loop {
+            if let Some(c) = world.front.calls("CreateFleet").first() {
+                break c.at;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // The holder lists between polls once it has launched; the next listing is due
+        // ten seconds later, so the poll for the pods below is left to plan with this one.
+        let start = Instant::now();
+        while !world
+            .front
+            .calls("DescribeInstances")
+            .iter()
+            .any(|c| c.at > first_fleet && lists_by_tag(c))
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no listing between polls"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let pods_at = Instant::now();
+        pods(&world, "second", 4).await;
+        pods_at
+    });
+    let (summary, _) = answer;
+    let fleets = world.front.calls("CreateFleet");
+    assert!(
+        fleets.len() >= 2,
+        "the second pods launched: {summary}
+{}",
+        a.log()
+    );
+    assert_eq!(
+        fleets.len() as u64,
+        summary["claims"].as_u64().unwrap(),
+        "{summary}"
+    );
+    let second = fleets[1].at;
+    let on_path: Vec<_> = world
+        .front
+        .calls("DescribeInstances")
+        .into_iter()
+        .filter(|c| c.at >= pods_at && c.at <= second && lists_by_tag(c))
+        .collect();
+    assert!(
+        on_path.is_empty(),
+        "the poll for the second pods listed instances: {on_path:?}
+{}",
+        a.log()
+    );
+}
+
 /// Sends `signal` (`KILL`, `STOP`, `CONT`) to a container's process.
 fn signal(c: &Container, signal: &str) {
     let pid = c.process.pid().expect("the process runs");

@@ -142,6 +142,12 @@ where
     fn list_owned(&self) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send {
         self.delegate().list_owned()
     }
+    fn list_owned_ids(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send {
+        self.delegate().list_owned_ids(ids)
+    }
     fn terminate(
         &self,
         ids: &[String],

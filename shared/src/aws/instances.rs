@@ -118,6 +118,16 @@ fn sort_for_termination(
 }
 
 impl Ec2Adapter {
+    /// This cluster's ownership tag, and a state that is not terminated.
+    fn live_owned_filters(&self) -> Vec<aws_sdk_ec2::types::Filter> {
+        let (k, v) = self.ownership();
+        let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
+        vec![
+            filter(&format!("tag:{k}"), &[v]),
+            filter("instance-state-name", &states),
+        ]
+    }
+
     pub(super) async fn describe(
         &self,
         filters: Vec<aws_sdk_ec2::types::Filter>,
@@ -142,13 +152,17 @@ impl Ec2Adapter {
 
 impl InstanceInventory for Ec2Adapter {
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
-        let (k, v) = self.ownership();
-        let states: Vec<String> = LIVE_STATES.iter().map(|s| s.to_string()).collect();
-        self.describe(vec![
-            filter(&format!("tag:{k}"), &[v]),
-            filter("instance-state-name", &states),
-        ])
-        .await
+        self.describe(self.live_owned_filters()).await
+    }
+
+    async fn list_owned_ids(&self, ids: &[String]) -> Result<Vec<OwnedInstance>, AwsError> {
+        let mut owned = vec![];
+        for chunk in ids.chunks(IDS_PER_CALL) {
+            let mut filters = self.live_owned_filters();
+            filters.push(filter("instance-id", chunk));
+            owned.extend(self.describe(filters).await?);
+        }
+        Ok(owned)
     }
 
     async fn terminate(&self, ids: &[String]) -> Result<TerminateOutcome, AwsError> {

@@ -125,6 +125,12 @@ pub struct OwnInstanceProfile {
 pub trait InstanceInventory {
     /// Owned instances that are not terminated.
     fn list_owned(&self) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send;
+    /// Those of `ids` that are owned instances not terminated: what [`Self::list_owned`]
+    /// would say of them, asked of EC2 by id.
+    fn list_owned_ids(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send;
     /// Terminates those of `ids` that still carry this cluster's ownership tag; the rest
     /// are refused. Already gone is success, so repeating is safe.
     fn terminate(

@@ -13,6 +13,7 @@ pub mod next_round;
 pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;
+pub mod owned_listing;
 pub mod planning_order;
 mod profiles;
 pub mod service;

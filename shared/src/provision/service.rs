@@ -18,6 +18,7 @@ use super::discovery::Discovered;
 use super::in_flight::in_flight;
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
+use super::owned_listing::OwnedListing;
 use super::profiles::ProfileCache;
 use super::shared_unavailable::SharedExclusions;
 use super::template_gc::TemplateGc;
@@ -117,6 +118,11 @@ pub struct Provisioner<K, A> {
     /// NodePool -> its template's drift hash, as of the last `launchable` (each launch
     /// tags its instance with it, `disruption::drift`).
     pool_hashes: HashMap<String, String>,
+    /// This cluster's instances as last listed, for the polls of a Lease turn (see
+    /// [`super::owned_listing`]).
+    owned_listing: Option<OwnedListing>,
+    /// When this container's current Lease turn began; `None`: not in one.
+    acting_since: Option<SystemTime>,
 }
 
 /// Accessors that need none of the ports' capabilities.
@@ -197,6 +203,8 @@ where
             may_act: None,
             shared_unavailable: None,
             pool_hashes: HashMap::new(),
+            owned_listing: None,
+            acting_since: None,
         }
     }
 
@@ -399,6 +407,8 @@ mod gc;
 mod shared;
 
 mod fleet_cost_of_owned;
+
+mod listing;
 
 pub mod replace;
 

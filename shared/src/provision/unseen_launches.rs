@@ -79,6 +79,15 @@ impl UnseenLaunches {
         ids
     }
 
+    /// [`Self::unlisted`], of the launches made before `asked_at` (when `listed` was
+    /// asked for): a later one is missing from it as a rule, and is in flight until a
+    /// listing shows it or shows it gone.
+    pub fn unlisted_before(&self, listed: &[OwnedInstance], asked_at: SystemTime) -> Vec<String> {
+        let mut ids = self.unlisted(listed);
+        ids.retain(|id| self.launched.get(id).is_some_and(|(_, at)| *at < asked_at));
+        ids
+    }
+
     /// Forgets the launches EC2 describes as terminated: they were seen, and are gone.
     pub fn forget_terminated(&mut self, states: &HashMap<String, InstanceState>) {
         self.launched

@@ -1,6 +1,9 @@
 //! The fleet's cost per hour, as the provisioner sees it: its owned instances priced by
 //! the catalog it last built (see [`super::super::fleet_cost`]).
 
+use std::time::SystemTime;
+
+use super::super::owned_listing::MAX_AGE;
 use super::Provisioner;
 use crate::aws::{AwsError, InstanceInventory};
 use crate::provision::fleet_cost::{FleetCost, fleet_cost};
@@ -9,9 +12,19 @@ impl<K, A> Provisioner<K, A>
 where
     A: InstanceInventory + Sync,
 {
-    /// One DescribeInstances (the owned, live instances), priced in memory.
+    /// The owned, live instances priced in memory: the holder's listing when it is at most
+    /// [`MAX_AGE`] old (a figure for a metric, a few seconds behind at worst), else one
+    /// DescribeInstances.
     pub async fn fleet_cost(&self) -> Result<FleetCost, AwsError> {
-        let owned = self.aws.list_owned().await?;
+        let now = SystemTime::now();
+        let recent = self
+            .owned_listing
+            .as_ref()
+            .filter(|l| now.duration_since(l.asked_at).unwrap_or_default() <= MAX_AGE);
+        let owned = match recent {
+            Some(listing) => listing.instances.clone(),
+            None => self.aws.list_owned().await?,
+        };
         Ok(fleet_cost(
             &owned,
             self.catalog.last_built(),

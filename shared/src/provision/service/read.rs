@@ -79,14 +79,32 @@ where
         &mut self,
         now: SystemTime,
     ) -> Result<Capacity, ProvisionError> {
+        // The holder's listing when it is young enough (no DescribeInstances on this
+        // pod's path), else a listing asked for now, kept for the next polls.
+        let kept = self
+            .usable_listing(now)
+            .map(|l| (l.instances.clone(), l.asked_at));
+        let asked_at = now;
+        let (listed_at, cached) = match kept {
+            Some((instances, at)) => (at, Some(instances)),
+            None => (asked_at, None),
+        };
+        let from_listing = cached.is_some();
         let CapacityLists {
             mut nodes,
             daemon_sets,
             bound,
-            owned,
-        } = self.list_capacity().await?;
+            mut owned,
+        } = self.list_capacity(cached).await?;
+        if from_listing {
+            self.add_recorded_replacements(&nodes, &mut owned).await?;
+        } else {
+            self.keep_listing(&owned, asked_at);
+        }
         self.unseen.forget_registered(&nodes);
-        let unlisted = self.unseen.unlisted(&owned);
+        // A launch after the listing was asked for is missing from it as a rule: in flight
+        // until a listing shows it (or shows it gone). Only older ones are asked about.
+        let unlisted = self.unseen.unlisted_before(&owned, listed_at);
         if !unlisted.is_empty() {
             // A launch that joined and was terminated before any poll listed it is not in
             // flight; one EC2 does not describe yet is (on error, keep counting it).
@@ -114,10 +132,14 @@ where
 
     /// The capacity side as the cluster and EC2 list it, for a poll and for a replacement
     /// alike: nodes, DaemonSets, bound pods by node, and this cluster's instances (without
-    /// the launches EC2 does not list yet; the caller merges those in). The four lists
-    /// are independent, so they are asked at once: a pending pod waits for the slowest
-    /// (DescribeInstances, as a rule), not for their sum. The first to fail fails it.
-    pub(super) async fn list_capacity(&self) -> Result<CapacityLists, ProvisionError> {
+    /// the launches EC2 does not list yet; the caller merges those in), or `owned` when
+    /// the caller has a listing already. The lists are independent, so they are asked at
+    /// once: a pending pod waits for the slowest, not for their sum. The first to fail
+    /// fails it.
+    pub(super) async fn list_capacity(
+        &self,
+        owned: Option<Vec<OwnedInstance>>,
+    ) -> Result<CapacityLists, ProvisionError> {
         let nodes = async { self.kube.nodes().await.map_err(kube_err("nodes")) };
         let daemon_sets = async {
             self.kube
@@ -132,13 +154,17 @@ where
                 .map_err(kube_err("bound pods"))
         };
         let owned = async {
-            self.aws
-                .list_owned()
-                .await
-                .map_err(|source| ProvisionError::Aws {
-                    what: "listing owned instances",
-                    source,
-                })
+            match owned {
+                Some(kept) => Ok(kept),
+                None => self
+                    .aws
+                    .list_owned()
+                    .await
+                    .map_err(|source| ProvisionError::Aws {
+                        what: "listing owned instances",
+                        source,
+                    }),
+            }
         };
         let (nodes, daemon_sets, bound, owned) =
             tokio::try_join!(nodes, daemon_sets, bound, owned)?;

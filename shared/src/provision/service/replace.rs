@@ -129,7 +129,7 @@ where
             daemon_sets,
             bound,
             mut owned,
-        } = self.list_capacity().await?;
+        } = self.list_capacity(None).await?;
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.

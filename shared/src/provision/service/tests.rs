@@ -30,6 +30,7 @@ const ZONES: [&str; 2] = ["us-east-1a", "us-east-1b"];
 /// `node_role`; records events.
 struct FakeCluster {
     pending: Vec<Pod>,
+    nodes: Vec<Node>,
     node_role: String,
     events: Mutex<Vec<(String, String, String)>>,
 }
@@ -48,7 +49,7 @@ impl PodSource for FakeCluster {
 
 impl NodeSource for FakeCluster {
     async fn nodes(&self) -> Result<Vec<Node>, KubeError> {
-        Ok(vec![])
+        Ok(self.nodes.clone())
     }
     async fn daemon_sets(&self) -> Result<Vec<DaemonSet>, KubeError> {
         Ok(vec![])
@@ -313,8 +314,28 @@ impl InstanceProfiles for FakeAws {
 }
 
 impl InstanceInventory for FakeAws {
+    /// Lists nothing: the fake's launches are known to the provisioner from CreateFleet.
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
+        self.call("DescribeInstances".into());
         Ok(vec![])
+    }
+    /// Every id asked for is a running instance of this cluster.
+    async fn list_owned_ids(&self, ids: &[String]) -> Result<Vec<OwnedInstance>, AwsError> {
+        self.call(format!("DescribeInstances {}", ids.join(",")));
+        Ok(ids
+            .iter()
+            .map(|id| OwnedInstance {
+                id: id.clone(),
+                instance_type: "m5.large".into(),
+                zone: "us-east-1a".into(),
+                state: crate::aws::InstanceState::Running,
+                capacity_type: CapacityType::OnDemand,
+                launch_time: None,
+                tags: BTreeMap::new(),
+                private_dns_name: None,
+                subnet_id: None,
+            })
+            .collect())
     }
     async fn terminate(&self, _: &[String]) -> Result<TerminateOutcome, AwsError> {
         Ok(TerminateOutcome::default())
@@ -448,6 +469,7 @@ where
 {
     let cluster = FakeCluster {
         pending,
+        nodes: vec![],
         node_role: node_role.into(),
         events: Mutex::new(vec![]),
     };
@@ -639,4 +661,5 @@ async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_
     }
 }
 
+mod listing;
 mod profile_and_gc;

@@ -1,0 +1,108 @@
+//! Service tests for the holder's kept listing of instances (`owned_listing`): which
+//! polls plan with it, and which list EC2 on the pending pod's path.
+
+use super::*;
+
+const T0: Duration = Duration::from_secs(1_000_000);
+
+fn at(s: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(s)
+}
+
+fn launched(report: Result<PollReport, ProvisionError>) -> usize {
+    match report {
+        Ok(r) => r.launched_instances.len(),
+        Err(e) => panic!("poll: {e}"),
+    }
+}
+
+fn listings(p: &Provisioner<FakeCluster, FakeAws>) -> Vec<String> {
+    p.aws()
+        .calls()
+        .into_iter()
+        .filter(|c| c.starts_with("DescribeInstances"))
+        .collect()
+}
+
+async fn refreshed(p: &mut Provisioner<FakeCluster, FakeAws>, now: SystemTime) {
+    if let Err(e) = p.refresh_owned_listing(now).await {
+        panic!("refresh: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_holders_poll_plans_with_the_listing_kept_between_polls_and_lists_nothing() {
+    let aws = FakeAws::new(&["m5.large"], vec![]);
+    let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+    p.set_acting_since(Some(at(0)));
+    assert!(p.owned_listing_due(at(0)));
+    refreshed(&mut p, at(1)).await;
+    assert!(!p.owned_listing_due(at(2)));
+    assert_eq!(listings(&p), ["DescribeInstances"]);
+
+    assert_eq!(launched(p.poll(at(5)).await), 1);
+    assert_eq!(listings(&p), ["DescribeInstances"], "{:?}", p.aws().calls());
+}
+
+#[tokio::test]
+async fn a_poll_lists_for_itself_outside_a_lease_turn_past_max_age_or_with_an_earlier_turns_listing()
+ {
+    // (turn began, listing asked, poll at, the turn restarted at): whether the poll lists.
+    let cases = [
+        (None, None, 5, None, true),
+        (Some(0), Some(1), 5, None, false),
+        (Some(0), Some(1), 22, None, true),
+        (Some(0), Some(1), 5, Some(3), true),
+    ];
+    for (since, asked, poll_at, restarted, lists) in cases {
+        let aws = FakeAws::new(&["m5.large"], vec![]);
+        let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+        p.set_acting_since(since.map(at));
+        if let Some(asked) = asked {
+            refreshed(&mut p, at(asked)).await;
+        }
+        if let Some(restart) = restarted {
+            p.set_acting_since(None);
+            p.set_acting_since(Some(at(restart)));
+        }
+        let before = listings(&p).len();
+        assert_eq!(launched(p.poll(at(poll_at)).await), 1);
+        let listed = listings(&p).len() > before;
+        assert_eq!(
+            listed,
+            lists,
+            "since {since:?}, asked {asked:?}, poll at {poll_at}, restarted {restarted:?}: {:?}",
+            p.aws().calls()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_replacement_recorded_on_a_node_and_missing_from_the_listing_is_described_by_id() {
+    let aws = FakeAws::new(&["m5.large"], vec![]);
+    let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+    let mut node = Node::default();
+    node.metadata.name = Some("ip-10-0-1-5.ec2.internal".into());
+    node.metadata.annotations = Some(
+        [(
+            labels::REPLACEMENT_ANNOTATION.to_string(),
+            "i-0replacement,i-0other".to_string(),
+        )]
+        .into(),
+    );
+    p.kube.nodes = vec![node];
+    p.set_acting_since(Some(at(0)));
+    refreshed(&mut p, at(1)).await;
+
+    p.poll(at(5))
+        .await
+        .map(|_| ())
+        .unwrap_or_else(|e| panic!("poll: {e}"));
+    assert_eq!(
+        listings(&p),
+        [
+            "DescribeInstances",
+            "DescribeInstances i-0other,i-0replacement"
+        ]
+    );
+}
