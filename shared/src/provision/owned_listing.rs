@@ -40,14 +40,20 @@ pub struct OwnedListing {
     pub asked_at: SystemTime,
 }
 
+impl OwnedListing {
+    /// How old it is at `now` (a clock that went backwards: new).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.asked_at).unwrap_or_default()
+    }
+}
+
 /// Whether a poll at `now` may plan with `listing`, this container acting since
 /// `acting_since` (`None`: not in a Lease turn, so never).
 pub fn usable(listing: &OwnedListing, acting_since: Option<SystemTime>, now: SystemTime) -> bool {
     let Some(since) = acting_since else {
         return false;
     };
-    let age = now.duration_since(listing.asked_at).unwrap_or_default();
-    listing.asked_at >= since && age <= MAX_AGE
+    listing.asked_at >= since && listing.age(now) <= MAX_AGE
 }
 
 /// Whether the holder should list again between polls at `now`.
@@ -59,10 +65,7 @@ pub fn refresh_due(
     match (listing, acting_since) {
         (_, None) => false,
         (None, Some(_)) => true,
-        (Some(l), Some(since)) => {
-            l.asked_at < since
-                || now.duration_since(l.asked_at).unwrap_or_default() >= REFRESH_EVERY
-        }
+        (Some(l), Some(since)) => l.asked_at < since || l.age(now) >= REFRESH_EVERY,
     }
 }
 

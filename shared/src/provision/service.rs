@@ -65,6 +65,16 @@ pub enum ProvisionError {
     Prices(#[source] CatalogError),
 }
 
+/// `what` failed reading the cluster: for `map_err`.
+pub(super) fn kube_err(what: &'static str) -> impl Fn(KubeError) -> ProvisionError {
+    move |source| ProvisionError::Kube { what, source }
+}
+
+/// `what` failed asking AWS: for `map_err`.
+pub(super) fn aws_err(what: &'static str) -> impl Fn(AwsError) -> ProvisionError {
+    move |source| ProvisionError::Aws { what, source }
+}
+
 /// What one poll saw and did.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PollReport {

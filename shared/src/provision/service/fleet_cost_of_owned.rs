@@ -17,11 +17,11 @@ where
     /// DescribeInstances.
     pub async fn fleet_cost(&self) -> Result<FleetCost, AwsError> {
         let now = SystemTime::now();
-        let recent = self
+        let owned = match self
             .owned_listing
             .as_ref()
-            .filter(|l| now.duration_since(l.asked_at).unwrap_or_default() <= MAX_AGE);
-        let owned = match recent {
+            .filter(|l| l.age(now) <= MAX_AGE)
+        {
             Some(listing) => listing.instances.clone(),
             None => self.aws.list_owned().await?,
         };

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
 use super::super::on_demand_prices::PriceRefresh;
-use super::{ProvisionError, Provisioner};
+use super::{ProvisionError, Provisioner, aws_err};
 use crate::api::{EC2NodeClass, NodePool};
 use crate::aws::{Cloud, OnDemandPriceSource, Subnet, pick_subnet_per_zone};
 use crate::kube::{Cluster, ObjectRef};
@@ -50,14 +50,11 @@ where
             .collect();
         zones.sort();
         zones.dedup();
-        let (mut catalog, refresh) =
-            self.catalog
-                .get(&self.aws, &zones, now)
-                .await
-                .map_err(|source| ProvisionError::Aws {
-                    what: "building the instance catalog",
-                    source,
-                })?;
+        let (mut catalog, refresh) = self
+            .catalog
+            .get(&self.aws, &zones, now)
+            .await
+            .map_err(aws_err("building the instance catalog"))?;
         if let Some(e) = refresh.stale_because {
             tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
         }

@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use super::super::owned_listing::{OwnedListing, refresh_due, usable};
-use super::{ProvisionError, Provisioner};
+use super::{ProvisionError, Provisioner, aws_err};
 use crate::api::labels::REPLACEMENT_ANNOTATION;
 use crate::aws::{InstanceInventory, OwnedInstance};
 use crate::disruption::parse_replacement;
@@ -34,10 +34,10 @@ impl<K, A> Provisioner<K, A> {
 
     /// Keeps `instances`, listed by a call asked at `asked_at`, for this Lease turn's polls
     /// (outside a turn nothing is kept: every read lists).
-    pub(super) fn keep_listing(&mut self, instances: &[OwnedInstance], asked_at: SystemTime) {
+    pub(super) fn keep_listing(&mut self, instances: Vec<OwnedInstance>, asked_at: SystemTime) {
         if self.acting_since.is_some() {
             self.owned_listing = Some(OwnedListing {
-                instances: instances.to_vec(),
+                instances,
                 asked_at,
             });
         }
@@ -46,23 +46,13 @@ impl<K, A> Provisioner<K, A> {
 
 impl<K, A: InstanceInventory + Sync> Provisioner<K, A> {
     /// Lists this cluster's instances, asked for at `now`, for the polls to come (between
-    /// polls, by the holder).
-    /// A failure is logged; the polls list for themselves until a refresh succeeds.
-    pub async fn refresh_owned_listing(
-        &mut self,
-        now: SystemTime,
-    ) -> Result<usize, ProvisionError> {
-        let asked_at = now;
-        let owned = self
-            .aws
-            .list_owned()
-            .await
-            .map_err(|source| ProvisionError::Aws {
-                what: "listing owned instances ahead of need",
-                source,
-            })?;
-        self.keep_listing(&owned, asked_at);
-        Ok(owned.len())
+    /// polls, by the holder). On failure nothing changes: the polls list for themselves
+    /// until a refresh succeeds.
+    pub async fn refresh_owned_listing(&mut self, now: SystemTime) -> Result<(), ProvisionError> {
+        let owned = (self.aws.list_owned().await)
+            .map_err(aws_err("listing owned instances ahead of need"))?;
+        self.keep_listing(owned, now);
+        Ok(())
     }
 
     /// The replacements nodes record (`nodewright.io/replacement`) that `owned`, a kept
@@ -85,14 +75,8 @@ impl<K, A: InstanceInventory + Sync> Provisioner<K, A> {
         }
         missing.sort();
         missing.dedup();
-        let found =
-            self.aws
-                .list_owned_ids(&missing)
-                .await
-                .map_err(|source| ProvisionError::Aws {
-                    what: "describing recorded replacements",
-                    source,
-                })?;
+        let found = (self.aws.list_owned_ids(&missing).await)
+            .map_err(aws_err("describing recorded replacements"))?;
         owned.extend(found);
         Ok(())
     }

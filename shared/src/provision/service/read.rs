@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::super::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
 use super::super::planning_order::sort_for_planning;
-use super::{ProvisionError, Provisioner};
+use super::{ProvisionError, Provisioner, aws_err, kube_err};
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{Cloud, OwnedInstance};
 use crate::kube::{Cluster, ConfigOrigin, ObjectRef, usable};
@@ -81,25 +81,19 @@ where
     ) -> Result<Capacity, ProvisionError> {
         // The holder's listing when it is young enough (no DescribeInstances on this
         // pod's path), else a listing asked for now, kept for the next polls.
-        let kept = self
-            .usable_listing(now)
-            .map(|l| (l.instances.clone(), l.asked_at));
-        let asked_at = now;
-        let (listed_at, cached) = match kept {
-            Some((instances, at)) => (at, Some(instances)),
-            None => (asked_at, None),
-        };
-        let from_listing = cached.is_some();
+        let kept = self.usable_listing(now).cloned();
+        let from_listing = kept.is_some();
+        let listed_at = kept.as_ref().map_or(now, |l| l.asked_at);
         let CapacityLists {
             mut nodes,
             daemon_sets,
             bound,
             mut owned,
-        } = self.list_capacity(cached).await?;
+        } = self.list_capacity(kept.map(|l| l.instances)).await?;
         if from_listing {
             self.add_recorded_replacements(&nodes, &mut owned).await?;
         } else {
-            self.keep_listing(&owned, asked_at);
+            self.keep_listing(owned.clone(), now);
         }
         self.unseen.forget_registered(&nodes);
         // A launch after the listing was asked for is missing from it as a rule: in flight
@@ -156,14 +150,7 @@ where
         let owned = async {
             match owned {
                 Some(kept) => Ok(kept),
-                None => self
-                    .aws
-                    .list_owned()
-                    .await
-                    .map_err(|source| ProvisionError::Aws {
-                        what: "listing owned instances",
-                        source,
-                    }),
+                None => (self.aws.list_owned().await).map_err(aws_err("listing owned instances")),
             }
         };
         let (nodes, daemon_sets, bound, owned) =
@@ -213,8 +200,4 @@ impl<K: Cluster, A> Provisioner<K, A> {
         }
         Ok(())
     }
-}
-
-fn kube_err(what: &'static str) -> impl Fn(crate::kube::KubeError) -> ProvisionError {
-    move |source| ProvisionError::Kube { what, source }
 }

@@ -16,7 +16,7 @@ use super::super::unavailable::Exclusion;
 use super::launch_context::LaunchContext;
 use super::read::CapacityLists;
 use super::rounds::Tally;
-use super::{ProvisionError, Provisioner};
+use super::{ProvisionError, Provisioner, kube_err};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
 use crate::kube::{Cluster, existing_nodes, usable};
@@ -121,7 +121,6 @@ where
         if pods.is_empty() {
             return Ok(report);
         }
-        let kube_err = |what| move |source| ProvisionError::Kube { what, source };
         let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
         let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
         let CapacityLists {

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use super::super::discovery::{images_key, terms_key};
 use super::super::live_catalog::freshness::Purpose;
-use super::{ProvisionError, Provisioner};
+use super::{ProvisionError, Provisioner, aws_err, kube_err};
 use crate::api::EC2NodeClass;
 use crate::aws::{
     AwsError, ImageResolver, InstanceTypeSource, NetworkDiscovery, Subnet, pick_subnet_per_zone,
@@ -43,14 +43,7 @@ impl<K: ConfigSource, A: InstanceTypeSource + NetworkDiscovery + ImageResolver> 
     /// AMIs past their TTL, and builds or refreshes the catalog for their zones. Reports
     /// nothing to the cluster: problems are the acting invocation's to report, once.
     pub async fn warm(&mut self, now: SystemTime) -> Result<Warmed, ProvisionError> {
-        let config = self
-            .kube
-            .load()
-            .await
-            .map_err(|source| ProvisionError::Kube {
-                what: "NodePools",
-                source,
-            })?;
+        let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
         let (_, classes, _) = usable(&config.inputs, &config.problems);
         let mut warmed = Warmed::default();
         let mut zones: Vec<String> = Vec::new();
@@ -76,10 +69,7 @@ impl<K: ConfigSource, A: InstanceTypeSource + NetworkDiscovery + ImageResolver> 
             .catalog
             .warm(&self.aws, &zones, now)
             .await
-            .map_err(|source| ProvisionError::Aws {
-                what: "building the instance catalog",
-                source,
-            })?;
+            .map_err(aws_err("building the instance catalog"))?;
         if let Some(e) = refresh.stale_because {
             tracing::warn!(error = %e, "refreshing the instance catalog ahead of need failed; the last good one stays");
             warmed.catalog_stale = true;
