@@ -415,7 +415,13 @@ where
     // Only an invocation that acted reports the fleet: a standby one would list the same
     // instances again for the same figure.
     if summary.polls > 0 {
-        match state.provisioner.lock().await.fleet_cost().await {
+        match state
+            .provisioner
+            .lock()
+            .await
+            .fleet_cost(SystemTime::now())
+            .await
+        {
             Ok(cost) => {
                 telemetry::fleet(cost.per_hour, cost.instances);
                 summary.fleet_cost_per_hour = Some(cost.per_hour);

@@ -88,6 +88,18 @@ impl UnseenLaunches {
         ids
     }
 
+    /// The launches made at or after `since` that `listed` lacks, as pending: a listing
+    /// asked for at `since` cannot hold them (an earlier launch it lacks may be gone, which
+    /// only a describe by id tells; see [`Self::unlisted_before`]).
+    pub fn made_since(&self, listed: &[OwnedInstance], since: SystemTime) -> Vec<OwnedInstance> {
+        let mut made: Vec<OwnedInstance> = (self.launched.values())
+            .filter(|(i, at)| *at >= since && !listed.iter().any(|l| l.id == i.id))
+            .map(|(i, _)| i.clone())
+            .collect();
+        made.sort_by(|a, b| a.id.cmp(&b.id));
+        made
+    }
+
     /// Forgets the launches EC2 describes as terminated: they were seen, and are gone.
     pub fn forget_terminated(&mut self, states: &HashMap<String, InstanceState>) {
         self.launched
@@ -205,6 +217,44 @@ mod tests {
                 ("i-up", InstanceState::Running)
             ]
         );
+    }
+
+    #[test]
+    fn a_listing_lacks_the_launches_made_after_it_was_asked_for_and_no_others() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut unseen = UnseenLaunches::default();
+        unseen.record(&launched("i-before"), BTreeMap::new(), t0);
+        unseen.record(
+            &launched("i-at"),
+            BTreeMap::new(),
+            t0 + Duration::from_secs(5),
+        );
+        unseen.record(
+            &launched("i-after"),
+            BTreeMap::new(),
+            t0 + Duration::from_secs(9),
+        );
+        unseen.record(
+            &launched("i-listed"),
+            BTreeMap::new(),
+            t0 + Duration::from_secs(9),
+        );
+        let listing = vec![listed("i-listed", InstanceState::Pending)];
+        // (asked at, seconds after t0): the launches the listing cannot hold.
+        let cases: [(u64, &[&str]); 3] = [
+            (0, &["i-after", "i-at", "i-before"]),
+            (5, &["i-after", "i-at"]),
+            (10, &[]),
+        ];
+        for (asked, want) in cases {
+            let made = unseen.made_since(&listing, t0 + Duration::from_secs(asked));
+            let got: Vec<(&str, InstanceState)> = ids(&made);
+            let want: Vec<(&str, InstanceState)> = want
+                .iter()
+                .map(|id| (*id, InstanceState::Pending))
+                .collect();
+            assert_eq!(got, want, "asked at {asked}");
+        }
     }
 
     #[test]

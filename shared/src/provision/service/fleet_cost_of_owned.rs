@@ -13,16 +13,20 @@ where
     A: InstanceInventory + Sync,
 {
     /// The owned, live instances priced in memory: the holder's listing when it is at most
-    /// [`MAX_AGE`] old (a figure for a metric, a few seconds behind at worst), else one
+    /// [`MAX_AGE`] old, with this container's launches since it was asked for (a figure
+    /// for a metric, a few seconds behind at worst on what others did), else one
     /// DescribeInstances.
-    pub async fn fleet_cost(&self) -> Result<FleetCost, AwsError> {
-        let now = SystemTime::now();
+    pub async fn fleet_cost(&self, now: SystemTime) -> Result<FleetCost, AwsError> {
         let owned = match self
             .owned_listing
             .as_ref()
             .filter(|l| l.age(now) <= MAX_AGE)
         {
-            Some(listing) => listing.instances.clone(),
+            Some(listing) => {
+                let mut owned = listing.instances.clone();
+                owned.extend(self.unseen.made_since(&owned, listing.asked_at));
+                owned
+            }
             None => self.aws.list_owned().await?,
         };
         Ok(fleet_cost(

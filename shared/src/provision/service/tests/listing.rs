@@ -106,3 +106,19 @@ async fn a_replacement_recorded_on_a_node_and_missing_from_the_listing_is_descri
         ]
     );
 }
+
+#[tokio::test]
+async fn the_fleets_cost_from_a_kept_listing_counts_the_launches_made_since_it_was_asked_for() {
+    let aws = FakeAws::new(&["m5.large"], vec![]);
+    let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+    p.set_acting_since(Some(at(0)));
+    refreshed(&mut p, at(1)).await;
+    assert_eq!(launched(p.poll(at(5)).await), 1);
+
+    let cost = p
+        .fleet_cost(at(6))
+        .await
+        .unwrap_or_else(|e| panic!("fleet cost: {e}"));
+    assert_eq!(cost.instances, 1, "{cost:?}");
+    assert_eq!(listings(&p), ["DescribeInstances"], "{:?}", p.aws().calls());
+}
