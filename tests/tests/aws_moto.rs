@@ -630,3 +630,69 @@ async fn a_profile_holding_another_role_or_a_missing_role_is_an_error_not_a_chan
     let missing = missing.expect_err("a role that does not exist");
     assert_eq!(missing.class(), ErrorClass::NotFound, "{missing:?}");
 }
+
+/// The world's launcher keeps moto's catalog answers on disk (tests/src/moto/launch.py,
+/// change 12): each must still answer its own request, and carry its own request id.
+#[tokio::test]
+async fn moto_s_kept_catalog_answers_follow_each_request_s_types_and_filters() {
+    use aws_sdk_ec2::operation::RequestId as _;
+    let moto = Moto::start().await.expect("moto starts");
+    let ec2 = aws_sdk_ec2::Client::new(&moto.sdk_config().await);
+    let by_filter = |t: &str| Filter::builder().name("instance-type").values(t).build();
+    let mut request_ids = HashSet::new();
+    // (instance types asked, filter): the types answered. Asked twice: the second answer
+    // is the kept one.
+    let cases: [(&[&str], Option<&str>, &[&str]); 3] = [
+        (&[], Some("m5.large"), &["m5.large"]),
+        (&[], Some("c6g.xlarge"), &["c6g.xlarge"]),
+        (&["r5.large", "t3.micro"], None, &["r5.large", "t3.micro"]),
+    ];
+    for _ in 0..2 {
+        for (types, filter, want) in cases {
+            let mut request = ec2.describe_instance_types();
+            for t in types {
+                request = request.instance_types(aws_sdk_ec2::types::InstanceType::from(*t));
+            }
+            if let Some(f) = filter {
+                request = request.filters(by_filter(f));
+            }
+            let out = request.send().await.expect("DescribeInstanceTypes");
+            let mut got: Vec<&str> = out
+                .instance_types()
+                .iter()
+                .filter_map(|t| t.instance_type().map(|t| t.as_str()))
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "types {types:?}, filter {filter:?}");
+            request_ids.insert(out.request_id().unwrap_or_default().to_string());
+        }
+    }
+    assert_eq!(request_ids.len(), 6, "{request_ids:?}");
+
+    let zones = |zone: &str| {
+        let ec2 = ec2.clone();
+        let zone = zone.to_string();
+        async move {
+            let out = ec2
+                .describe_instance_type_offerings()
+                .location_type(aws_sdk_ec2::types::LocationType::AvailabilityZone)
+                .filters(Filter::builder().name("location").values(&zone).build())
+                .send()
+                .await
+                .expect("DescribeInstanceTypeOfferings");
+            let located: HashSet<String> = out
+                .instance_type_offerings()
+                .iter()
+                .filter_map(|o| o.location.clone())
+                .collect();
+            (located, out.instance_type_offerings().len())
+        }
+    };
+    for _ in 0..2 {
+        for zone in ["us-east-1a", "us-east-1b"] {
+            let (located, n) = zones(zone).await;
+            assert_eq!(located, HashSet::from([zone.to_string()]));
+            assert!(n > 100, "{zone}: {n} offerings");
+        }
+    }
+}

@@ -1,4 +1,4 @@
-"""Starts moto's server, changed in two ways:
+"""Starts moto's server, changed in the ways listed below.
 
 1. The public parameters AWS publishes under /aws/service/eks/ and
 /aws/service/bottlerocket/ may be written with PutParameter.
@@ -74,6 +74,15 @@ DescribeIamInstanceProfileAssociations lists the association. moto hands the tem
 associates a profile; the fleet path never does), so a profile in use would look unused
 to the sweeper's collection of leftover instance profiles. A profile IAM does not
 have is still not refused (EC2 would refuse the launch): the instance runs without one.
+
+12. Not a change of behaviour, only of speed: the answers of DescribeInstanceTypes,
+DescribeInstanceTypeOfferings and DescribeSpotPriceHistory are serialized once per
+machine and kept on disk. moto computes them from static data (its instance type and
+offering tables, a fixed spot price) as a function of the region and the request's
+instance types, filters and location type, so the same request gets the same bytes, under
+a fresh request id. Serializing them took most of moto's CPU (2.7 s for one
+DescribeInstanceTypes of about 900 types), paid by every world and every catalog refresh
+on a 2-core CI machine.
 
 Arguments are moto_server's own (-H HOST -p PORT).
 """
@@ -420,6 +429,76 @@ for _name in ("create_on_demand_requests", "create_spot_requests"):
         return result
 
     setattr(fleet_models.Fleet, _name, _launch_then_associate)
+
+import hashlib  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import uuid  # noqa: E402
+
+import moto  # noqa: E402
+from moto.core import responses as core_responses  # noqa: E402
+
+STATIC_EC2_ANSWERS = {
+    "DescribeInstanceTypes",
+    "DescribeInstanceTypeOfferings",
+    "DescribeSpotPriceHistory",
+}
+ANSWER_DIR = os.path.join(tempfile.gettempdir(), f"nodewright-moto-{moto.__version__}-answers")
+_answers = {}
+_serialized = core_responses.BaseResponse.serialized
+
+
+def _static_answer_key(response):
+    if response.__class__.__module__.split(".")[1] != "ec2":
+        return None
+    action = response._get_action()
+    if action not in STATIC_EC2_ANSWERS:
+        return None
+    # Exactly what moto's handlers of these actions read (moto/ec2/responses).
+    inputs = {
+        "action": action,
+        "region": response.region,
+        "instance_types": response._get_param("InstanceTypes", []),
+        "filters": response._filters_from_querystring(),
+        "location_type": response._get_param("LocationType"),
+    }
+    text = json.dumps(inputs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def serialized(self, action_result):
+    key = None if isinstance(action_result.result, Exception) else _static_answer_key(self)
+    if key is None:
+        return _serialized(self, action_result)
+    kept = _answers.get(key)
+    path = os.path.join(ANSWER_DIR, key + ".json")
+    if kept is None and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                kept = json.load(f)
+        except (OSError, ValueError):
+            kept = None  # unreadable: serialized again and written anew
+    if kept is None:
+        status, headers, body = _serialized(self, action_result)
+        if status != 200:
+            return status, headers, body
+        kept = {"headers": dict(headers), "body": body if isinstance(body, str) else body.decode()}
+        os.makedirs(ANSWER_DIR, exist_ok=True)
+        # Several worlds write at once: each its own file, renamed into place whole.
+        fd, tmp = tempfile.mkstemp(dir=ANSWER_DIR)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(kept, f)
+        os.replace(tmp, path)
+    _answers[key] = kept
+    headers = dict(kept["headers"])
+    headers.update(self.response_headers)
+    request_id = f"<requestId>{uuid.uuid4()}</requestId>"
+    body = re.sub(r"<requestId>[^<]*</requestId>", request_id, kept["body"], count=1)
+    return 200, headers, body
+
+
+core_responses.BaseResponse.serialized = serialized
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])
