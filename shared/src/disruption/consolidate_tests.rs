@@ -370,13 +370,21 @@ fn the_underutilized_budget_limits_how_many_nodes_go_together() {
     // Only one may go, and one alone saves too little (30 GiB of pods need a node like it).
     assert!(plan.commands.is_empty(), "{plan:#?}");
     let budget = plan.kept.iter().find(|k| k.node == "b").unwrap();
-    assert!(matches!(
-        budget.why,
-        KeptWhy::Budget {
-            reason: Reason::Underutilized,
-            ..
-        }
-    ));
+    let KeptWhy::Budget {
+        reason: Reason::Underutilized,
+        alone: Some(alone),
+        ..
+    } = &budget.why
+    else {
+        panic!("{budget:?}");
+    };
+    // Its Event says both: the budget, and why it could not go on its own.
+    let told = budget.why.to_string();
+    assert!(
+        told.contains("disruption budget allows no more underutilized nodes now")
+            && told.ends_with(&format!("alone it is not consolidated: {alone}")),
+        "{told}"
+    );
 }
 
 #[test]

@@ -21,6 +21,9 @@ pub enum KeptWhy {
     Budget {
         pool: String,
         reason: Reason,
+        /// For a node past the budget that was simulated alone and cannot go alone: why
+        /// (it could have gone only with others, which the budget does not allow at once).
+        alone: Option<String>,
     },
     /// The pool already has as many expiring nodes as [`super::expiration_cap`] allows.
     ExpirationCap {
@@ -89,11 +92,21 @@ impl fmt::Display for KeptWhy {
                     "PodDisruptionBudget {pdb} allows no disruption of pod {pod}"
                 )
             }
-            KeptWhy::Budget { pool, reason } => write!(
-                f,
-                "NodePool {pool}'s disruption budget allows no more {} nodes now",
-                reason.as_str()
-            ),
+            KeptWhy::Budget {
+                pool,
+                reason,
+                alone,
+            } => {
+                write!(
+                    f,
+                    "NodePool {pool}'s disruption budget allows no more {} nodes now",
+                    reason.as_str()
+                )?;
+                match alone {
+                    Some(why) => write!(f, ", and alone it is not consolidated: {why}"),
+                    None => Ok(()),
+                }
+            }
             KeptWhy::ExpirationCap { pool, cap } => write!(
                 f,
                 "NodePool {pool} replaces at most {cap} expired nodes at once ({}% of its nodes, at least one)",

@@ -115,6 +115,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
                 why: KeptWhy::Budget {
                     pool: c.pool.name.clone(),
                     reason: c.reason,
+                    alone: None,
                 },
             });
             continue;
@@ -184,6 +185,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             let why = KeptWhy::Budget {
                 pool: c.pool.name.clone(),
                 reason: c.reason,
+                alone: None,
             };
             if allowed == 0 {
                 plan.kept.push(kept(c.node, c.reason, why));
@@ -217,9 +219,15 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             }
             Decision::Stay(stay) => plan.kept.extend(stay.into_iter().map(|(n, why)| {
                 // A node past the budget that cannot go alone would have gone with the
-                // others only if the budget allowed more at once: the budget keeps it.
+                // others only if the budget allowed more at once: the budget keeps it,
+                // and its Event says why it could not go alone either.
                 let why = match beyond.iter().find(|(b, _)| std::ptr::eq(*b, n)) {
-                    Some((_, budget)) => budget.clone(),
+                    Some((_, KeptWhy::Budget { pool, reason, .. })) => KeptWhy::Budget {
+                        pool: pool.clone(),
+                        reason: *reason,
+                        alone: Some(why),
+                    },
+                    Some((_, other)) => other.clone(),
                     None => KeptWhy::NotConsolidatable { why },
                 };
                 kept(n, Reason::Underutilized, why)

@@ -285,7 +285,8 @@ fn nodes_already_being_disrupted_use_up_the_budget() {
         plan.kept[0].why,
         KeptWhy::Budget {
             pool: "default".into(),
-            reason: Reason::Empty
+            reason: Reason::Empty,
+            alone: None,
         }
     );
 }

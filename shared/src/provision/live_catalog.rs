@@ -32,6 +32,12 @@ use crate::catalog::{
 /// and pricing caches on a similar period).
 pub const CATALOG_TTL: Duration = Duration::from_secs(300);
 
+/// How long the instance types themselves are kept across refreshes: a type's vCPUs,
+/// memory and limits never change and new types arrive a few times a year, while
+/// DescribeInstanceTypes is the largest of the three answers (about 900 types, ten pages).
+/// Offerings and spot prices, which do change, are asked at every refresh.
+pub const TYPES_TTL: Duration = Duration::from_secs(3600);
+
 /// The catalog for `zones` (the zones of the discovered subnets): a type gets an
 /// on-demand offering in each zone EC2 offers it in when `on_demand_prices` has its price,
 /// and a spot offering where a spot price for (type, zone) is known (the newest one wins).
@@ -115,10 +121,11 @@ fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
     }
 }
 
-/// What EC2 said, as of `at`.
+/// What EC2 said, as of `at` (the types as of `types_at`, see [`TYPES_TTL`]).
 #[derive(Debug, Clone)]
 struct Fetched {
     at: SystemTime,
+    types_at: SystemTime,
     types: Vec<InstanceType>,
     offerings: Vec<TypeOffering>,
     spot_prices: Vec<SpotPrice>,
@@ -269,7 +276,7 @@ impl LiveCatalog {
                     );
                 }
             }
-            Step::Fetch => match fetch(source, now).await {
+            Step::Fetch => match fetch(source, self.fetched.as_ref(), now).await {
                 Ok(f) => {
                     self.fetched = Some(f);
                     self.failures = None;
@@ -315,10 +322,25 @@ impl LiveCatalog {
     }
 }
 
-async fn fetch<S: InstanceTypeSource>(source: &S, now: SystemTime) -> Result<Fetched, AwsError> {
+/// EC2's answers as of `now`, the instance types taken from `previous` while they are
+/// younger than [`TYPES_TTL`] (a clock that went backwards: asked again).
+async fn fetch<S: InstanceTypeSource>(
+    source: &S,
+    previous: Option<&Fetched>,
+    now: SystemTime,
+) -> Result<Fetched, AwsError> {
+    let kept = previous.filter(|f| {
+        now.duration_since(f.types_at)
+            .is_ok_and(|age| age < TYPES_TTL)
+    });
+    let (types, types_at) = match kept {
+        Some(f) => (f.types.clone(), f.types_at),
+        None => (source.instance_types().await?, now),
+    };
     Ok(Fetched {
         at: now,
-        types: source.instance_types().await?,
+        types_at,
+        types,
         offerings: source.offerings().await?,
         spot_prices: source.spot_prices().await?,
     })

@@ -142,9 +142,12 @@ fn without_any_spot_price_spot_is_estimated_from_on_demand_and_flagged() {
 }
 
 /// A fake `InstanceTypeSource` that counts calls and fails on demand: it stands in for EC2
-/// only to test the cache's refresh logic, not EC2's answers.
+/// only to test the cache's refresh logic, not EC2's answers. `calls` counts refreshes
+/// (every one asks the offerings, and fails there when failing); `type_calls` counts
+/// DescribeInstanceTypes, which a refresh within [`TYPES_TTL`] does not ask.
 struct FakeInstanceTypeSource {
     calls: Mutex<u32>,
+    type_calls: Mutex<u32>,
     failing: Mutex<bool>,
     price: Mutex<f64>,
 }
@@ -153,6 +156,7 @@ impl FakeInstanceTypeSource {
     fn new() -> Self {
         FakeInstanceTypeSource {
             calls: Mutex::new(0),
+            type_calls: Mutex::new(0),
             failing: Mutex::new(false),
             price: Mutex::new(0.05),
         }
@@ -170,15 +174,24 @@ impl FakeInstanceTypeSource {
     fn calls(&self) -> u32 {
         self.calls.lock().map(|c| *c).unwrap_or(0)
     }
+    fn type_calls(&self) -> u32 {
+        self.type_calls.lock().map(|c| *c).unwrap_or(0)
+    }
 }
 
 impl InstanceTypeSource for FakeInstanceTypeSource {
     async fn instance_types(&self) -> Result<Vec<InstanceType>, AwsError> {
+        if let Ok(mut c) = self.type_calls.lock() {
+            *c += 1;
+        }
+        Ok(vec![it("m5.large", true)])
+    }
+    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
         if let Ok(mut c) = self.calls.lock() {
             *c += 1;
         }
         if self.failing.lock().map(|f| *f).unwrap_or(true) {
-            return Err(AwsError::DescribeInstanceTypes {
+            return Err(AwsError::DescribeInstanceTypeOfferings {
                 source: ApiError {
                     class: ErrorClass::Throttled,
                     code: Some("RequestLimitExceeded".into()),
@@ -187,9 +200,6 @@ impl InstanceTypeSource for FakeInstanceTypeSource {
                 },
             });
         }
-        Ok(vec![it("m5.large", true)])
-    }
-    async fn offerings(&self) -> Result<Vec<TypeOffering>, AwsError> {
         Ok(vec![offered("m5.large", "us-east-1a")])
     }
     async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
@@ -535,4 +545,33 @@ async fn regional_prices_reach_the_next_catalog_even_while_ec2_answers_are_cache
         Some(0.107)
     );
     assert_eq!(src.calls(), 1, "EC2 was asked once");
+}
+
+#[tokio::test]
+async fn refreshes_within_an_hour_ask_offerings_and_spot_prices_but_keep_the_instance_types() {
+    let src = FakeInstanceTypeSource::new();
+    let mut cache = LiveCatalog::new(HashMap::from([("m5.large".to_string(), 0.096)]));
+    let z = zones(&["us-east-1a"]);
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    // (seconds after the first load, a warm-up then): (refreshes so far, type lists so far).
+    let cases = [
+        (0, (1, 1)),
+        (CATALOG_TTL.as_secs(), (2, 1)),
+        (TYPES_TTL.as_secs() - CATALOG_TTL.as_secs(), (3, 1)),
+        (TYPES_TTL.as_secs(), (4, 2)),
+        (TYPES_TTL.as_secs() + CATALOG_TTL.as_secs(), (5, 2)),
+    ];
+    for (at, want) in cases {
+        cache
+            .warm(&src, &z, t0 + Duration::from_secs(at))
+            .await
+            .unwrap_or_else(|e| panic!("warm at {at}: {e}"));
+        assert_eq!((src.calls(), src.type_calls()), want, "at {at} s");
+    }
+    // A clock that went backwards asks for the types again.
+    cache
+        .warm(&src, &z, t0 - Duration::from_secs(1))
+        .await
+        .unwrap_or_else(|e| panic!("warm: {e}"));
+    assert_eq!(src.type_calls(), 3);
 }
