@@ -404,3 +404,61 @@ async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_c
         "subnets are asked for once per minute, not once per poll ({polls} polls): {busy_aws:?}"
     );
 }
+
+/// A holder's listing between polls, when the kept one is too old to plan with, is
+/// finished even if a pod wakes the holder meanwhile: the pod's poll would otherwise list
+/// again from scratch. While the kept one can still be planned with, a wake drops the new
+/// listing at once (issue 15). DescribeInstances is slowed by the AWS front, as a large
+/// fleet slows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_waking_the_holder_drops_its_listing_only_while_the_kept_one_can_be_planned_with() {
+    use nodewright_provisioner::standby::refresh_between_polls;
+    use std::time::{Instant, SystemTime};
+
+    const SLOW: Duration = Duration::from_secs(2);
+    let world = start("e2e-listing-wake", manual_cluster()).await;
+    let state = world
+        .provisioner(quick(Duration::from_secs(30)), quick_batch())
+        .await
+        .unwrap();
+    world.front.delay("DescribeInstances", SLOW);
+    // (age of the kept listing in seconds, whether the wake lets the new listing finish)
+    for (age, finished) in [(30, true), (12, false)] {
+        let now = SystemTime::now();
+        {
+            let mut p = state.provisioner().lock().await;
+            p.set_acting_since(None);
+            p.set_acting_since(Some(now - Duration::from_secs(60)));
+            p.refresh_owned_listing(now - Duration::from_secs(age))
+                .await
+                .unwrap_or_else(|e| panic!("listing: {e}"));
+            assert!(p.owned_listing_due(now), "age {age}");
+            assert_eq!(p.plans_with_listing(now), !finished, "age {age}");
+        }
+        let started = Instant::now();
+        let woken = tokio::time::sleep(Duration::from_millis(300));
+        let between = refresh_between_polls(state.provisioner(), woken, false).await;
+        let took = started.elapsed();
+        let p = state.provisioner().lock().await;
+        let now = SystemTime::now();
+        if finished {
+            assert!(took >= SLOW, "age {age}: returned after {took:?}");
+            assert!(between.ran, "age {age}");
+            assert!(
+                p.plans_with_listing(now),
+                "age {age}: a fresh listing is kept"
+            );
+            assert!(!p.owned_listing_due(now), "age {age}");
+        } else {
+            assert!(took < SLOW, "age {age}: waited {took:?} for the listing");
+            assert!(
+                p.owned_listing_due(now),
+                "age {age}: the new listing was dropped"
+            );
+            assert!(
+                p.plans_with_listing(now),
+                "age {age}: the kept one is still planned with"
+            );
+        }
+    }
+}

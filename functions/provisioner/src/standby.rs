@@ -85,9 +85,12 @@ pub struct BetweenPolls {
 /// failed refresh backing off), warms `provisioner` as a standby invocation would, then,
 /// when `prices` asks for it, refreshes on-demand prices if due; until done or until
 /// `woken` says a pod turned provisionable, whichever comes first: a pod's poll never
-/// waits for either (dropped where it stood, each is tried again at the next idle
-/// moment; neither stores anything before its answer is in). Without it the holder's own
-/// container would only ever refresh inside a poll, or use a catalog ever staler (see
+/// waits for the warm-up or the prices (dropped where they stood, each is tried again at
+/// the next idle moment; neither stores anything before its answer is in). The listing is
+/// dropped too while the kept one is still one a poll plans with; without one the pod's
+/// poll would list for itself, so the listing already on its way is finished first
+/// rather than dropped and asked again from scratch. Without this refresh the holder's
+/// own container would only ever refresh inside a poll, or use a catalog ever staler (see
 /// `LiveCatalog::get`).
 ///
 /// Between polls, in the holder's own task, rather than in a spawned one: the
@@ -108,20 +111,42 @@ where
         + nodewright::aws::InstanceInventory
         + Sync,
 {
-    let refresh = async {
-        let mut provisioner = provisioner.lock().await;
-        let mut done = BetweenPolls::default();
-        if provisioner.owned_listing_due(SystemTime::now()) {
-            // First: the next poll with pods pending plans with this listing instead of
-            // waiting for DescribeInstances.
+    tokio::pin!(woken);
+    let mut done = BetweenPolls::default();
+    let (listing_due, poll_would_list) = {
+        let provisioner = provisioner.lock().await;
+        let now = SystemTime::now();
+        (
+            provisioner.owned_listing_due(now),
+            !provisioner.plans_with_listing(now),
+        )
+    };
+    if listing_due {
+        // First: the next poll with pods pending plans with this listing instead of
+        // waiting for DescribeInstances.
+        let listing = async {
+            let mut provisioner = provisioner.lock().await;
             if let Err(e) = provisioner.refresh_owned_listing(SystemTime::now()).await {
                 tracing::warn!(
                     error = nodewright::error_chain(&e),
                     "listing owned instances between polls failed; the polls list for themselves"
                 );
             }
-            done.ran = true;
+        };
+        if poll_would_list {
+            listing.await;
+        } else {
+            tokio::select! {
+                biased;
+                () = &mut woken => return done,
+                () = listing => {}
+            }
         }
+        done.ran = true;
+    }
+    let listed = done.ran;
+    let refresh = async move {
+        let mut provisioner = provisioner.lock().await;
         if provisioner.warm_up_due(SystemTime::now()) {
             let started = Instant::now();
             match provisioner.warm(SystemTime::now()).await {
@@ -146,7 +171,7 @@ where
     };
     tokio::select! {
         biased;
-        () = woken => BetweenPolls::default(),
+        () = &mut woken => BetweenPolls { ran: listed, prices_checked: false },
         done = refresh => done,
     }
 }

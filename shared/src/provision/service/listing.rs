@@ -25,6 +25,11 @@ impl<K, A> Provisioner<K, A> {
         refresh_due(self.owned_listing.as_ref(), self.acting_since, now)
     }
 
+    /// Whether a poll at `now` would plan with the kept listing (else it lists for itself).
+    pub fn plans_with_listing(&self, now: SystemTime) -> bool {
+        self.usable_listing(now).is_some()
+    }
+
     /// The listing a poll at `now` may plan with, if any.
     pub(super) fn usable_listing(&self, now: SystemTime) -> Option<&OwnedListing> {
         self.owned_listing
