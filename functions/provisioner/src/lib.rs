@@ -391,6 +391,9 @@ where
                 coverage::while_holding(elector.as_deref(), state.coverage.renew_every(), refresh)
                     .await;
             prices_checked |= between.prices_checked;
+            // A wake the refresh cut short (its event taken, the coalescing not over) still
+            // counts: the pod's poll must not wait for the next interval.
+            let early = early | wakes.take_woken();
             if between.ran || early {
                 woken = early;
                 continue;
@@ -459,6 +462,11 @@ struct PodWakes {
     state: &'static str,
     /// Polls started early because a pod turned provisionable.
     count: u32,
+    /// An event was taken from the stream since the last poll's [`PodWakes::drain`]: kept
+    /// here, not only in what [`PodWakes::wait`] returns, because a `wait` dropped while it
+    /// coalesces (the holder's refresh between polls ended first) has taken the event and
+    /// would otherwise lose it, and the pod would wait for the next `POLL_INTERVAL`.
+    woke: bool,
 }
 
 impl PodWakes {
@@ -468,6 +476,7 @@ impl PodWakes {
                 stream: Some(stream),
                 state: "open",
                 count: 0,
+                woke: false,
             },
             Err(e) => {
                 tracing::warn!(
@@ -478,6 +487,7 @@ impl PodWakes {
                     stream: None,
                     state: "failed",
                     count: 0,
+                    woke: false,
                 }
             }
         }
@@ -489,8 +499,15 @@ impl PodWakes {
         self.state = "ended";
     }
 
-    /// Forgets the events already queued.
+    /// Whether a pod event was taken since the last poll (see `woke`), forgetting it.
+    fn take_woken(&mut self) -> bool {
+        std::mem::take(&mut self.woke)
+    }
+
+    /// Forgets the events already queued, and any taken: the poll about to list pods
+    /// covers them.
     fn drain(&mut self) {
+        self.woke = false;
         while let Some(stream) = self.stream.as_mut() {
             match stream.next().now_or_never() {
                 Some(Some(())) => {}
@@ -512,6 +529,7 @@ impl PodWakes {
             event = stream.next() => match event {
                 Some(()) => {
                     self.count += 1;
+                    self.woke = true;
                     tokio::time::sleep(WAKE_COALESCE).await;
                     true
                 }
@@ -521,5 +539,43 @@ impl PodWakes {
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt as _;
+
+    use super::*;
+
+    fn wakes() -> (futures::channel::mpsc::UnboundedSender<()>, PodWakes) {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        (tx, PodWakes::from(Ok(rx.boxed())))
+    }
+
+    #[tokio::test]
+    async fn a_wait_dropped_while_it_coalesces_keeps_the_pod_event_it_took() {
+        let (tx, mut wakes) = wakes();
+        tx.unbounded_send(()).unwrap();
+        // As the holder's refresh between polls does: the wait goes first, and something
+        // else finishes before its coalescing does.
+        tokio::select! {
+            biased;
+            _ = wakes.wait(Duration::from_secs(5), true) => panic!("the coalescing is 50 ms"),
+            () = async {} => {}
+        }
+        assert!(wakes.take_woken(), "the event taken is kept");
+        assert!(!wakes.take_woken(), "and told once");
+    }
+
+    #[tokio::test]
+    async fn a_poll_forgets_the_events_taken_and_queued_before_it() {
+        let (tx, mut wakes) = wakes();
+        tx.unbounded_send(()).unwrap();
+        assert!(wakes.wait(Duration::from_secs(5), true).await);
+        tx.unbounded_send(()).unwrap();
+        wakes.drain();
+        assert!(!wakes.take_woken());
+        assert!(!wakes.wait(Duration::from_millis(10), true).await);
     }
 }
