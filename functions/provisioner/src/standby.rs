@@ -112,7 +112,6 @@ where
         + Sync,
 {
     tokio::pin!(woken);
-    let mut done = BetweenPolls::default();
     let (listing_due, poll_would_list) = {
         let provisioner = provisioner.lock().await;
         let now = SystemTime::now();
@@ -121,6 +120,7 @@ where
             !provisioner.plans_with_listing(now),
         )
     };
+    let mut listed = false;
     if listing_due {
         // First: the next poll with pods pending plans with this listing instead of
         // waiting for DescribeInstances.
@@ -138,15 +138,18 @@ where
         } else {
             tokio::select! {
                 biased;
-                () = &mut woken => return done,
+                () = &mut woken => return BetweenPolls::default(),
                 () = listing => {}
             }
         }
-        done.ran = true;
+        listed = true;
     }
-    let listed = done.ran;
-    let refresh = async move {
+    let refresh = async {
         let mut provisioner = provisioner.lock().await;
+        let mut done = BetweenPolls {
+            ran: listed,
+            prices_checked: false,
+        };
         if provisioner.warm_up_due(SystemTime::now()) {
             let started = Instant::now();
             match provisioner.warm(SystemTime::now()).await {

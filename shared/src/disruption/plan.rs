@@ -36,7 +36,7 @@ use super::consolidate::{self, Decision, Outcome};
 use super::headroom::Room;
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::kept::{Kept, KeptWhy, kept};
-use super::snapshot::{NodeView, Snapshot};
+use super::snapshot::{NodeView, PoolPolicy, Snapshot};
 use crate::scheduling::PlannedClaim;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -173,6 +173,12 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         // Past the budget's first nodes a node may still go on its own (a command of one
         // node fits any budget that allows one): it is simulated alone, not together.
         let mut beyond = Vec::new();
+        // Why the budget keeps a node; `alone`: why it could not go on its own either.
+        let budget = |pool: &PoolPolicy, reason, alone| KeptWhy::Budget {
+            pool: pool.name.clone(),
+            reason,
+            alone,
+        };
         for c in underutilized {
             let (nodes, disrupting) = counts[c.pool.name.as_str()];
             if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
@@ -182,17 +188,13 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             let used = used.entry(c.pool.name.as_str()).or_default();
             let budgets = c.pool.budgets.as_deref().unwrap_or_default();
             let allowed = allowed(budgets, c.reason, nodes, disrupting, now);
-            let why = KeptWhy::Budget {
-                pool: c.pool.name.clone(),
-                reason: c.reason,
-                alone: None,
-            };
             if allowed == 0 {
-                plan.kept.push(kept(c.node, c.reason, why));
+                plan.kept
+                    .push(kept(c.node, c.reason, budget(c.pool, c.reason, None)));
                 continue;
             }
             if allowed <= *used {
-                beyond.push((c.node, why));
+                beyond.push((c.node, c.pool, c.reason));
                 continue;
             }
             *used += 1;
@@ -203,31 +205,26 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         let singles: Vec<&NodeView> = within
             .iter()
             .copied()
-            .chain(beyond.iter().map(|(n, _)| *n))
+            .chain(beyond.iter().map(|(n, _, _)| *n))
             .collect();
         match consolidate::decide(sim, &within, &singles) {
             Decision::Go(nodes, outcome) => {
                 // The nodes past the budget that this command does not take stay for it.
                 let going = |b: &NodeView| nodes.iter().any(|n| std::ptr::eq(*n, b));
-                plan.kept.extend(
-                    beyond
-                        .iter()
-                        .filter(|(b, _)| !going(b))
-                        .map(|(b, why)| kept(b, Reason::Underutilized, why.clone())),
-                );
+                plan.kept
+                    .extend(beyond.iter().filter(|(b, _, _)| !going(b)).map(
+                        |(b, pool, reason)| {
+                            kept(b, Reason::Underutilized, budget(pool, *reason, None))
+                        },
+                    ));
                 plan.commands.extend(consolidation(&nodes, outcome));
             }
             Decision::Stay(stay) => plan.kept.extend(stay.into_iter().map(|(n, why)| {
                 // A node past the budget that cannot go alone would have gone with the
                 // others only if the budget allowed more at once: the budget keeps it,
                 // and its Event says why it could not go alone either.
-                let why = match beyond.iter().find(|(b, _)| std::ptr::eq(*b, n)) {
-                    Some((_, KeptWhy::Budget { pool, reason, .. })) => KeptWhy::Budget {
-                        pool: pool.clone(),
-                        reason: *reason,
-                        alone: Some(why),
-                    },
-                    Some((_, other)) => other.clone(),
+                let why = match beyond.iter().find(|(b, _, _)| std::ptr::eq(*b, n)) {
+                    Some((_, pool, reason)) => budget(pool, *reason, Some(why)),
                     None => KeptWhy::NotConsolidatable { why },
                 };
                 kept(n, Reason::Underutilized, why)
