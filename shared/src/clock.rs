@@ -3,25 +3,31 @@
 //! run a simulated day faster than a real one.
 //!
 //! In AWS the clock is [`SystemClock`]. The local world may set [`CLOCK_VARIABLE`] to run a
-//! function binary on its accelerated time ([`ScaledClock`]); nothing in a deployed stack
-//! sets it. What stays on real time whatever the clock: the AWS SDK's and the Kubernetes
+//! function binary on the world's time ([`WorldClock`]); nothing in a deployed stack sets
+//! it. What stays on wall-clock time whatever the clock: the AWS SDK's and the Kubernetes
 //! client's own timeouts and retry back-off, which bound one call, not the work.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+
+/// A wait on a [`Clock`].
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 pub trait Clock: Send + Sync {
     fn now(&self) -> Timestamp;
 
     /// Waits `d` of this clock's time.
-    fn sleep(&self, d: Duration) -> tokio::time::Sleep {
-        tokio::time::sleep(d)
+    fn sleep(&self, d: Duration) -> Sleep {
+        Box::pin(tokio::time::sleep(d))
     }
 
     /// Waits until `at` on this clock (at once when it has passed).
-    fn sleep_until(&self, at: Timestamp) -> tokio::time::Sleep {
+    fn sleep_until(&self, at: Timestamp) -> Sleep {
         self.sleep(until(self.now(), at))
     }
 }
@@ -42,95 +48,171 @@ impl Clock for SystemClock {
 }
 
 /// The environment variable that selects a function's clock: unset in AWS (the system
-/// clock); `scaled <speed> <origin>` in the local world (see [`ScaledClock`]).
+/// clock); `world <path>` in the local world (see [`WorldClock`]).
 pub const CLOCK_VARIABLE: &str = "NODEWRIGHT_CLOCK";
 
-/// The local world's accelerated time: from `origin` on, `speed` seconds pass for each
-/// wall-clock second (`now = origin + speed × (wall − origin)`), and a wait of `d` takes
-/// `d / speed` of wall-clock time. Every process given the same origin and speed reads the
-/// same time without talking to the others, so the world's control plane, its queue and
-/// each function binary agree.
+/// A time that runs `speed` times as fast as the wall clock from an anchor: at wall-clock
+/// time `wall`, it reads `at + speed × (wall − wall_anchor)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScaledClock {
-    pub origin: Timestamp,
+pub struct Pace {
+    pub wall: Timestamp,
+    pub at: Timestamp,
     pub speed: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("{CLOCK_VARIABLE}={value:?}: {why} (expected `scaled <speed> <RFC 3339 origin>`)")]
-pub struct ClockSettingError {
-    value: String,
-    why: &'static str,
+#[error("clock file {path}: {why} (expected `<wall anchor> <time at it> <speed>`)")]
+pub struct PaceError {
+    path: String,
+    why: String,
 }
 
-impl ScaledClock {
-    /// Reads `scaled <speed> <origin>`, the value [`ScaledClock::setting`] writes.
-    pub fn parse(value: &str) -> Result<ScaledClock, ClockSettingError> {
-        let err = |why| ClockSettingError {
-            value: value.to_string(),
-            why,
-        };
-        let mut words = value.split_whitespace();
-        if words.next() != Some("scaled") {
-            return Err(err("the only clock that can be chosen is `scaled`"));
+impl Pace {
+    /// From `at`, as fast as the wall clock from now on.
+    pub fn real(at: Timestamp) -> Pace {
+        Pace {
+            wall: Timestamp::now(),
+            at,
+            speed: 1.0,
         }
-        let speed: f64 = words
-            .next()
-            .ok_or_else(|| err("no speed"))?
+    }
+
+    /// The time at wall-clock time `wall`.
+    pub fn time_at(&self, wall: Timestamp) -> Timestamp {
+        let elapsed = wall.duration_since(self.wall).as_secs_f64() * self.speed;
+        self.at
+            .checked_add(SignedDuration::from_secs_f64(elapsed))
+            .unwrap_or(self.at)
+    }
+
+    /// The same time from wall-clock time `wall` on, at `speed`.
+    pub fn with_speed(&self, wall: Timestamp, speed: f64) -> Pace {
+        Pace {
+            wall,
+            at: self.time_at(wall),
+            speed,
+        }
+    }
+
+    /// The file's text: `<wall anchor> <time at it> <speed>`.
+    pub fn to_line(&self) -> String {
+        format!("{} {} {}\n", self.wall, self.at, self.speed)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Pace, PaceError> {
+        let err = |why: &str| PaceError {
+            path: path.display().to_string(),
+            why: why.to_string(),
+        };
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let [wall, at, speed] = words[..] else {
+            return Err(err("not three words"));
+        };
+        let speed: f64 = speed
             .parse()
             .map_err(|_| err("the speed is not a number"))?;
         if !(speed.is_finite() && speed > 0.0) {
             return Err(err("the speed must be a positive number"));
         }
-        let origin = words
-            .next()
-            .ok_or_else(|| err("no origin"))?
-            .parse()
-            .map_err(|_| err("the origin is not an RFC 3339 timestamp"))?;
-        if words.next().is_some() {
-            return Err(err("more than a speed and an origin"));
-        }
-        Ok(ScaledClock { origin, speed })
+        Ok(Pace {
+            wall: wall
+                .parse()
+                .map_err(|_| err("the wall anchor is not RFC 3339"))?,
+            at: at.parse().map_err(|_| err("the time is not RFC 3339"))?,
+            speed,
+        })
     }
 
-    /// The value of [`CLOCK_VARIABLE`] that selects this clock.
-    pub fn setting(&self) -> String {
-        format!("scaled {} {}", self.speed, self.origin)
-    }
-
-    /// This clock's time at wall-clock time `wall`.
-    pub fn at(&self, wall: Timestamp) -> Timestamp {
-        let elapsed = wall.duration_since(self.origin).as_secs_f64() * self.speed;
-        self.origin
-            .checked_add(SignedDuration::from_secs_f64(elapsed))
-            .unwrap_or(wall)
-    }
-
-    /// The wall-clock time at which this clock reads `at`.
-    pub fn wall(&self, at: Timestamp) -> Timestamp {
-        let elapsed = at.duration_since(self.origin).as_secs_f64() / self.speed;
-        self.origin
-            .checked_add(SignedDuration::from_secs_f64(elapsed))
-            .unwrap_or(at)
+    /// Writes the pace to `path` whole (a reader never sees half a line).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, self.to_line())?;
+        std::fs::rename(tmp, path)
     }
 }
 
-impl Clock for ScaledClock {
-    fn now(&self) -> Timestamp {
-        self.at(Timestamp::now())
+/// How long one step of a wait on a [`WorldClock`] sleeps at most before looking at the pace
+/// again: the world may change its speed at any moment.
+const WAIT_STEP: Duration = Duration::from_millis(10);
+
+/// The local world's time, read from the file the world writes its [`Pace`] to: the world
+/// runs faster than the wall clock while nothing is working and at the wall clock's pace
+/// while something is (`nodewright_world`'s clock), so a simulated day takes less than a day
+/// and a function's own latency is not multiplied. A wait looks at the pace every
+/// [`WAIT_STEP`] of wall-clock time.
+#[derive(Debug, Clone)]
+pub struct WorldClock {
+    path: PathBuf,
+    last: Arc<Mutex<Option<Pace>>>,
+}
+
+impl WorldClock {
+    pub fn new(path: impl Into<PathBuf>) -> WorldClock {
+        WorldClock {
+            path: path.into(),
+            last: Arc::default(),
+        }
     }
 
-    fn sleep(&self, d: Duration) -> tokio::time::Sleep {
-        tokio::time::sleep(d.div_f64(self.speed))
+    /// The pace now: read from the file, else the last one read (the world rewrites it by
+    /// renaming, so a read rarely fails), else the wall clock's.
+    pub fn pace(&self) -> Pace {
+        let read = std::fs::read_to_string(&self.path)
+            .ok()
+            .and_then(|t| Pace::parse(&self.path, &t).ok());
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = read {
+            *last = Some(p);
+        }
+        last.unwrap_or_else(|| Pace::real(Timestamp::now()))
     }
+}
+
+impl Clock for WorldClock {
+    fn now(&self) -> Timestamp {
+        self.pace().time_at(Timestamp::now())
+    }
+
+    fn sleep(&self, d: Duration) -> Sleep {
+        let me = self.clone();
+        Box::pin(async move {
+            let target = me.now() + d;
+            loop {
+                let pace = me.pace();
+                let left = until(pace.time_at(Timestamp::now()), target);
+                if left.is_zero() {
+                    return;
+                }
+                tokio::time::sleep(left.div_f64(pace.speed).min(WAIT_STEP)).await;
+            }
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{CLOCK_VARIABLE}={value:?}: expected `world <path of the pace file>`")]
+pub struct ClockSettingError {
+    value: String,
 }
 
 /// The clock [`CLOCK_VARIABLE`] selects (`None`: unset, the system clock).
 pub fn from_setting(value: Option<&str>) -> Result<Arc<dyn Clock>, ClockSettingError> {
-    match value {
-        None => Ok(Arc::new(SystemClock)),
-        Some(v) => Ok(Arc::new(ScaledClock::parse(v)?)),
+    let Some(value) = value else {
+        return Ok(Arc::new(SystemClock));
+    };
+    match value.split_once(' ') {
+        Some(("world", path)) if !path.trim().is_empty() => {
+            Ok(Arc::new(WorldClock::new(path.trim())))
+        }
+        _ => Err(ClockSettingError {
+            value: value.to_string(),
+        }),
     }
+}
+
+/// The value of [`CLOCK_VARIABLE`] that selects the [`WorldClock`] of `path`.
+pub fn world_setting(path: &Path) -> String {
+    format!("world {}", path.display())
 }
 
 #[cfg(test)]
@@ -141,55 +223,58 @@ mod tests {
         s.parse().unwrap()
     }
 
-    #[test]
-    fn a_scaled_clock_reads_back_the_setting_it_writes() {
-        let clock = ScaledClock {
-            origin: t("2026-11-27T00:00:00Z"),
-            speed: 20.0,
-        };
-        assert_eq!(ScaledClock::parse(&clock.setting()).unwrap(), clock);
-        assert_eq!(
-            ScaledClock::parse("scaled 2.5 2026-11-27T00:00:00Z").unwrap(),
-            ScaledClock {
-                origin: t("2026-11-27T00:00:00Z"),
-                speed: 2.5
-            }
-        );
-    }
-
-    #[test]
-    fn a_scaled_clock_runs_speed_times_as_fast_as_the_wall_from_its_origin() {
-        let clock = ScaledClock {
-            origin: t("2026-11-27T00:00:00Z"),
-            speed: 20.0,
-        };
-        let cases = [
-            ("2026-11-27T00:00:00Z", "2026-11-27T00:00:00Z"),
-            ("2026-11-27T00:00:03Z", "2026-11-27T00:01:00Z"),
-            ("2026-11-27T01:12:00Z", "2026-11-28T00:00:00Z"),
-        ];
-        for (wall, scaled) in cases {
-            assert_eq!(clock.at(t(wall)), t(scaled), "wall {wall}");
-            assert_eq!(clock.wall(t(scaled)), t(wall), "scaled {scaled}");
+    fn pace(speed: f64) -> Pace {
+        Pace {
+            wall: t("2026-11-27T00:00:00Z"),
+            at: t("2026-11-28T00:00:00Z"),
+            speed,
         }
     }
 
     #[test]
-    fn an_unreadable_clock_setting_says_what_is_wrong_with_it() {
+    fn a_pace_runs_speed_times_as_fast_as_the_wall_from_its_anchor() {
+        let p = pace(20.0);
         let cases = [
-            ("fast 20 2026-11-27T00:00:00Z", "only clock"),
-            ("scaled", "no speed"),
-            ("scaled quick 2026-11-27T00:00:00Z", "not a number"),
-            ("scaled -1 2026-11-27T00:00:00Z", "positive"),
-            ("scaled 0 2026-11-27T00:00:00Z", "positive"),
-            ("scaled 20", "no origin"),
-            ("scaled 20 yesterday", "RFC 3339"),
-            ("scaled 20 2026-11-27T00:00:00Z extra", "more than"),
+            ("2026-11-27T00:00:00Z", "2026-11-28T00:00:00Z"),
+            ("2026-11-27T00:00:03Z", "2026-11-28T00:01:00Z"),
+            ("2026-11-27T01:12:00Z", "2026-11-29T00:00:00Z"),
         ];
-        for (value, says) in cases {
-            let e = ScaledClock::parse(value).unwrap_err().to_string();
-            assert!(e.contains(says), "{value:?}: {e}");
-            assert!(e.contains(CLOCK_VARIABLE), "{value:?}: {e}");
+        for (wall, at) in cases {
+            assert_eq!(p.time_at(t(wall)), t(at), "wall {wall}");
+        }
+    }
+
+    #[test]
+    fn a_change_of_speed_keeps_the_time_continuous() {
+        let p = pace(20.0);
+        let switch = t("2026-11-27T00:00:03Z");
+        let q = p.with_speed(switch, 1.0);
+        assert_eq!(q.time_at(switch), p.time_at(switch));
+        assert_eq!(
+            q.time_at(t("2026-11-27T00:00:13Z")),
+            t("2026-11-28T00:01:10Z")
+        );
+    }
+
+    #[test]
+    fn a_pace_reads_back_the_line_it_writes_and_a_bad_line_says_what_is_wrong() {
+        let path = Path::new("/tmp/pace");
+        let p = pace(2.5);
+        assert_eq!(Pace::parse(path, &p.to_line()).unwrap(), p);
+        let cases = [
+            ("", "three words"),
+            ("a b", "three words"),
+            (
+                "2026-11-27T00:00:00Z 2026-11-27T00:00:00Z fast",
+                "not a number",
+            ),
+            ("2026-11-27T00:00:00Z 2026-11-27T00:00:00Z 0", "positive"),
+            ("yesterday 2026-11-27T00:00:00Z 1", "wall anchor"),
+            ("2026-11-27T00:00:00Z today 1", "the time"),
+        ];
+        for (line, says) in cases {
+            let e = Pace::parse(path, line).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("/tmp/pace"), "{line:?}: {e}");
         }
     }
 
@@ -204,21 +289,52 @@ mod tests {
     }
 
     #[test]
-    fn no_setting_is_the_system_clock() {
+    fn the_setting_selects_the_system_clock_or_a_world_clock_and_nothing_else() {
         let before = Timestamp::now();
-        let now = from_setting(None).unwrap().now();
-        assert!(now >= before);
-        assert!(from_setting(Some("scaled 0 x")).is_err());
+        assert!(from_setting(None).unwrap().now() >= before);
+        assert!(from_setting(Some("world /tmp/x")).is_ok());
+        for bad in ["world", "world ", "scaled 20 2026-11-27T00:00:00Z", ""] {
+            let e = from_setting(Some(bad)).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains(CLOCK_VARIABLE)),
+                "{bad:?}: {e:?}"
+            );
+        }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_scaled_wait_takes_its_share_of_wall_clock_time() {
-        let clock = ScaledClock {
-            origin: Timestamp::now(),
-            speed: 20.0,
-        };
-        let started = tokio::time::Instant::now();
-        clock.sleep(Duration::from_secs(60)).await;
-        assert_eq!(started.elapsed(), Duration::from_secs(3));
+    #[tokio::test]
+    async fn a_world_clock_follows_its_file_and_a_wait_follows_a_change_of_speed() {
+        let dir = std::env::temp_dir().join(format!("nw-clock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pace");
+        let start = t("2030-01-01T00:00:00Z");
+        Pace {
+            wall: Timestamp::now(),
+            at: start,
+            speed: 1.0,
+        }
+        .write(&path)
+        .unwrap();
+        let clock = WorldClock::new(&path);
+        let read = clock.now();
+        assert!(read >= start && read < start + SignedDuration::from_secs(5));
+        // A wait of an hour at the wall clock's pace, sped up to 36,000x after it began:
+        // it ends a tenth of a second or so later, not an hour later.
+        let waited = tokio::spawn({
+            let clock = clock.clone();
+            async move { clock.sleep(Duration::from_secs(3600)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        clock
+            .pace()
+            .with_speed(Timestamp::now(), 36_000.0)
+            .write(&path)
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), waited)
+            .await
+            .expect("the wait followed the new speed")
+            .unwrap();
+        assert!(clock.now() >= start + SignedDuration::from_secs(3600));
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

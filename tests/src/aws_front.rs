@@ -22,6 +22,10 @@
 //!   EC2's answer for an `instant` fleet that launched nothing (HTTP 200, an `errorSet`
 //!   item per failing override; [`crate::fleet_faults`]) and moto never sees it.
 //!
+//! - **The interruption queue** (once [`AwsFront::emulate_sqs`] is set, as the world does):
+//!   SQS calls on the stack's queue and its dead-letter queue are answered by the world's
+//!   own queue on the world's clock ([`crate::sqs`]) after moto has judged their IAM.
+//!
 //! Every call is recorded (action, time, what the front did), so tests and benchmarks can
 //! read the wire: how often the SDK retried, when CreateFleet was sent.
 //!
@@ -69,6 +73,8 @@ pub enum Handling {
     /// A DescribeInstances naming an instance too young to be visible:
     /// `InvalidInstanceID.NotFound`, moto never saw it.
     NotVisibleYet,
+    /// An SQS call on an emulated queue: moto judged its IAM, the world's queue answered.
+    Emulated(u16),
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +117,10 @@ struct Front {
     tokens: Tokens,
     consistency: Consistency,
     calls: Mutex<Vec<Call>>,
+    sqs: std::sync::OnceLock<Arc<crate::sqs::Sqs>>,
+    /// The world's clock: injected delays are world time, and a call being served counts
+    /// as the world working ([`crate::world_time`]).
+    clock: std::sync::OnceLock<crate::kube_sim::SimClock>,
     /// Flips to true when the front stops, releasing withheld answers.
     stopping: watch::Receiver<bool>,
 }
@@ -136,8 +146,9 @@ impl Crash {
 }
 
 impl AwsFront {
-    /// Holds every later call of `action` for `by` before handling it, as a slow API
-    /// answers (the caller may give up first); see [`Handling::Delayed`].
+    /// Holds every later call of `action` for `by` (world time, once [`AwsFront::use_clock`]
+    /// is set) before handling it, as a slow API answers (the caller may give up first);
+    /// see [`Handling::Delayed`].
     pub fn delay(&self, action: &str, by: Duration) {
         if let Ok(mut armed) = self.front.armed.lock() {
             armed.delay.insert(action.to_string(), by);
@@ -158,6 +169,8 @@ impl AwsFront {
             tokens: Tokens::default(),
             consistency: Consistency::default(),
             calls: Mutex::default(),
+            sqs: std::sync::OnceLock::new(),
+            clock: std::sync::OnceLock::new(),
             stopping,
         });
         let app = axum::Router::new()
@@ -182,6 +195,16 @@ impl AwsFront {
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Keeps time with `clock` from now on (see [`Front::clock`]).
+    pub fn use_clock(&self, clock: crate::kube_sim::SimClock) {
+        let _ = self.front.clock.set(clock);
+    }
+
+    /// From now on, SQS calls on `sqs`'s queues are answered by it (see the module's doc).
+    pub fn emulate_sqs(&self, sqs: Arc<crate::sqs::Sqs>) {
+        let _ = self.front.sqs.set(sqs);
     }
 
     /// `base` pointed at this front instead of moto.
@@ -363,15 +386,37 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
     if let Some(delay) = delay {
         front.record(action.clone(), at, Handling::Delayed, &body);
         let mut stopping = front.stopping.clone();
+        let wait = async {
+            match front.clock.get() {
+                Some(clock) => clock.sleep(delay).await,
+                None => tokio::time::sleep(delay).await,
+            }
+        };
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
+            () = wait => {}
             _ = stopping.wait_for(|stop| *stop) => {}
         }
     }
+    // A long poll waits; everything else is work while it is served.
+    let _busy = front
+        .clock
+        .get()
+        .filter(|_| action != "ReceiveMessage")
+        .map(|c| c.busy());
     let plan = front.plan(&action);
     if let Plan::Throttle = plan {
         front.record(action.clone(), at, Handling::Throttled, &body);
         return throttled(&parts.headers, &action);
+    }
+    if let Some(sqs) = front.sqs.get()
+        && crate::sqs::wire::queue_url_of(&parts.headers, &body)
+            .is_some_and(|url| sqs.queue(&url).is_some())
+    {
+        let response = emulated_sqs(&front, sqs, parts, body, &action, at, &path_and_query).await;
+        return match plan {
+            Plan::Crash(tx) => withhold(&front, tx).await,
+            _ => response,
+        };
     }
     if let Some(id) = front.consistency.not_found(&action, &body, at) {
         front.record(action, at, Handling::NotVisibleYet, &body);
@@ -460,11 +505,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
     match plan {
         Plan::Crash(tx) => {
             front.record(action, at, Handling::Withheld, &body);
-            let _ = tx.send(Instant::now());
-            // The caller is gone; hold the answer until the front stops.
-            let mut stopping = front.stopping.clone();
-            let _ = stopping.wait_for(|s| *s).await;
-            StatusCode::SERVICE_UNAVAILABLE.into_response()
+            withhold(&front, tx).await
         }
         _ => {
             front.record(
@@ -476,6 +517,70 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             response
         }
     }
+}
+
+/// The caller "crashed" after its call took effect: the test is told, and the answer is
+/// held until the front stops.
+async fn withhold(front: &Front, crashed: oneshot::Sender<Instant>) -> Response {
+    let _ = crashed.send(Instant::now());
+    let mut stopping = front.stopping.clone();
+    let _ = stopping.wait_for(|s| *s).await;
+    StatusCode::SERVICE_UNAVAILABLE.into_response()
+}
+
+/// An SQS call on an emulated queue: moto judges its IAM (its answer is returned when it
+/// refused), then the world's queue answers.
+async fn emulated_sqs(
+    front: &Front,
+    sqs: &crate::sqs::Sqs,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    action: &str,
+    at: Instant,
+    path_and_query: &str,
+) -> Response {
+    let judged = front
+        .forward(parts.method, path_and_query, &parts.headers, body.clone())
+        .await;
+    let moto = match judged {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                StatusCode::BAD_GATEWAY,
+                format!("the AWS front could not reach moto: {e}"),
+            )
+                .into_response();
+        }
+    };
+    let (moto_parts, moto_body) = moto.into_parts();
+    let moto_bytes = axum::body::to_bytes(moto_body, MAX_BODY)
+        .await
+        .unwrap_or_default();
+    if refused_by_iam(moto_parts.status, &moto_bytes) {
+        front.record(
+            action.to_string(),
+            at,
+            Handling::Forwarded(moto_parts.status.as_u16()),
+            &body,
+        );
+        return Response::from_parts(moto_parts, Body::from(moto_bytes));
+    }
+    let moto_json: serde_json::Value = serde_json::from_slice(&moto_bytes).unwrap_or_default();
+    let response = crate::sqs::wire::serve(sqs, action, &parts.headers, &body, &moto_json)
+        .await
+        .unwrap_or_else(|| StatusCode::BAD_REQUEST.into_response());
+    front.record(
+        action.to_string(),
+        at,
+        Handling::Emulated(response.status().as_u16()),
+        &body,
+    );
+    response
+}
+
+/// Whether moto's answer is IAM's refusal (403, or an AccessDenied error document).
+fn refused_by_iam(status: StatusCode, body: &[u8]) -> bool {
+    status == StatusCode::FORBIDDEN || String::from_utf8_lossy(body).contains("AccessDenied")
 }
 
 fn replay(first: Remembered) -> Response {

@@ -31,4 +31,21 @@ impl World {
         env.push(("KUBECONFIG", kubeconfig.display().to_string()));
         Ok(env)
     }
+
+    /// [`World::deployed_env`] as owned pairs, plus the world's clock when the world keeps
+    /// its own time (`NODEWRIGHT_CLOCK=world <pace file>`), so the binary keeps it too.
+    pub fn binary_env(&self, function: &str, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+        let mut env: Vec<(String, String)> = self
+            .deployed_env(function, dir)?
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        if let Some(time) = self.clock().world_time() {
+            env.push((
+                nodewright::clock::CLOCK_VARIABLE.to_string(),
+                nodewright::clock::world_setting(time.path()),
+            ));
+        }
+        Ok(env)
+    }
 }

@@ -2,16 +2,15 @@
 //! SQS event source mapping runs it: receive a batch, invoke the real handler with it, delete
 //! the messages it did not report as failed.
 //!
-//! Emulated here: a failed message is made visible again at once (ChangeMessageVisibility
-//! 0) instead of after the queue's visibility timeout, so a scenario need not wait two
-//! minutes per retry; receive counts, the redrive to the dead-letter queue and
-//! `DelaySeconds` are moto's own.
+//! The queue is the world's (`crate::sqs`), on the world's clock: a failed message comes back
+//! after the queue's visibility timeout from the deployed template, a delayed follow-up
+//! after its `DelaySeconds`, and a message received more than `maxReceiveCount` times moves
+//! to the dead-letter queue; a scenario on a manual clock advances it to see them.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use jiff::Timestamp;
 use lambda_runtime::LambdaEvent;
 use nodewright::aws::{Ec2Adapter, ImageAdapter, SqsQueue};
@@ -42,7 +41,7 @@ pub struct Batch {
     /// When ReceiveMessage returned it.
     pub received_at: Instant,
     pub bodies: Vec<Value>,
-    messages: Vec<aws_sdk_sqs::types::Message>,
+    messages: Vec<crate::sqs::model::Message>,
 }
 
 impl Batch {
@@ -75,6 +74,7 @@ impl World {
         let sdk = self.function_sdk("InterruptionFunction")?;
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         Ok(State {
+            clock: std::sync::Arc::new(crate::kit::SimNow(self.clock())),
             kube,
             ec2: Ec2Adapter::new(ec2, self.seeded.cluster.clone()),
             replacer: provisioner.provisioner(),
@@ -112,6 +112,9 @@ impl World {
             .await
             .context("PutEvents against moto")?;
         anyhow::ensure!(out.failed_entry_count() == 0, "PutEvents failed: {out:?}");
+        // EventBridge delivers to the queue: moto's rules routed it into moto's queue, from
+        // where the world's queue takes it.
+        self.sqs.pump(&self.sdk).await?;
         Ok(())
     }
 
@@ -124,6 +127,7 @@ impl World {
             .send()
             .await
             .context("SendMessage against moto")?;
+        self.sqs.pump(&self.sdk).await?;
         Ok(())
     }
 
@@ -158,100 +162,55 @@ impl World {
         })
     }
 
-    /// The first half of the emulated event source mapping: one ReceiveMessage (up to ten
-    /// messages, waiting up to `wait` for the first) turned into the SQS event Lambda
-    /// invokes the function with; `None` when nothing arrived.
+    /// The first half of the emulated event source mapping: EventBridge's deliveries moved
+    /// into the world's queue, then one ReceiveMessage (up to ten messages, hidden for the
+    /// queue's visibility timeout, waiting up to `wait` for the first) turned into the SQS
+    /// event Lambda invokes the function with; `None` when nothing arrived.
     pub async fn receive_batch(&self, wait: Duration) -> anyhow::Result<Option<Batch>> {
-        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
-        let out = sqs
-            .receive_message()
-            .queue_url(&self.stack.queue_url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(wait.as_secs().min(20) as i32)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .send()
-            .await
-            .context("ReceiveMessage against moto")?;
+        self.sqs.pump(&self.sdk).await?;
+        let messages = self.queue.receive(10, None, wait).await;
         let received_at = Instant::now();
-        let messages = out.messages().to_vec();
         if messages.is_empty() {
             return Ok(None);
         }
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str().to_string(), json!(v)))
-                    .collect();
-                json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": with_account(m.body().unwrap_or_default()),
-                    "attributes": attributes,
-                    "messageAttributes": {},
-                    "md5OfBody": m.md5_of_body(),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.stack.queue_arn,
-                    "awsRegion": REGION,
-                })
-            })
-            .collect();
+        let event = crate::lambda::esm::sqs_event(&self.queue, REGION, &messages);
         let bodies = messages
             .iter()
-            .filter_map(|m| serde_json::from_str(m.body().unwrap_or_default()).ok())
+            .filter_map(|m| serde_json::from_str(&m.sent.body).ok())
             .collect();
         Ok(Some(Batch {
-            event: json!({ "Records": records }),
+            event,
             received_at,
             bodies,
             messages,
         }))
     }
 
-    /// The second half: messages reported as failed (`batchItemFailures` ids) are made
-    /// visible again at once, the others deleted.
+    /// The second half: the messages not reported as failed (`batchItemFailures` ids) are
+    /// deleted; the failed ones stay hidden until the queue's visibility timeout has passed
+    /// on the world's clock, as Lambda leaves them.
     pub async fn settle(&self, batch: &Batch, failed: &[String]) -> anyhow::Result<()> {
-        let sqs = aws_sdk_sqs::Client::new(&self.sdk);
         for m in &batch.messages {
-            let handle = m.receipt_handle().unwrap_or_default();
-            if failed.iter().any(|id| Some(id.as_str()) == m.message_id()) {
-                sqs.change_message_visibility()
-                    .queue_url(&self.stack.queue_url)
-                    .receipt_handle(handle)
-                    .visibility_timeout(0)
-                    .send()
-                    .await
-                    .context("ChangeMessageVisibility against moto")?;
-            } else {
-                sqs.delete_message()
-                    .queue_url(&self.stack.queue_url)
-                    .receipt_handle(handle)
-                    .send()
-                    .await
-                    .context("DeleteMessage against moto")?;
+            if failed.contains(&m.id) {
+                continue;
+            }
+            if let Some(handle) = &m.handle {
+                self.queue
+                    .with(|q, now| q.delete(handle, now))
+                    .map_err(|e| anyhow::anyhow!("deleting message {}: {e}", m.id))?;
             }
         }
         Ok(())
     }
 
-    /// Messages in the dead-letter queue (read without consuming them for long).
+    /// The bodies of the messages in the dead-letter queue.
     pub async fn dead_letters(&self) -> anyhow::Result<Vec<String>> {
-        let out = aws_sdk_sqs::Client::new(&self.sdk)
-            .receive_message()
-            .queue_url(&self.stack.dead_letter_queue_url)
-            .max_number_of_messages(10)
-            .visibility_timeout(0)
-            .send()
-            .await
-            .context("ReceiveMessage on the dead-letter queue")?;
-        Ok(out
-            .messages()
-            .iter()
-            .map(|m| m.body().unwrap_or_default().to_string())
-            .collect())
+        Ok(self.queue.with(|q, _| {
+            q.dead_letters()
+                .iter()
+                .map(|(m, _)| m.sent.body.clone())
+                .collect()
+        }))
     }
 }
 
@@ -261,7 +220,7 @@ impl World {
 /// emulated event source mapping puts moto's own account back into an EventBridge envelope
 /// that lacks one. A body that carries an account, or is not an envelope, passes unchanged,
 /// so the handler's own account check still judges every forged or foreign message.
-fn with_account(body: &str) -> String {
+pub(crate) fn with_account(body: &str) -> String {
     match serde_json::from_str::<Value>(body) {
         Ok(Value::Object(mut event))
             if event.contains_key("detail-type") && !event.contains_key("account") =>

@@ -35,6 +35,32 @@ pub fn manual_cluster() -> SimConfig {
     }
 }
 
+/// The local world `cluster` on its own time ([`crate::world_time`]): the wall clock's pace
+/// while anything works, `idle` times as fast while everything waits, shared by moto's EC2,
+/// the simulated cluster, the world's queue and Lambda, and the function binaries it runs;
+/// Karpenter's CRDs installed. The control plane steps every `step` of world time in the
+/// background (the task ends with the world).
+pub async fn timed_world(cluster: &str, idle: f64, step: Duration) -> anyhow::Result<World> {
+    log_to_test_output();
+    let dir = std::env::temp_dir().join(format!("nodewright-{cluster}-{}", std::process::id()));
+    let time = crate::world_time::WorldTime::start(
+        &dir,
+        jiff::Timestamp::now(),
+        crate::world_time::Speeds::idle_at(idle),
+    )?;
+    let world = World::start(
+        cluster,
+        SimConfig {
+            clock: SimClock::world(time),
+            crds_installed: true,
+            ..SimConfig::default()
+        },
+    )
+    .await?;
+    world.sim.step_in_background(step);
+    Ok(world)
+}
+
 /// The local world `cluster` on a [`manual_cluster`], logging to the test output.
 pub async fn manual_world(cluster: &str) -> anyhow::Result<World> {
     log_to_test_output();
@@ -84,6 +110,25 @@ pub fn release_binary(name: &str) -> PathBuf {
         PathBuf::from,
     );
     target.join("release").join(name)
+}
+
+/// The debug build of function `name` (`provisioner`, `interruption`, `sweeper`) that the
+/// world's Lambda runs in tests: `debug/<name>` in the target directory (`CARGO_TARGET_DIR`
+/// if set). `cargo test --workspace` builds it, since each function's package has
+/// integration tests (cargo builds a package's binaries for them); a missing one is an
+/// error that says so.
+pub fn debug_binary(name: &str) -> anyhow::Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || crate::moto::workspace_root().join("target"),
+        PathBuf::from,
+    );
+    let path = target.join("debug").join(name);
+    anyhow::ensure!(
+        path.is_file(),
+        "{} is missing: `cargo test --workspace` (as `make test` runs it) builds it",
+        path.display()
+    );
+    Ok(path)
 }
 
 /// The `p` quantile (0.0 to 1.0) of `sorted`, the nearest sample by rank; `sorted` must not

@@ -32,9 +32,24 @@ pub enum Outcome {
     Error(Value),
 }
 
+/// One invocation as the Runtime API hands it to the runtime.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub event: Value,
+    /// `Lambda-Runtime-Deadline-Ms`: when the function times out, in milliseconds since
+    /// the epoch on the clock the function runs on.
+    pub deadline_ms: i64,
+    /// `Lambda-Runtime-Trace-Id`: the X-Ray trace header (Lambda's recursion detection
+    /// carries its lineage here).
+    pub trace_id: String,
+}
+
+/// The trace header of an invocation that continues no chain.
+pub const FRESH_TRACE: &str = "Root=1-00000000-000000000000000000000000";
+
 #[derive(Default)]
 struct Queue {
-    waiting: VecDeque<(String, Value, Duration)>,
+    waiting: VecDeque<(String, Invocation)>,
     answers: HashMap<String, oneshot::Sender<Outcome>>,
     init_error: Option<Value>,
     /// When the runtime first asked for an invocation: the end of its cold start.
@@ -93,8 +108,23 @@ impl RuntimeApi {
         &self.addr
     }
 
-    /// Queues one invocation with `timeout` and waits for the function's answer.
+    /// Queues one invocation with `timeout` (on the wall clock) and waits for the
+    /// function's answer.
     pub async fn invoke(&self, event: Value, timeout: Duration) -> anyhow::Result<Outcome> {
+        let deadline_ms = SystemTime::now()
+            .checked_add(timeout)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        let invocation = Invocation {
+            event,
+            deadline_ms,
+            trace_id: FRESH_TRACE.to_string(),
+        };
+        self.invoke_with(invocation).await
+    }
+
+    /// Queues `invocation` and waits for the function's answer.
+    pub async fn invoke_with(&self, invocation: Invocation) -> anyhow::Result<Outcome> {
         let id = {
             let mut n = self
                 .next_id
@@ -111,7 +141,7 @@ impl RuntimeApi {
                 .lock()
                 .map_err(|_| anyhow::anyhow!("poisoned"))?;
             q.answers.insert(id.clone(), tx);
-            q.waiting.push_back((id.clone(), event, timeout));
+            q.waiting.push_back((id.clone(), invocation));
         }
         self.api.arrived.notify_waiters();
         rx.await
@@ -153,11 +183,7 @@ async fn next(State(api): State<Arc<Api>>) -> Response {
             .lock()
             .ok()
             .and_then(|mut q| q.waiting.pop_front());
-        if let Some((id, event, timeout)) = item {
-            let deadline = SystemTime::now()
-                .checked_add(timeout)
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_millis());
+        if let Some((id, invocation)) = item {
             let mut headers = HeaderMap::new();
             let mut set = |name: &'static str, value: String| {
                 if let Ok(v) = HeaderValue::from_str(&value) {
@@ -165,16 +191,16 @@ async fn next(State(api): State<Arc<Api>>) -> Response {
                 }
             };
             set("lambda-runtime-aws-request-id", id);
-            set("lambda-runtime-deadline-ms", deadline.to_string());
+            set(
+                "lambda-runtime-deadline-ms",
+                invocation.deadline_ms.to_string(),
+            );
             set(
                 "lambda-runtime-invoked-function-arn",
                 "arn:aws:lambda:us-east-1:123456789012:function:local".into(),
             );
-            set(
-                "lambda-runtime-trace-id",
-                "Root=1-00000000-000000000000000000000000".into(),
-            );
-            return (headers, event.to_string()).into_response();
+            set("lambda-runtime-trace-id", invocation.trace_id);
+            return (headers, invocation.event.to_string()).into_response();
         }
         notified.await;
     }
@@ -275,6 +301,11 @@ impl FunctionProcess {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             .context("no VmHWM line in /proc/<pid>/status")?;
         Ok(kb * 1024)
+    }
+
+    /// Kills the process (SIGKILL), as Lambda ends an environment that timed out.
+    pub fn kill(&mut self) {
+        let _ = self.child.start_kill();
     }
 
     /// Whether the process has exited (and how), without waiting.

@@ -144,6 +144,12 @@ impl Moto {
     /// Starts moto from the venv ([`venv_dir`]) on a free loopback port and waits until it
     /// answers.
     pub async fn start() -> Result<Moto, MotoError> {
+        Moto::start_on(None).await
+    }
+
+    /// [`Moto::start`], with EC2's "now" read from the world's pace file `clock` (the
+    /// world's own time; `moto/launch.py`, 13) when given.
+    pub async fn start_on(clock: Option<PathBuf>) -> Result<Moto, MotoError> {
         let venv = venv_dir();
         let python = venv.join("bin").join("python");
         if !venv.join("bin").join("moto_server").is_file() || !python.exists() {
@@ -161,7 +167,7 @@ impl Moto {
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
             let log = log_path(port);
-            let child = spawn(&python, port, &log)?;
+            let child = spawn(&python, port, &log, clock.as_deref())?;
             let url = format!("http://127.0.0.1:{port}");
             let mut moto = Moto {
                 child,
@@ -202,6 +208,11 @@ impl Moto {
     }
 
     /// `http://127.0.0.1:<port>`.
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -345,7 +356,7 @@ fn log_path(port: u16) -> PathBuf {
     ))
 }
 
-fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
+fn spawn(python: &Path, port: u16, log: &Path, clock: Option<&Path>) -> Result<Child, MotoError> {
     use std::os::unix::process::CommandExt;
     let out = std::fs::File::create(log).map_err(|source| MotoError::Log {
         log: log.to_path_buf(),
@@ -355,7 +366,15 @@ fn spawn(python: &Path, port: u16, log: &Path) -> Result<Child, MotoError> {
         log: log.to_path_buf(),
         source,
     })?;
-    Command::new(python)
+    let mut command = Command::new(python);
+    match clock {
+        Some(pace) => command.env(
+            nodewright::clock::CLOCK_VARIABLE,
+            nodewright::clock::world_setting(pace),
+        ),
+        None => command.env_remove(nodewright::clock::CLOCK_VARIABLE),
+    };
+    command
         .arg("-c")
         .arg(LAUNCHER)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])

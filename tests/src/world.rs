@@ -37,6 +37,9 @@ pub struct World {
     /// The proxy in front of moto where AWS-side faults are armed.
     pub front: AwsFront,
     pub sim: SimCluster,
+    /// The interruption queue as SQS runs it, on the world's clock ([`crate::sqs`]).
+    pub queue: Arc<crate::sqs::EmulatedQueue>,
+    pub sqs: Arc<crate::sqs::Sqs>,
 }
 
 /// The provisioner's logical id in `template.yaml`.
@@ -94,6 +97,49 @@ pub async fn deploy_stack(
         .await
         .with_context(|| format!("deploying template.yaml as stack {name}"))?;
     Ok(Stack::new(deployed)?)
+}
+
+/// The stack's interruption queue, emulated with the settings the deployed template gives
+/// it and its dead-letter queue.
+fn emulated_queue(stack: &Stack, clock: SimClock) -> anyhow::Result<crate::sqs::EmulatedQueue> {
+    let template = stack
+        .deployed
+        .template
+        .as_ref()
+        .context("the deployed stack carries no template")?;
+    let settings = crate::lambda::settings::queue_settings(template, "InterruptionQueue")?;
+    Ok(crate::sqs::EmulatedQueue::new(
+        &stack.queue_url,
+        &stack.queue_arn,
+        &stack.dead_letter_queue_url,
+        settings,
+        clock,
+    ))
+}
+
+/// The SenderId SQS records for each function's calls: its role's id and the session name
+/// Lambda gave it (`AROA…:<function>`).
+async fn know_senders(
+    admin: &SdkConfig,
+    stack: &Stack,
+    credentials: &BTreeMap<String, Credentials>,
+    sqs: &crate::sqs::Sqs,
+) -> anyhow::Result<()> {
+    let iam = aws_sdk_iam::Client::new(admin);
+    for (function, deployed) in &stack.deployed.functions {
+        let role_name = deployed.role.rsplit('/').next().unwrap_or_default();
+        let role = iam
+            .get_role()
+            .role_name(role_name)
+            .send()
+            .await
+            .with_context(|| format!("GetRole {role_name}"))?;
+        let role_id = role.role().map(|r| r.role_id()).unwrap_or_default();
+        if let Some(c) = credentials.get(function) {
+            sqs.know_sender(c.access_key_id(), &format!("{role_id}:{function}"));
+        }
+    }
+    Ok(())
 }
 
 /// Node capacity for every bundled instance type, from the same arithmetic the solver uses
@@ -166,7 +212,8 @@ impl World {
         parameters: &BTreeMap<String, String>,
         mut config: SimConfig,
     ) -> anyhow::Result<World> {
-        let moto = Moto::start()
+        let pace = config.clock.world_time().map(|t| t.path().to_path_buf());
+        let moto = Moto::start_on(pace)
             .await
             .context("moto starts (run `make setup` if the venv is missing)")?;
         let sdk = moto.sdk_config().await;
@@ -184,7 +231,15 @@ impl World {
             .await
             .context("the simulated cluster starts")?;
         let front = AwsFront::start(moto.url()).await?;
+        front.use_clock(sim.clock());
+        if let Some(time) = sim.clock().world_time() {
+            time.watch_process(moto.pid());
+        }
         let function_credentials = function_identities(&sdk, &stack).await?;
+        let queue = Arc::new(emulated_queue(&stack, sim.clock())?);
+        let sqs = Arc::new(crate::sqs::Sqs::new(vec![queue.clone()]));
+        know_senders(&sdk, &stack, &function_credentials, &sqs).await?;
+        front.emulate_sqs(sqs.clone());
         let provisioner = function_credentials
             .get(PROVISIONER)
             .with_context(|| format!("template.yaml has no {PROVISIONER}"))?;
@@ -198,6 +253,8 @@ impl World {
             function_credentials,
             front,
             sim,
+            queue,
+            sqs,
         })
     }
 
@@ -365,7 +422,9 @@ pub mod provisioner {
             settings.config_ttl = nodewright::kube::DEFAULT_CONFIG_TTL;
             // As the functions' mains: exclusions shared through nodewright-state.
             let shared = std::sync::Arc::new(nodewright::kube::StateConfigMap::new(client.clone()));
-            let kube = KubeCluster::new(client, settings);
+            // The configuration cache's TTL runs on the world's clock, as the functions'.
+            let clock = std::sync::Arc::new(crate::kit::SimNow(self.clock()));
+            let kube = KubeCluster::with_clock(client, settings, clock);
             let ec2 = aws_sdk_ec2::Client::new(&self.product_sdk);
             let ssm = aws_sdk_ssm::Client::new(&self.product_sdk);
             let settings = ProvisionerSettings {

@@ -4,7 +4,8 @@
 //!
 //! Emulated here: AWS is moto's server, Kubernetes the simulated cluster
 //! (`nodewright_world::kube_sim`), and the SQS event source mapping is
-//! `World::deliver` (which makes a failed message visible again at once). EC2 itself never
+//! `World::deliver` over the world's queue (a failed message comes back after the queue's
+//! visibility timeout on the world's manual clock). EC2 itself never
 //! sends these events in moto: the scenarios send what EC2 would. The handler, its
 //! adapters, the AWS SDK and `kube::Client` are real.
 
@@ -150,7 +151,7 @@ async fn the_pods_of_a_spot_interrupted_node_run_on_replacement_capacity_before_
 
     // Emitted 75 s ago (EventBridge and the queue took their time): 45 s are left, the
     // first 15 of them for eviction.
-    let emitted = Timestamp::now() - SignedDuration::from_secs(75);
+    let emitted = world.clock().now() - SignedDuration::from_secs(75);
     let deadline = emitted + SignedDuration::from_secs(120);
     spot_warning(&world, &instance_id, emitted).await;
     let first = world.deliver(&state, Duration::from_secs(5)).await.unwrap();
@@ -201,7 +202,7 @@ async fn the_pods_of_a_spot_interrupted_node_run_on_replacement_capacity_before_
                 && p["spec"]["nodeName"] != victim.as_str()
         });
         if all_moved && !pods.is_empty() {
-            moved_at = Some(Timestamp::now());
+            moved_at = Some(world.clock().now());
             break;
         }
     }
@@ -216,7 +217,7 @@ async fn the_pods_of_a_spot_interrupted_node_run_on_replacement_capacity_before_
     for _ in 0..90 {
         world.deliver(&state, Duration::from_secs(1)).await.unwrap();
         step(&world, 1).await;
-        if node(&world, &victim).is_none() && Timestamp::now() >= deadline {
+        if node(&world, &victim).is_none() && world.clock().now() >= deadline {
             gone = true;
             break;
         }
@@ -249,7 +250,7 @@ async fn terminated_removes_the_node_at_once_and_its_pods_are_recreated() {
             "aws.ec2",
             "EC2 Instance State-change Notification",
             json!({"instance-id": instance_id, "state": "terminated"}),
-            Timestamp::now(),
+            world.clock().now(),
         )
         .await
         .unwrap();
@@ -277,7 +278,7 @@ async fn duplicate_and_overlapping_events_launch_one_replacement_and_never_fail(
             "aws.ec2",
             "EC2 Instance Rebalance Recommendation",
             json!({"instance-id": instance_id}),
-            Timestamp::now(),
+            world.clock().now(),
         )
         .await
         .unwrap();
@@ -288,7 +289,7 @@ async fn duplicate_and_overlapping_events_launch_one_replacement_and_never_fail(
         after_rebalance > before,
         "the rebalance launched no replacement"
     );
-    let emitted = Timestamp::now();
+    let emitted = world.clock().now();
     spot_warning(&world, &instance_id, emitted).await;
     spot_warning(&world, &instance_id, emitted).await;
     for _ in 0..3 {
@@ -323,7 +324,7 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
             "aws.ec2",
             "EC2 Instance Rebalance Recommendation",
             json!({"instance-id": instance_id}),
-            Timestamp::now(),
+            world.clock().now(),
         )
         .await
         .unwrap();
@@ -348,7 +349,7 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
                 "aws.ec2",
                 "EC2 Instance State-change Notification",
                 json!({"instance-id": other_id, "state": "stopping"}),
-                Timestamp::now(),
+                world.clock().now(),
             )
             .await
             .unwrap();
@@ -365,9 +366,24 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
             "the good message waited on the bad one"
         );
     }
-    // maxReceiveCount is 5: the sixth receive moves it to the dead-letter queue.
-    for _ in 0..6 {
-        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
+    // The failed message comes back after the queue's visibility timeout (120 s in
+    // template.yaml), not before; maxReceiveCount is 5: the sixth receive moves it to the
+    // dead-letter queue.
+    step(&world, 119).await;
+    let early = world
+        .deliver(&state, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(
+        early.received, 0,
+        "redelivered before the visibility timeout: {early:?}"
+    );
+    for _ in 0..5 {
+        step(&world, 121).await;
+        world
+            .deliver(&state, Duration::from_millis(200))
+            .await
+            .unwrap();
     }
     let dead = world.dead_letters().await.unwrap();
     assert_eq!(dead.len(), 1, "{dead:?}");
@@ -414,7 +430,7 @@ async fn a_pdb_allowing_one_disruption_at_a_time_is_respected_while_time_allows(
     );
 
     // The full two minutes: time for the budget to let the pods go one by one.
-    let emitted = Timestamp::now();
+    let emitted = world.clock().now();
     let deadline = emitted + SignedDuration::from_secs(120);
     spot_warning(&world, &instance_id, emitted).await;
     // Whatever is left 30 s before the deadline is deleted regardless of the budget
@@ -422,7 +438,7 @@ async fn a_pdb_allowing_one_disruption_at_a_time_is_respected_while_time_allows(
     let budget_holds_until = deadline - SignedDuration::from_secs(30);
     let mut worst = 0;
     let mut drained = false;
-    while Timestamp::now() < budget_holds_until {
+    while world.clock().now() < budget_holds_until {
         let d = world.deliver(&state, Duration::from_secs(1)).await.unwrap();
         assert!(d.failed.is_empty(), "{d:?}");
         worst = worst.max(replicas - healthy_inflate(&world));
@@ -451,7 +467,7 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
     let state = world.interruption(&provisioner).await.unwrap();
     let (victim, instance_id) = busiest_node(&world);
     let before: Vec<String> = owned(&world).await.into_iter().map(|i| i.id).collect();
-    let emitted = Timestamp::now() - SignedDuration::from_secs(60);
+    let emitted = world.clock().now() - SignedDuration::from_secs(60);
     let deadline = emitted + SignedDuration::from_secs(120);
     spot_warning(&world, &instance_id, emitted).await;
 
@@ -499,7 +515,10 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
         }
     }
     assert!(moved, "the follow-up did not finish the drain");
-    assert!(Timestamp::now() < deadline, "finished after the deadline");
+    assert!(
+        world.clock().now() < deadline,
+        "finished after the deadline"
+    );
     let replacements: Vec<Instance> = owned(&world)
         .await
         .into_iter()
@@ -558,7 +577,7 @@ async fn two_spot_warnings_in_one_nodepool_each_get_capacity_for_their_pods() {
 
     // Both warnings before either replacement registers: the first node's replacement is
     // capacity in flight, already spoken for by the first node's pods.
-    let emitted = Timestamp::now();
+    let emitted = world.clock().now();
     let deadline = emitted + SignedDuration::from_secs(120);
     for (_, id) in victims {
         spot_warning(&world, id, emitted).await;
@@ -589,7 +608,7 @@ async fn two_spot_warnings_in_one_nodepool_each_get_capacity_for_their_pods() {
         world.deliver(&state, Duration::from_secs(1)).await.unwrap();
         let (total, running) = inflate(&world);
         if on_victims(&world) == 0 && running == total {
-            moved_at = Some(Timestamp::now());
+            moved_at = Some(world.clock().now());
             break;
         }
     }

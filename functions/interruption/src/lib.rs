@@ -16,7 +16,6 @@ mod steps;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
-use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::{FollowUpQueue, OwnedInstances};
 use nodewright::interruption::{Origin, Parsed, parse};
@@ -42,6 +41,8 @@ pub struct Settings {
 
 /// Clients built once per cold start, borrowed by every invocation.
 pub struct State<K, E, R, Q> {
+    /// `now` for the decisions and the follow-ups' delays.
+    pub clock: std::sync::Arc<dyn nodewright::clock::Clock>,
     pub kube: K,
     pub ec2: E,
     /// The provisioning core, for replacement capacity.
@@ -142,7 +143,7 @@ where
     let started = std::time::Instant::now();
     let mut ok = true;
     for instance_id in &message.instance_ids {
-        match act::handle(state, &message, instance_id, Timestamp::now()).await {
+        match act::handle(state, &message, instance_id, state.clock.now()).await {
             Ok(outcome) => tracing::info!(
                 message_id,
                 event_id = message.event_id,

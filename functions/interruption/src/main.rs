@@ -52,11 +52,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Exclusions (the reclaimed offering) are shared with the provisioner through the
     // cluster's nodewright-state ConfigMap.
     let shared = Arc::new(StateConfigMap::new(client.clone()));
-    let kube = KubeCluster::new(client, settings);
+    let clock =
+        nodewright::clock::from_setting(lookup(nodewright::clock::CLOCK_VARIABLE).as_deref())?;
+    let kube = KubeCluster::with_clock(client, settings, clock.clone());
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
     let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
     let state = State {
+        clock,
         kube,
         ec2: ec2_adapter,
         replacer: Mutex::new(provisioner),

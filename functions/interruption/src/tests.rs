@@ -244,6 +244,7 @@ fn fake() -> Fake {
 
 fn state(f: &Fake) -> State<Fake, Fake, Fake, Fake> {
     State {
+        clock: Arc::new(nodewright::clock::SystemClock),
         kube: f.clone(),
         ec2: f.clone(),
         replacer: f.clone(),

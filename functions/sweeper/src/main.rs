@@ -15,9 +15,7 @@ use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::ProfileLeftoversAdapter;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
-use nodewright::kube::{
-    ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap, SystemClock,
-};
+use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::lease::{Elector, KubeLeases};
 use nodewright::telemetry::{self, Function};
 use nodewright_provisioner::environment::FunctionEnv;
@@ -50,7 +48,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let leases = KubeLeases::new(client.clone(), LEASE_NAMESPACE);
     let elector = Elector::new(leases, LEASE_NAME, &reporting, LEASE_DURATION);
     let shared = Arc::new(StateConfigMap::new(client.clone()));
-    let kube = KubeCluster::new(client, settings);
+    let clock = nodewright::clock::from_setting(
+        std::env::var(nodewright::clock::CLOCK_VARIABLE)
+            .ok()
+            .as_deref(),
+    )?;
+    let kube = KubeCluster::with_clock(client, settings, clock.clone());
     // Leftover instance profiles: this cluster's, checked against every instance in the
     // region.
     let profiles = ProfileCollection::new(
@@ -66,7 +69,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
     let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
-    let state = State::new(kube, ec2_adapter, Arc::new(SystemClock))
+    let state = State::new(kube, ec2_adapter, clock)
         .with_lease(elector)
         .with_profile_collection(profiles)
         .with_replacer(tokio::sync::Mutex::new(provisioner));

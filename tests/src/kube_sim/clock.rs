@@ -1,23 +1,28 @@
-//! The simulation clock: tests advance it explicitly; the demo lets it follow real time,
-//! optionally faster.
+//! The simulation clock: tests advance it explicitly, or it is the world's time that runs
+//! on by itself, faster than the wall clock while nothing works
+//! ([`crate::world_time::WorldTime`], which the function binaries read too).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-#[derive(Debug)]
+use crate::world_time::{Busy, WorldTime};
+
 enum Mode {
     /// Time moves only through `advance`.
     Manual { now: Timestamp },
-    /// Time follows the wall clock from `origin`, `speed` simulated seconds per real second,
-    /// plus whatever `advance` added.
-    RealTime {
-        origin: Timestamp,
-        started: Instant,
-        speed: f64,
-        extra: Duration,
-    },
+    /// The world's own time.
+    World(Arc<WorldTime>),
+}
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Manual { now } => write!(f, "Manual({now})"),
+            Mode::World(t) => write!(f, "World({})", t.now()),
+        }
+    }
 }
 
 /// A shared clock (`Clone` shares it).
@@ -38,42 +43,61 @@ impl SimClock {
         SimClock(Arc::new(Mutex::new(Mode::Manual { now: start })))
     }
 
-    /// A clock that follows real time from now, `speed` times as fast (1.0 = real time).
+    /// A clock that follows the wall clock from now, `speed` times as fast whatever
+    /// happens (1.0 = real time): world time at one constant speed, its pace file in a
+    /// directory of its own under the temporary directory.
     pub fn real_time(speed: f64) -> SimClock {
-        let speed = if speed.is_finite() && speed > 0.0 {
-            speed
-        } else {
-            1.0
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!(
+            "nodewright-real-time-{}-{n}",
+            std::process::id()
+        ));
+        let speeds = crate::world_time::Speeds {
+            busy: speed,
+            idle: speed,
         };
-        SimClock(Arc::new(Mutex::new(Mode::RealTime {
-            origin: Timestamp::now(),
-            started: Instant::now(),
-            speed,
-            extra: Duration::ZERO,
-        })))
+        let time = WorldTime::start(&dir, Timestamp::now(), speeds)
+            .unwrap_or_else(|e| panic!("writing a pace file under {}: {e}", dir.display()));
+        SimClock::world(time)
+    }
+
+    /// The world's own time.
+    pub fn world(time: Arc<WorldTime>) -> SimClock {
+        SimClock(Arc::new(Mutex::new(Mode::World(time))))
+    }
+
+    /// The world's time this follows, if it is not manual.
+    pub fn world_time(&self) -> Option<Arc<WorldTime>> {
+        match &*self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Mode::Manual { .. } => None,
+            Mode::World(t) => Some(t.clone()),
+        }
+    }
+
+    /// Marks the world busy while the guard lives (nothing on a manual clock).
+    pub fn busy(&self) -> Busy {
+        self.world_time().map_or_else(Busy::none, |t| t.busy())
+    }
+
+    /// Waits `d` of this clock's time. A manual clock moves only when a test moves it, so a
+    /// wait on it is a short wall-clock pause (at most 20 ms) before the caller looks again.
+    pub async fn sleep(&self, d: Duration) {
+        match self.world_time() {
+            Some(t) => t.sleep(d).await,
+            None => tokio::time::sleep(d.min(Duration::from_millis(20))).await,
+        }
     }
 
     pub fn now(&self) -> Timestamp {
         let mode = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match &*mode {
             Mode::Manual { now } => *now,
-            Mode::RealTime {
-                origin,
-                started,
-                speed,
-                extra,
-            } => {
-                let elapsed = started.elapsed().mul_f64(*speed) + *extra;
-                origin
-                    .saturating_add(
-                        SignedDuration::try_from(elapsed).unwrap_or(SignedDuration::MAX),
-                    )
-                    .unwrap_or(*origin)
-            }
+            Mode::World(t) => t.now(),
         }
     }
 
-    /// Moves the clock forward (in real-time mode: on top of the time that passes anyway).
+    /// Moves a manual clock forward (the world's own time runs by itself).
     pub fn advance(&self, by: Duration) {
         let mut mode = self.0.lock().unwrap_or_else(|p| p.into_inner());
         match &mut *mode {
@@ -81,7 +105,10 @@ impl SimClock {
                 let d = SignedDuration::try_from(by).unwrap_or(SignedDuration::MAX);
                 *now = now.saturating_add(d).unwrap_or(*now);
             }
-            Mode::RealTime { extra, .. } => *extra += by,
+            Mode::World(_) => panic!(
+                "the world's own time cannot be advanced by hand: the function binaries read \
+                 it from its pace file"
+            ),
         }
     }
 

@@ -406,7 +406,9 @@ impl SimCluster {
         });
     }
 
-    /// Delays every request whose path starts with `path_prefix` by `delay` (real time).
+    /// Delays every request whose path starts with `path_prefix` by `delay` of the
+    /// simulation clock's time (on a manual clock, at most 20 ms of wall-clock time each:
+    /// see [`SimClock::sleep`]).
     pub fn slow(&self, path_prefix: &str, delay: Duration) {
         self.inner
             .shared
@@ -485,6 +487,25 @@ impl SimCluster {
             loop {
                 tokio::time::sleep(interval).await;
                 let Some(inner) = weak.upgrade() else { break };
+                let report = SimCluster { inner }.step().await;
+                for e in &report.errors {
+                    tracing::warn!(error = %e, "simulated cluster step");
+                }
+            }
+        })
+    }
+
+    /// Runs [`step`](Self::step) every `every` of the simulation clock's time (the world's
+    /// own time, see [`crate::world_time`]) until the cluster is dropped; a step counts as
+    /// the world working.
+    pub fn step_in_background(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let clock = self.clock();
+        tokio::spawn(async move {
+            loop {
+                clock.sleep(every).await;
+                let Some(inner) = weak.upgrade() else { break };
+                let _busy = clock.busy();
                 let report = SimCluster { inner }.step().await;
                 for e in &report.errors {
                     tracing::warn!(error = %e, "simulated cluster step");

@@ -142,9 +142,11 @@ pub async fn handle(
         }
         (f.delay_for(&path), f.take(facts), f.take_before(facts))
     };
+    // An injected delay is the server's latency in the world's time, not work.
     if let Some(d) = delay {
-        tokio::time::sleep(d).await;
+        sh.clock.sleep(d).await;
     }
+    let _busy = (!watching).then(|| sh.clock.busy());
     for object in before {
         if let Err(e) = super::store_object(&sh, object) {
             tracing::warn!(error = %e, "an object staged before a request was not stored");

@@ -195,8 +195,6 @@ def deploy(session, request):
     out["seconds"] = time.monotonic() - started
     out["translate_seconds"] = translate_seconds
     out["translation_cached"] = cached
-    # The template is large and the caller asked to deploy, not to read it back.
-    del out["template"]
     return out
 
 

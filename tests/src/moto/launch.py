@@ -84,9 +84,16 @@ a fresh request id. Serializing them took most of moto's CPU (2.7 s for one
 DescribeInstanceTypes of about 900 types), paid by every world and every catalog refresh
 on a 2-core CI machine.
 
+13. With NODEWRIGHT_CLOCK set (`world <pace file>`, the world's own time, which runs faster
+than the wall clock while nothing works; nodewright::clock::WorldClock reads the same file),
+EC2's instances, fleets and launch templates take "now" from it, so an instance's LaunchTime
+is in the world's time, the time the function binaries and the simulated kubelet compare it
+with. Everything else in moto keeps the wall clock (STS credentials, signatures, SQS).
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
+import datetime
 import json
 import sys
 
@@ -499,6 +506,52 @@ def serialized(self, action_result):
 
 
 core_responses.BaseResponse.serialized = serialized
+
+
+def world_utcnow(setting):
+    """moto's naive-UTC `utcnow`, read from the pace file `world <path>` names: the line
+    `<wall anchor> <time at it> <speed>` (RFC 3339), time = at + speed x (wall - anchor)."""
+    kind, _, path = setting.partition(" ")
+    if kind != "world" or not path.strip():
+        raise SystemExit(f"NODEWRIGHT_CLOCK={setting!r}: expected `world <pace file>`")
+    path = path.strip()
+
+    def parse(text):
+        def ts(value):
+            # Python's fromisoformat takes at most microseconds; jiff may write nanoseconds.
+            value = value.replace("Z", "+00:00")
+            head, _, tail = value.partition(".")
+            if tail:
+                digits = len(tail) - len(tail.lstrip("0123456789"))
+                value = f"{head}.{tail[:min(digits, 6)]}{tail[digits:]}"
+            return datetime.datetime.fromisoformat(value)
+
+        wall, at, speed = text.split()
+        return ts(wall), ts(at), float(speed)
+
+    last = []
+
+    def utcnow():
+        try:
+            with open(path, encoding="utf-8") as f:
+                last[:] = [parse(f.read())]
+        except (OSError, ValueError):
+            pass  # renamed into place while read: the last pace read still holds
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if not last:
+            return now.replace(tzinfo=None)
+        wall, at, speed = last[0]
+        return (at + (now - wall) * speed).replace(tzinfo=None)
+
+    return utcnow
+
+
+if os.environ.get("NODEWRIGHT_CLOCK"):
+    from moto.ec2.models import fleets, instances, launch_templates  # noqa: E402
+
+    _world_now = world_utcnow(os.environ["NODEWRIGHT_CLOCK"])
+    for module in (instances, fleets, launch_templates):
+        module.utcnow = _world_now
 
 if __name__ == "__main__":
     server.main(sys.argv[1:])

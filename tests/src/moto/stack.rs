@@ -78,7 +78,7 @@ pub struct Deployed {
     pub resources: Vec<StackResource>,
     /// By logical id (`ProvisionerFunction`).
     pub functions: BTreeMap<String, DeployedFunction>,
-    /// The deployed template (GetTemplate, after the transform); `describe` only.
+    /// The deployed template (GetTemplate, after the transform).
     #[serde(default)]
     pub template: Option<Value>,
     /// Wall time of the deploy, transform included; `deploy` only.

@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use jiff::Timestamp;
 use nodewright_world::kit::{manual_world, quick_batch};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
@@ -104,7 +103,7 @@ async fn a_rebalance_drain_waits_for_the_nodepools_disruption_budget_then_goes()
             "aws.ec2",
             "EC2 Instance Rebalance Recommendation",
             json!({"instance-id": instance_id}),
-            Timestamp::now(),
+            world.clock().now(),
         )
         .await
         .unwrap();
@@ -121,7 +120,7 @@ async fn a_rebalance_drain_waits_for_the_nodepools_disruption_budget_then_goes()
     for _ in 0..8 {
         step(&world, 15).await;
         world
-            .deliver(&state, Duration::from_secs(12))
+            .deliver(&state, Duration::from_millis(500))
             .await
             .unwrap();
         if node_notes(&world, &name)
@@ -142,7 +141,7 @@ async fn a_rebalance_drain_waits_for_the_nodepools_disruption_budget_then_goes()
     let mut drained = false;
     for _ in 0..10 {
         world
-            .deliver(&state, Duration::from_secs(12))
+            .deliver(&state, Duration::from_millis(500))
             .await
             .unwrap();
         step(&world, 10).await;

@@ -68,7 +68,7 @@ async fn a_scheduled_retirement_replaces_and_drains_the_node_before_its_start() 
         .collect();
 
     // Retirement in three minutes (Health gives whole seconds).
-    let start = Timestamp::from_second(Timestamp::now().as_second() + 180).unwrap();
+    let start = Timestamp::from_second(world.clock().now().as_second() + 180).unwrap();
     world
         .put_event(
             "aws.health",
@@ -83,7 +83,7 @@ async fn a_scheduled_retirement_replaces_and_drains_the_node_before_its_start() 
                 "eventDescription": [{"language": "en_US", "latestDescription": "retirement"}],
                 "affectedEntities": [{"entityValue": instance_id}],
             }),
-            Timestamp::now(),
+            world.clock().now(),
         )
         .await
         .unwrap();
@@ -113,7 +113,7 @@ async fn a_scheduled_retirement_replaces_and_drains_the_node_before_its_start() 
             });
         let node_gone = world.sim.get_json("v1", "Node", "", &victim).is_none();
         if moved && node_gone {
-            done_at = Some(Timestamp::now());
+            done_at = Some(world.clock().now());
             break;
         }
     }

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_world::kit::{manual_world, quick_batch};
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -120,7 +120,7 @@ async fn after_a_spot_warning_a_provisioner_in_another_process_does_not_launch_t
             "aws.ec2",
             "EC2 Spot Instance Interruption Warning",
             json!({"instance-id": victim.id, "instance-action": "terminate"}),
-            Timestamp::now() - SignedDuration::from_secs(30),
+            world.clock().now() - SignedDuration::from_secs(30),
         )
         .await
         .unwrap();

@@ -350,7 +350,7 @@ async fn main() -> anyhow::Result<()> {
     };
     // Emitted 75 s ago, as if EventBridge and the queue had been slow: 45 s are left,
     // so the demo shows the whole two minutes' story without waiting them out.
-    let emitted = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(75);
+    let emitted = world.clock().now() - jiff::SignedDuration::from_secs(75);
     let deadline = emitted + jiff::SignedDuration::from_secs(120);
     world
         .put_event(
@@ -420,14 +420,14 @@ async fn main() -> anyhow::Result<()> {
         let (total, running, _) = pods(&world);
         let exists = world.sim.get_json("v1", "Node", "", &victim_node).is_some();
         let left = if exists { on_victim(&world) } else { 0 };
-        // A line when something changed, with the real time left before the instance goes
-        // (the deadline is wall-clock; the simulated clock only moves the kubelets).
+        // A line when something changed, with the time left before the instance goes (on
+        // the world's clock, which the handler and the kubelets share).
         let now = (left, running, ready_nodes(&world), handled);
         if last != Some(now) || !exists {
             last = Some(now);
             story.say(format!(
                 "{:>4.0}s to the deadline: {handled} follow-up(s) handled, {left} pods left on {victim_node}, {running}/{total} pods Running, {} nodes Ready",
-                deadline.duration_since(jiff::Timestamp::now()).as_secs_f64(),
+                deadline.duration_since(world.clock().now()).as_secs_f64(),
                 now.2
             ));
         }
@@ -436,7 +436,7 @@ async fn main() -> anyhow::Result<()> {
             story.say(format!(
                 "node {victim_node} deleted and {} terminated at {} (deadline {deadline})",
                 victim.id,
-                jiff::Timestamp::now()
+                world.clock().now()
             ));
             break;
         }
