@@ -12,6 +12,7 @@ pub mod interruption;
 pub mod kube;
 pub mod lease;
 pub mod provision;
+pub mod removal;
 pub mod resources;
 pub mod scheduling;
 pub mod telemetry;

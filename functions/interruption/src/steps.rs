@@ -435,7 +435,7 @@ where
             _ => remove_node(state, target, reason).await,
         };
     }
-    if schedule && let Some(at) = plan.recheck_at(&policy, now) {
+    if schedule && let Some(at) = plan.recheck_at(now, nodewright::drain::DRAIN_RECHECK) {
         let f = chain.follow_up(Step::Drain, reason, deadline);
         send(state, &f, at, now).await?;
     }

@@ -1,5 +1,4 @@
-//! One drain for every reason a node is taken away (interruptions now, the sweeper's
-//! voluntary disruption later): a pure plan of which pods go, in which order, with which
+//! One drain for every reason a node is taken away: a pure plan of which pods go, in which order, with which
 //! grace period and by when ([`plan_drain`]), and a thin executor over the eviction port
 //! ([`execute`]).
 
@@ -8,8 +7,8 @@ mod plan;
 
 pub use execute::{DrainProgress, execute};
 pub use plan::{
-    DEFAULT_GRACE_SECONDS, DELETE_BEFORE_DEADLINE, DRAIN_RECHECK, Disruption, DrainPlan,
-    DrainPolicy, PodStep, Skip, plan_drain, reschedulable,
+    DEFAULT_GRACE_SECONDS, DRAIN_RECHECK, Disruption, DrainPlan, DrainPolicy, MIN_LEAD, PodStep,
+    STUCK_TERMINATING, Skip, plan_drain, reschedulable,
 };
 
 #[cfg(test)]

@@ -9,9 +9,12 @@
 //!   only once the others are gone, as Karpenter's terminator orders them, so logging and
 //!   DNS keep serving the pods that are leaving.
 //! - Eviction honours PodDisruptionBudgets; each pod's grace period is capped by the time
-//!   left. From [`DELETE_BEFORE_DEADLINE`] before the deadline, whatever is still there is
-//!   deleted (PDBs and do-not-disrupt no longer hold it), so it stops gracefully instead of
-//!   dying with the machine.
+//!   left. Each pod is deleted at `deadline - its own terminationGracePeriodSeconds` (at
+//!   least [`MIN_LEAD`] before it) if it is still there, PDBs and do-not-disrupt no longer
+//!   holding it, so it gets its whole grace before the machine goes, as Karpenter's
+//!   terminator deletes pods at the NodeClaim's termination time less their grace.
+//! - A pod still terminating a minute past its deletion timestamp is stuck (its kubelet is
+//!   gone or wedged): it no longer holds the drain, as Karpenter counts it.
 
 use std::time::Duration;
 
@@ -23,9 +26,12 @@ use crate::kube::PodRef;
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
-/// Deleting this long before the deadline leaves a pod with the default grace period its
-/// whole grace before the machine goes.
-pub const DELETE_BEFORE_DEADLINE: Duration = Duration::from_secs(DEFAULT_GRACE_SECONDS as u64);
+/// A pod is deleted at least this long before the deadline, whatever its grace (a pod with
+/// a grace of 0 still stops before the machine does).
+pub const MIN_LEAD: Duration = Duration::from_secs(5);
+/// How long past its deletion timestamp a terminating pod is waited for
+/// (Karpenter's `IsStuckTerminating`: one minute).
+pub const STUCK_TERMINATING: Duration = Duration::from_secs(60);
 /// How soon to look again at a drain that is not finished (a PDB said wait, pods are
 /// still terminating): short next to a spot interruption's two minutes.
 pub const DRAIN_RECHECK: Duration = Duration::from_secs(5);
@@ -73,7 +79,12 @@ pub struct DrainPlan {
     pub later: Vec<PodRef>,
     /// Already terminating: waited for.
     pub terminating: Vec<PodRef>,
+    /// Terminating past their deletion timestamp by more than [`STUCK_TERMINATING`]: no
+    /// longer waited for.
+    pub stuck: Vec<PodRef>,
     pub skipped: Vec<(PodRef, Skip)>,
+    /// The earliest time a pod still there is due to be deleted, if later than now.
+    pub next_delete: Option<Timestamp>,
 }
 
 impl DrainPlan {
@@ -86,16 +97,14 @@ impl DrainPlan {
             && self.terminating.is_empty()
     }
 
-    /// When to look again, if not finished: soon, and never after deletion is due.
-    pub fn recheck_at(&self, policy: &DrainPolicy, now: Timestamp) -> Option<Timestamp> {
+    /// When to look again, if not finished: after `every` (at least [`DRAIN_RECHECK`]), and
+    /// never after a pod's deletion is due.
+    pub fn recheck_at(&self, now: Timestamp, every: Duration) -> Option<Timestamp> {
         if self.finished() {
             return None;
         }
-        let soon = now + DRAIN_RECHECK;
-        Some(match policy.deadline.map(|d| d - DELETE_BEFORE_DEADLINE) {
-            Some(delete_from) if delete_from > now => soon.min(delete_from),
-            _ => soon,
-        })
+        let soon = now + every.max(DRAIN_RECHECK);
+        Some(self.next_delete.map_or(soon, |d| soon.min(d)))
     }
 }
 
@@ -178,44 +187,71 @@ pub fn reschedulable(pods: &[Pod]) -> impl Iterator<Item = &Pod> {
         .filter(|p| skip_reason(p).is_none() && p.metadata.deletion_timestamp.is_none())
 }
 
+/// When `pod` must be deleted to stop gracefully by `deadline`: its grace (at least
+/// [`MIN_LEAD`]) before it. `grace` is the pod's own, or the one its deletion already has.
+fn delete_at(deadline: Timestamp, grace: i64) -> Timestamp {
+    let lead = Duration::from_secs(grace.max(0) as u64).max(MIN_LEAD);
+    deadline - lead
+}
+
 /// The plan for the pods bound to one node, at `now`.
 pub fn plan_drain(pods: &[Pod], policy: &DrainPolicy, now: Timestamp) -> DrainPlan {
     let mut plan = DrainPlan::default();
     let left = policy
         .deadline
         .map(|d| d.duration_since(now).as_secs().max(0));
-    let forcing = policy
-        .deadline
-        .is_some_and(|d| now >= d - DELETE_BEFORE_DEADLINE);
-    let step = |pod: &Pod| PodStep {
+    let step = |pod: &Pod, grace: i64| PodStep {
         pod: PodRef::of(pod),
-        grace_seconds: left.map_or(grace_of(pod), |l| grace_of(pod).min(l)),
+        grace_seconds: left.map_or(grace, |l| grace.min(l)),
     };
+    // Whether a pod with this grace is due for deletion now (and when it will be, if not).
+    let mut due = |grace: i64| match policy.deadline.map(|d| delete_at(d, grace)) {
+        Some(at) if at <= now => true,
+        Some(at) => {
+            plan.next_delete = Some(plan.next_delete.map_or(at, |n: Timestamp| n.min(at)));
+            false
+        }
+        None => false,
+    };
+    let mut delete = Vec::new();
+    let mut terminating = Vec::new();
+    let mut stuck = Vec::new();
     let mut normal = Vec::new();
+    let mut held = Vec::new();
     let mut crit = Vec::new();
+    let mut skipped = Vec::new();
     for pod in pods {
         if let Some(why) = skip_reason(pod) {
-            plan.skipped.push((PodRef::of(pod), why));
+            skipped.push((PodRef::of(pod), why));
             continue;
         }
         if let Some(stops_at) = &pod.metadata.deletion_timestamp {
+            if now > stops_at.0 + STUCK_TERMINATING {
+                stuck.push(PodRef::of(pod));
+                continue;
+            }
             // Terminating: the kubelet stops it when its grace runs out, so it is waited
-            // for, never evicted again. Near the deadline, one whose grace runs past it is
-            // deleted again with the time left (a DELETE may shorten a grace period).
-            let past_deadline = policy.deadline.is_some_and(|d| stops_at.0 > d);
-            if forcing && past_deadline {
-                plan.delete.push(step(pod));
+            // for, never evicted again; one whose grace runs past the deadline is deleted
+            // again with the time left when its own deletion is due (a DELETE may shorten a
+            // grace period).
+            let grace = pod
+                .metadata
+                .deletion_grace_period_seconds
+                .unwrap_or(DEFAULT_GRACE_SECONDS);
+            let outlives = policy.deadline.is_some_and(|d| stops_at.0 > d);
+            if outlives && due(grace) {
+                delete.push(step(pod, grace));
             } else {
-                plan.terminating.push(PodRef::of(pod));
+                terminating.push(PodRef::of(pod));
             }
             continue;
         }
-        if forcing {
-            plan.delete.push(step(pod));
+        if due(grace_of(pod)) {
+            delete.push(step(pod, grace_of(pod)));
             continue;
         }
         if policy.disruption == Disruption::Voluntary && do_not_disrupt(pod) {
-            plan.held.push(PodRef::of(pod));
+            held.push(PodRef::of(pod));
             continue;
         }
         if critical(pod) {
@@ -225,12 +261,18 @@ pub fn plan_drain(pods: &[Pod], policy: &DrainPolicy, now: Timestamp) -> DrainPl
         }
     }
     // Critical pods wait while other pods are still to go (or going).
-    let others_left = !normal.is_empty() || !plan.held.is_empty() || !plan.terminating.is_empty();
-    plan.evict = normal.into_iter().map(step).collect();
+    let others_left = !normal.is_empty() || !held.is_empty() || !terminating.is_empty();
+    plan.evict = normal.into_iter().map(|p| step(p, grace_of(p))).collect();
     if others_left {
         plan.later = crit.into_iter().map(PodRef::of).collect();
     } else {
-        plan.evict.extend(crit.into_iter().map(step));
+        plan.evict
+            .extend(crit.into_iter().map(|p| step(p, grace_of(p))));
     }
+    plan.delete = delete;
+    plan.held = held;
+    plan.terminating = terminating;
+    plan.stuck = stuck;
+    plan.skipped = skipped;
     plan
 }

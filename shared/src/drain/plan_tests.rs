@@ -136,7 +136,7 @@ fn critical_pods_go_only_after_the_others_are_gone() {
 }
 
 #[test]
-fn grace_periods_are_capped_by_the_time_left() {
+fn grace_periods_are_capped_by_the_time_left_and_a_pod_whose_grace_outlasts_it_is_deleted_now() {
     let long = pod(
         "slow",
         json!({"spec": {"terminationGracePeriodSeconds": 600}}),
@@ -147,23 +147,80 @@ fn grace_periods_are_capped_by_the_time_left() {
     );
     let default = pod("plain", json!({}));
     let all = [long, short, default];
-    let cases = [
-        (
-            "two minutes left",
-            Some("2026-11-21T09:17:00Z"),
-            [120, 5, 30],
+    let grace = |steps: &[PodStep]| -> Vec<(String, i64)> {
+        steps
+            .iter()
+            .map(|s| (s.pod.name.clone(), s.grace_seconds))
+            .collect()
+    };
+    let own = |v: &[(&str, i64)]| -> Vec<(String, i64)> {
+        v.iter().map(|(n, g)| (n.to_string(), *g)).collect()
+    };
+    // Two minutes left: the 600 s pod's deletion was due long ago; it is deleted with the
+    // two minutes as its grace. The others are evicted with their own.
+    let plan = plan_drain(
+        &all,
+        &involuntary("2026-11-21T09:17:00Z"),
+        ts("2026-11-21T09:15:00Z"),
+    );
+    assert_eq!(grace(&plan.delete), own(&[("slow", 120)]));
+    assert_eq!(grace(&plan.evict), own(&[("quick", 5), ("plain", 30)]));
+    let unbounded = DrainPolicy {
+        disruption: Disruption::Involuntary,
+        deadline: None,
+    };
+    let plan = plan_drain(&all, &unbounded, ts("2026-11-21T09:15:00Z"));
+    assert_eq!(
+        grace(&plan.evict),
+        own(&[("slow", 600), ("quick", 5), ("plain", 30)])
+    );
+}
+
+#[test]
+fn each_pod_is_deleted_at_the_deadline_less_its_own_grace_never_all_at_once() {
+    let policy = involuntary("2026-11-21T09:17:00Z");
+    let pods = [
+        pod(
+            "sixty",
+            json!({"spec": {"terminationGracePeriodSeconds": 60}}),
         ),
-        ("no deadline", None, [600, 5, 30]),
+        pod("thirty", json!({})),
+        pod(
+            "zero",
+            json!({"spec": {"terminationGracePeriodSeconds": 0}}),
+        ),
     ];
-    for (what, deadline, want) in cases {
-        let policy = DrainPolicy {
-            disruption: Disruption::Involuntary,
-            deadline: deadline.map(ts),
-        };
-        let plan = plan_drain(&all, &policy, ts("2026-11-21T09:15:00Z"));
-        let got: Vec<i64> = plan.evict.iter().map(|s| s.grace_seconds).collect();
-        assert_eq!(got, want, "{what}");
+    let cases = [
+        ("09:15:30", &[][..], "09:16:00"),
+        ("09:16:00", &["sixty"][..], "09:16:30"),
+        ("09:16:30", &["sixty", "thirty"][..], "09:16:55"),
+        ("09:16:55", &["sixty", "thirty", "zero"][..], ""),
+    ];
+    for (now, deleted, next) in cases {
+        let plan = plan_drain(&pods, &policy, ts(&format!("2026-11-21T{now}Z")));
+        assert_eq!(names(&plan.delete), deleted, "at {now}");
+        let want = (!next.is_empty()).then(|| ts(&format!("2026-11-21T{next}Z")));
+        assert_eq!(plan.next_delete, want, "at {now}");
     }
+}
+
+#[test]
+fn a_pod_stuck_terminating_a_minute_past_its_deletion_no_longer_holds_the_drain() {
+    let policy = involuntary("2026-11-21T10:17:00Z");
+    let stuck = pod(
+        "stuck",
+        json!({"metadata": {"deletionTimestamp": "2026-11-21T09:15:00Z"}}),
+    );
+    let waited = plan_drain(
+        std::slice::from_ref(&stuck),
+        &policy,
+        ts("2026-11-21T09:16:00Z"),
+    );
+    assert_eq!(waited.terminating.len(), 1);
+    assert!(!waited.finished());
+    let past = plan_drain(&[stuck], &policy, ts("2026-11-21T09:16:01Z"));
+    assert_eq!(past.stuck.len(), 1);
+    assert!(past.finished(), "{past:?}");
 }
 
 #[test]
@@ -221,11 +278,12 @@ fn an_unfinished_drain_is_looked_at_again_soon_and_never_after_deletion_is_due()
     let policy = involuntary("2026-11-21T09:17:00Z");
     let plan = plan_drain(&[pod("a", json!({}))], &policy, ts("2026-11-21T09:15:00Z"));
     assert_eq!(
-        plan.recheck_at(&policy, ts("2026-11-21T09:15:00Z")),
+        plan.recheck_at(ts("2026-11-21T09:15:00Z"), DRAIN_RECHECK),
         Some(ts("2026-11-21T09:15:05Z"))
     );
+    let plan = plan_drain(&[pod("a", json!({}))], &policy, ts("2026-11-21T09:16:28Z"));
     assert_eq!(
-        plan.recheck_at(&policy, ts("2026-11-21T09:16:28Z")),
+        plan.recheck_at(ts("2026-11-21T09:16:28Z"), DRAIN_RECHECK),
         Some(ts("2026-11-21T09:16:30Z"))
     );
     let empty = plan_drain(
@@ -234,7 +292,10 @@ fn an_unfinished_drain_is_looked_at_again_soon_and_never_after_deletion_is_due()
         ts("2026-11-21T09:15:00Z"),
     );
     assert!(empty.finished());
-    assert_eq!(empty.recheck_at(&policy, ts("2026-11-21T09:15:00Z")), None);
+    assert_eq!(
+        empty.recheck_at(ts("2026-11-21T09:15:00Z"), DRAIN_RECHECK),
+        None
+    );
 }
 
 #[test]

@@ -49,10 +49,8 @@ impl SimClock {
     pub fn real_time(speed: f64) -> SimClock {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!(
-            "nodewright-real-time-{}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("nodewright-real-time-{}-{n}", std::process::id()));
         let speeds = crate::world_time::Speeds {
             busy: speed,
             idle: speed,

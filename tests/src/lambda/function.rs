@@ -161,7 +161,11 @@ impl Function {
 
     async fn container(&self) -> anyhow::Result<(Container, bool)> {
         while let Some(c) = self.idle.lock().ok().and_then(|mut idle| idle.pop()) {
-            let alive = c.handle.process.lock().is_ok_and(|mut p| p.exited().is_none());
+            let alive = c
+                .handle
+                .process
+                .lock()
+                .is_ok_and(|mut p| p.exited().is_none());
             if alive {
                 return Ok((c, false));
             }
