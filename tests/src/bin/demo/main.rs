@@ -6,7 +6,8 @@
 //! became one cheaper node, each expired node was replaced with its replacement Ready
 //! first) and the demo exits non-zero, naming the scene and what did not happen, if not.
 //!
-//! The simulated cluster's kubeconfig is written under `target/` and printed as a
+//! The simulated cluster's kubeconfig is written into the target directory the demo was
+//! built in (wherever `CARGO_TARGET_DIR` put it) and printed as a
 //! `KUBECONFIG=` line; with `NODEWRIGHT_DEMO_KEEP=1` (`make demo KEEP=1`) the world keeps
 //! running after the story — the control plane stepping in real time and the provisioner
 //! invoked every [`KEEP_POLL`] — until Ctrl-C, so a person can explore it with kubectl and
@@ -211,9 +212,7 @@ async fn main() -> anyhow::Result<()> {
         "simulated EKS cluster {CLUSTER} on {} (Karpenter CRDs installed)",
         world.sim.url()
     ));
-    let kubeconfig = nodewright_world::moto::workspace_root()
-        .join("target")
-        .join("nodewright-demo.kubeconfig");
+    let kubeconfig = kubeconfig_path();
     std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml())
         .with_context(|| format!("writing {}", kubeconfig.display()))?;
     let keep = std::env::var("NODEWRIGHT_DEMO_KEEP").is_ok_and(|v| v == "1");
@@ -498,4 +497,16 @@ async fn main() -> anyhow::Result<()> {
     }
     story.say("Ctrl-C: stopping the world");
     Ok(())
+}
+
+/// `<target dir>/nodewright-demo.kubeconfig`: the demo runs from `<target dir>/debug/`, so
+/// its own path finds the target directory wherever `CARGO_TARGET_DIR` put it (a fixed
+/// `./target` need not exist); the temp directory when the binary was moved elsewhere.
+fn kubeconfig_path() -> std::path::PathBuf {
+    const NAME: &str = "nodewright-demo.kubeconfig";
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join(NAME)))
+        .filter(|p| p.parent().is_some_and(std::path::Path::is_dir))
+        .unwrap_or_else(|| std::env::temp_dir().join(NAME))
 }
