@@ -270,16 +270,26 @@ async fn main() -> anyhow::Result<()> {
     ));
     let fleet = world.instances().await?;
     let mut hourly = 0.0;
+    let mut unpriced = 0;
     for i in &fleet {
-        let od = prices.get(&i.instance_type).copied().unwrap_or(0.0);
-        let price = if i.lifecycle == "spot" {
-            od * (1.0 - nodewright::catalog::DEFAULT_SPOT_DISCOUNT)
-        } else {
-            od
+        // A type the bundled table lacks has no price to show: "unpriced", never $0.
+        let price = match prices.get(&i.instance_type) {
+            Some(od) if i.lifecycle == "spot" => {
+                let spot = od * (1.0 - nodewright::catalog::DEFAULT_SPOT_DISCOUNT);
+                hourly += spot;
+                format!("~${spot:.4}/h (spot estimated)")
+            }
+            Some(od) => {
+                hourly += od;
+                format!("${od:.4}/h")
+            }
+            None => {
+                unpriced += 1;
+                "unpriced (not in the bundled price table)".to_string()
+            }
         };
-        hourly += price;
         story.say(format!(
-            "  {} {:<12} {:<9} {:<11} NodePool {:<13} ${price:.4}/h",
+            "  {} {:<12} {:<9} {:<11} NodePool {:<13} {price}",
             i.id,
             i.instance_type,
             i.lifecycle,
@@ -295,8 +305,13 @@ async fn main() -> anyhow::Result<()> {
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
     story.say(format!(
-        "{} instances launched, ${hourly:.4}/h (spot estimated); pending -> CreateFleet: {:?} ms",
+        "{} instances launched, ${hourly:.4}/h from the bundled us-east-1 table (spot estimated{}); pending -> CreateFleet: {:?} ms",
         fleet.len(),
+        if unpriced > 0 {
+            format!(", {unpriced} unpriced")
+        } else {
+            String::new()
+        },
         latencies
     ));
 
