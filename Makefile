@@ -5,13 +5,14 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup tools build test lint fmt demo bench release package sam-build deploy \
+.PHONY: help setup build test lint fmt demo bench release package sam-build deploy install-cli \
 	build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction
 
 help:
 	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
 	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
-	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first)"
+	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first; no root needed)"
+	@echo "make install-cli  the nodewright command into ~/.cargo/bin (cargo install --path cli)"
 	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
 	@echo "make bench   solver, provisioner, interruption, sweeper and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
@@ -34,13 +35,15 @@ build:
 TEST_SELECTION := --workspace --lib --bins --tests
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
-# `nodewright status` is tested in a real terminal (cli/tests/status_tmux.rs): tmux, a
-# Debian package, is installed when missing.
-tools:
-	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux; }
-
-test: setup tools
+# Nothing here needs root: the terminal `nodewright status` is tested in is a pseudo-terminal
+# opened by the test itself (cli/tests/status_terminal.rs), not a system package.
+test: setup
 	$(CARGO) test $(TEST_SELECTION)
+
+# --locked: the versions Cargo.lock was tested with. The release profile's fat LTO makes this
+# a long build; the binary lands in ~/.cargo/bin (or $CARGO_INSTALL_ROOT/bin).
+install-cli:
+	$(CARGO) install --locked --path cli
 
 # --skip-download: checkov runs offline, with its bundled checks only.
 lint: lint-venv

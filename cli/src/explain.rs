@@ -1,23 +1,23 @@
-//! `nodewright explain-event FILE`: what the interruption function would do with one
+//! `nodewright explain-event -f FILE`: what the interruption function would do with an
 //! EventBridge envelope, or with each message of an SQS batch as Lambda receives it,
 //! without touching anything. The action is the one for a node nodewright owns, with the
 //! default rebalance choice, at the moment the event was emitted (so a sample from the
 //! past is explained as it was meant, not as a stale event).
-
-use std::path::PathBuf;
-use std::process::ExitCode;
 
 use nodewright::interruption::{
     Action, NodeFacts, Origin, Parsed, RebalancePolicy, action_for, parse,
 };
 use serde_json::{Value, json};
 
-use crate::plan::Output;
+use crate::exit::Exit;
+use crate::input::Files;
+use crate::output::{Output, print_data};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A JSON file: one EventBridge event, or an SQS event (`{"Records": [...]}`).
-    pub file: PathBuf,
+    #[command(flatten)]
+    pub files: Files,
+    /// wide adds each event's id and time and the SQS message id.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
     /// Treat events from another account as suspicious, as the function does.
@@ -114,12 +114,12 @@ fn explain(input: &Input, origin: Option<&Origin>) -> Value {
     row
 }
 
-pub fn run(args: &Args) -> ExitCode {
-    let text = match std::fs::read_to_string(&args.file) {
-        Ok(t) => t,
+pub fn run(args: &Args) -> Exit {
+    let sources = match args.files.read() {
+        Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.file.display());
-            return ExitCode::from(2);
+            eprintln!("error: {}", nodewright::error_chain(&e));
+            return Exit::Usage;
         }
     };
     let origin = match (&args.account, &args.region) {
@@ -129,53 +129,65 @@ pub fn run(args: &Args) -> ExitCode {
         }),
         _ => None,
     };
-    let events: Vec<Value> = inputs(&text)
+    let events: Vec<Value> = sources
         .iter()
-        .map(|i| explain(i, origin.as_ref()))
+        .flat_map(|source| {
+            inputs(&source.text).into_iter().map(|i| {
+                let mut row = explain(&i, origin.as_ref());
+                row["file"] = json!(source.name);
+                row
+            })
+        })
         .collect();
+    for e in events.iter().filter(|e| e["kind"] == "invalid") {
+        eprintln!(
+            "error: {}: {}",
+            e["file"].as_str().unwrap_or_default(),
+            e["reason"].as_str().unwrap_or_default()
+        );
+    }
     let invalid = events.iter().any(|e| e["kind"] == "invalid");
-    match args.output {
-        Output::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "events": events })).unwrap_or_default()
-        ),
-        Output::Table => {
-            let cell = |v: &Value| v.as_str().unwrap_or("-").to_string();
-            let rows: Vec<Vec<String>> = events
-                .iter()
-                .map(|e| {
-                    let ids: Vec<String> = e["instance_ids"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(cell)
-                        .collect();
-                    vec![
-                        cell(&e["kind"]),
-                        if ids.is_empty() {
-                            "-".into()
-                        } else {
-                            ids.join(",")
-                        },
-                        cell(&e["action"]),
-                        cell(&e["deadline"]),
-                        cell(&e["reason"]),
-                    ]
-                })
-                .collect();
-            print!(
-                "{}",
-                crate::table::render(
-                    &["KIND", "INSTANCES", "ACTION", "DEADLINE", "REASON"],
-                    &rows,
-                    &[]
-                )
-            );
+    if args.output.is_data() {
+        if !print_data(&json!({ "events": events }), args.output) {
+            return Exit::Usage;
         }
-    }
-    if invalid {
-        ExitCode::FAILURE
     } else {
-        ExitCode::SUCCESS
+        print!("{}", to_table(&events, args.output == Output::Wide));
     }
+    if invalid { Exit::Problems } else { Exit::Ok }
+}
+
+fn to_table(events: &[Value], wide: bool) -> String {
+    let cell = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|e| {
+            let ids: Vec<String> = e["instance_ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(cell)
+                .collect();
+            let mut row = vec![
+                cell(&e["kind"]),
+                if ids.is_empty() {
+                    "-".into()
+                } else {
+                    ids.join(",")
+                },
+                cell(&e["action"]),
+                cell(&e["deadline"]),
+                cell(&e["reason"]),
+            ];
+            if wide {
+                row.extend([cell(&e["id"]), cell(&e["time"]), cell(&e["message_id"])]);
+            }
+            row
+        })
+        .collect();
+    let mut headers = vec!["KIND", "INSTANCES", "ACTION", "DEADLINE", "REASON"];
+    if wide {
+        headers.extend(["EVENT ID", "TIME", "MESSAGE ID"]);
+    }
+    crate::table::render(&headers, &rows, &[])
 }

@@ -1,70 +1,77 @@
 //! `nodewright plan`: what capacity pending workloads need, priced from the bundled catalog.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::ExitCode;
 
 use nodewright::api::{Inputs, Operator, labels};
-use nodewright::catalog::{BUNDLED_PRICE_REGION, Catalog, DEFAULT_SPOT_DISCOUNT};
+use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
 use nodewright::scheduling::{NamespaceLabels, PlannedClaim, ProvisioningPlan, Snapshot, solve};
 use serde_json::json;
 
-use crate::table;
+use crate::exit::Exit;
+use crate::input::Files;
+use crate::money::{self, usd, usd_marked};
+use crate::output::{Output, print_data};
+use crate::{load, report, table};
 
 /// Zones used when neither `--zones` nor a NodePool names any.
 const DEFAULT_ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Table,
-    Json,
-}
-
 #[derive(clap::Args)]
 pub struct Args {
-    /// YAML (multi-document) or JSON files with NodePools, node classes and workloads.
-    #[arg(short = 'f', long = "file", required = true)]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub files: Files,
     /// Zones to plan in, comma separated (default: the zones NodePools name, else us-east-1a,b,c).
     #[arg(long, value_delimiter = ',')]
     pub zones: Vec<String>,
     /// Estimated spot discount off on-demand (0.6 = spot costs 40% of on-demand).
     #[arg(long, default_value_t = DEFAULT_SPOT_DISCOUNT)]
     pub spot_discount: f64,
+    /// Exit 1 when a pod cannot be placed by any NodePool (for CI).
+    #[arg(long)]
+    pub fail_on_unschedulable: bool,
+    /// wide adds the zones and every instance type the launch may choose from.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
 
-pub fn run(args: &Args) -> ExitCode {
+pub fn run(args: &Args) -> Exit {
     if !(0.0..1.0).contains(&args.spot_discount) {
         eprintln!(
             "error: --spot-discount must be at least 0 and below 1, got {}",
             args.spot_discount
         );
-        return ExitCode::from(2);
+        return Exit::Usage;
     }
-    let (inputs, problems) = crate::validate::load(&args.files);
-    for p in &problems {
-        eprintln!("{p}");
-    }
-    if problems.iter().any(|p| p.is_error()) {
-        return ExitCode::from(2);
+    let sources = match args.files.read() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}", nodewright::error_chain(&e));
+            return Exit::Usage;
+        }
+    };
+    let (inputs, problems) = load::load(&sources);
+    report::print(&problems);
+    if report::any_error(&problems) {
+        return Exit::Problems;
     }
     let (mut snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
     snapshot.namespace_labels = inputs.namespace_labels.clone();
     note_unknown_namespaces(snapshot.selects_namespaces(), &snapshot.namespace_labels);
     if !pod_errors.is_empty() {
         for e in &pod_errors {
-            eprintln!("{e}");
+            eprintln!("error: {e}");
         }
-        return ExitCode::from(2);
+        return Exit::Problems;
     }
     let zones = zones(args, &inputs);
     let catalog = match Catalog::offline(&zones, args.spot_discount) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: the bundled catalog cannot be read: {e}");
-            return ExitCode::FAILURE;
+            eprintln!(
+                "error: the bundled catalog cannot be read: {}",
+                nodewright::error_chain(&e)
+            );
+            return Exit::Usage;
         }
     };
     let plan = solve(
@@ -73,14 +80,23 @@ pub fn run(args: &Args) -> ExitCode {
         &inputs.node_pools,
         &inputs.node_classes,
     );
-    match args.output {
-        Output::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&plan, &catalog, &zones)).unwrap_or_default()
-        ),
-        Output::Table => print!("{}", to_table(&plan, &catalog, args.spot_discount)),
+    let printed = if args.output.is_data() {
+        print_data(
+            &to_json(&plan, &catalog, &zones, args.spot_discount),
+            args.output,
+        )
+    } else {
+        let wide = args.output == Output::Wide;
+        print!("{}", to_table(&plan, &catalog, args.spot_discount, wide));
+        true
+    };
+    if !printed {
+        Exit::Usage
+    } else if args.fail_on_unschedulable && !plan.unschedulable.is_empty() {
+        Exit::Problems
+    } else {
+        Exit::Ok
     }
-    ExitCode::SUCCESS
 }
 
 fn zones(args: &Args, inputs: &Inputs) -> Vec<String> {
@@ -101,7 +117,12 @@ fn zones(args: &Args, inputs: &Inputs) -> Vec<String> {
     }
 }
 
-pub(crate) fn claim_json(c: &PlannedClaim) -> serde_json::Value {
+/// Whether a claim's price is an estimate: spot from a catalog that estimates spot prices.
+pub(crate) fn estimated(c: &PlannedClaim, catalog_estimates_spot: bool) -> bool {
+    catalog_estimates_spot && c.capacity_type.as_str() == labels::SPOT
+}
+
+pub(crate) fn claim_json(c: &PlannedClaim, catalog_estimates_spot: bool) -> serde_json::Value {
     json!({
         "nodepool": c.nodepool,
         "nodeclass": c.node_class,
@@ -118,19 +139,30 @@ pub(crate) fn claim_json(c: &PlannedClaim) -> serde_json::Value {
         "labels": c.labels,
         "taints": c.taints,
         "price_per_hour": round4(c.price_per_hour),
+        "price_estimated": estimated(c, catalog_estimates_spot),
     })
 }
 
-fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
+/// Four decimals, and `0.0` for a sum of nothing (which is `-0.0` in floating point).
+pub(crate) fn round4(x: f64) -> f64 {
+    let r = (x * 10_000.0).round() / 10_000.0;
+    if r == 0.0 { 0.0 } else { r }
 }
 
-fn to_json(plan: &ProvisioningPlan, catalog: &Catalog, zones: &[String]) -> serde_json::Value {
+fn to_json(
+    plan: &ProvisioningPlan,
+    catalog: &Catalog,
+    zones: &[String],
+    discount: f64,
+) -> serde_json::Value {
+    let estimates = catalog.spot_prices_estimated;
     json!({
-        "nodeclaims": plan.node_claims.iter().map(claim_json).collect::<Vec<_>>(),
+        "nodeclaims": plan.node_claims.iter().map(|c| claim_json(c, estimates)).collect::<Vec<_>>(),
         "unschedulable": plan.unschedulable.iter().map(|u| json!({"pod": u.pod, "reason": u.reason})).collect::<Vec<_>>(),
         "total_price_per_hour": round4(plan.total_price_per_hour()),
-        "spot_prices_estimated": catalog.spot_prices_estimated,
+        "total_price_estimated": plan.node_claims.iter().any(|c| estimated(c, estimates)),
+        "spot_prices_estimated": estimates,
+        "prices": money::source_line(discount, estimates),
         "zones": zones,
     })
 }
@@ -155,12 +187,13 @@ fn used_of(c: &PlannedClaim, name: &str) -> String {
     }
 }
 
-fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String {
+fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64, wide: bool) -> String {
+    let estimates = catalog.spot_prices_estimated;
     let rows: Vec<Vec<String>> = plan
         .node_claims
         .iter()
         .map(|c| {
-            vec![
+            let mut row = vec![
                 c.nodepool.clone(),
                 c.instance_type.clone(),
                 format!("+{}", c.instance_types.len().saturating_sub(1)),
@@ -169,46 +202,41 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64) -> String
                 c.pods.len().to_string(),
                 used_of(c, "cpu"),
                 used_of(c, "memory"),
-                format!("{:.4}", c.price_per_hour),
-            ]
+                usd_marked(c.price_per_hour, estimated(c, estimates)),
+            ];
+            if wide {
+                row.push(c.zones.join(","));
+                row.push(c.instance_types.join(","));
+            }
+            row
         })
         .collect();
-    let mut out = table::render(
-        &[
-            "NODEPOOL",
-            "INSTANCE TYPE",
-            "ALTERNATIVES",
-            "CAPACITY",
-            "ZONE",
-            "PODS",
-            "CPU USED/ALLOC",
-            "MEMORY USED/ALLOC",
-            "$/HOUR",
-        ],
-        &rows,
-        &[2, 5, 6, 7, 8],
-    );
+    let mut headers = vec![
+        "NODEPOOL",
+        "INSTANCE TYPE",
+        "ALTERNATIVES",
+        "CAPACITY",
+        "ZONE",
+        "PODS",
+        "CPU USED/ALLOC",
+        "MEMORY USED/ALLOC",
+        "$/HOUR",
+    ];
+    if wide {
+        headers.extend(["ZONES", "INSTANCE TYPES"]);
+    }
+    let mut out = table::render(&headers, &rows, &[2, 5, 6, 7, 8]);
     let placed: usize = plan.node_claims.iter().map(|c| c.pods.len()).sum();
+    let any_estimate = plan.node_claims.iter().any(|c| estimated(c, estimates));
     out.push_str(&format!(
-        "\n{} node claims for {} pods, {} unschedulable, ${:.4}/hour",
+        "\n{} node claims for {} pods, {} unschedulable, {}${}/hour\n",
         plan.node_claims.len(),
         placed,
         plan.unschedulable.len(),
-        plan.total_price_per_hour()
+        if any_estimate { "~" } else { "" },
+        usd(plan.total_price_per_hour()),
     ));
-    out.push_str(&format!(
-        "\nPrices: bundled {BUNDLED_PRICE_REGION} on-demand table"
-    ));
-    let any_spot = plan
-        .node_claims
-        .iter()
-        .any(|c| c.capacity_type.as_str() == labels::SPOT);
-    if catalog.spot_prices_estimated && any_spot {
-        out.push_str(&format!(
-            "; spot prices are estimates (on-demand less {:.0}%)",
-            discount * 100.0
-        ));
-    }
+    out.push_str(&money::source_line(discount, any_estimate));
     out.push('\n');
     if !plan.unschedulable.is_empty() {
         out.push_str("\nUnschedulable pods:\n");

@@ -2,9 +2,10 @@
 //! maps their IAM roles to a Kubernetes group instead of granting cluster-admin
 //! (parameter `KubernetesAccess=rbac`).
 
-use std::process::ExitCode;
-
 use clap::Args as ClapArgs;
+use serde::Deserialize as _;
+
+use crate::exit::Exit;
 
 /// The manifests, with `GROUP` where the group's name goes.
 const MANIFESTS: &str = include_str!("rbac.yaml");
@@ -13,11 +14,20 @@ const MANIFESTS: &str = include_str!("rbac.yaml");
 /// `KubernetesGroups`).
 pub const DEFAULT_GROUP: &str = "nodewright";
 
+/// Manifests print as YAML documents or as one JSON `List`, both for `kubectl apply -f -`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ManifestOutput {
+    Yaml,
+    Json,
+}
+
 #[derive(ClapArgs)]
 pub struct Args {
     /// The Kubernetes group the functions' access entries map to.
     #[arg(long, default_value = DEFAULT_GROUP)]
     pub group: String,
+    #[arg(short, long, value_enum, default_value_t = ManifestOutput::Yaml)]
+    pub output: ManifestOutput,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -42,17 +52,38 @@ pub fn manifests(group: &str) -> Result<String, RbacError> {
     Ok(MANIFESTS.replace("name: GROUP", &format!("name: {group}")))
 }
 
-pub fn run(args: &Args) -> ExitCode {
-    match manifests(&args.group) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+/// The manifests as one `kind: List`, for `-o json`.
+pub fn as_list(yaml: &str) -> Result<serde_json::Value, serde_yaml::Error> {
+    let items = serde_yaml::Deserializer::from_str(yaml)
+        .map(serde_json::Value::deserialize)
+        .filter(|v| !matches!(v, Ok(serde_json::Value::Null)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}))
+}
+
+pub fn run(args: &Args) -> Exit {
+    let text = match manifests(&args.group) {
+        Ok(text) => text,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            return Exit::Usage;
         }
+    };
+    match args.output {
+        ManifestOutput::Yaml => print!("{text}"),
+        ManifestOutput::Json => match as_list(&text).map(|l| serde_json::to_string_pretty(&l)) {
+            Ok(Ok(json)) => println!("{json}"),
+            Ok(Err(e)) => {
+                eprintln!("error: the manifests could not be written as JSON: {e}");
+                return Exit::Usage;
+            }
+            Err(e) => {
+                eprintln!("error: the manifests could not be read: {e}");
+                return Exit::Usage;
+            }
+        },
     }
+    Exit::Ok
 }
 
 #[cfg(test)]
@@ -64,6 +95,15 @@ mod tests {
         let text = manifests("platform-nodewright").unwrap();
         assert_eq!(text.matches("name: platform-nodewright").count(), 2);
         assert!(!text.contains("GROUP"), "{text}");
+    }
+
+    #[test]
+    fn as_json_the_manifests_are_one_list_of_every_document() {
+        let text = manifests(DEFAULT_GROUP).unwrap();
+        let documents = text.matches("\nkind: ").count() + usize::from(text.starts_with("kind: "));
+        let list = as_list(&text).unwrap();
+        assert_eq!(list["kind"], "List");
+        assert_eq!(list["items"].as_array().unwrap().len(), documents);
     }
 
     #[test]

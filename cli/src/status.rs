@@ -17,13 +17,17 @@ use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimat
 use nodewright::resources::parse_milli;
 use nodewright::scheduling::effective_requests;
 
-use crate::status_view::{Fleet, NodeView, PendingView, render};
+use crate::output::{Output, print_data};
+use crate::status_view::{Fleet, NodeView, PendingView, render, to_json};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// The kubeconfig to read (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, conflicts_with = "cluster")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, conflicts_with = "cluster")]
+    pub context: Option<String>,
     /// Reach the cluster through EKS instead: DescribeCluster, then a bearer token signed
     /// with the default AWS credential chain.
     #[arg(long)]
@@ -40,6 +44,9 @@ pub struct Args {
     /// Spot prices are estimated as the bundled on-demand price less this fraction.
     #[arg(long, default_value_t = DEFAULT_SPOT_DISCOUNT)]
     pub spot_discount: f64,
+    /// wide adds each node's instance id; json and yaml print the fleet as data.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -53,6 +60,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .ok()
         .filter(|d| *d >= Duration::from_millis(100))
         .with_context(|| format!("--interval {}: must be at least 0.1 s", args.interval))?;
+    if args.watch && args.output.is_data() {
+        anyhow::bail!("--watch redraws a table: use it with -o table or -o wide");
+    }
     nodewright::eks::install_crypto_provider();
     let client = client(&args).await?;
     let prices: HashMap<String, f64> = bundled_instance_types()
@@ -70,7 +80,21 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .await
             .context("listing pods")?;
         let (fleet, problems) = fleet_of(&nodes.items, &pods.items, &prices, args.spot_discount);
-        let text = render(&fleet, Timestamp::now());
+        if args.output.is_data() {
+            for p in &problems {
+                eprintln!("warning: {p}");
+            }
+            if !print_data(&to_json(&fleet, args.spot_discount), args.output) {
+                anyhow::bail!("the fleet could not be written");
+            }
+            return Ok(());
+        }
+        let text = render(
+            &fleet,
+            Timestamp::now(),
+            args.output == Output::Wide,
+            args.spot_discount,
+        );
         let mut out = std::io::stdout().lock();
         if args.watch {
             // Home and clear, then the frame: the terminal shows one frame at a time.
@@ -110,14 +134,21 @@ async fn client(args: &Args) -> anyhow::Result<kube::Client> {
         let tokens = Arc::new(nodewright::eks::TokenSource::new(credentials, name, region));
         return Ok(nodewright::eks::eks_client(&cluster, tokens)?);
     }
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .with_context(|| format!("kubeconfig {}", path.display()))?
         }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("the kubeconfig ($KUBECONFIG, ~/.kube/config) and its --context")?,
         None => kube::Config::infer()
             .await
             .context("no kubeconfig ($KUBECONFIG, ~/.kube/config) and no --cluster")?,
@@ -245,7 +276,16 @@ fn node_view(
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    // `aws:///us-east-1a/i-0abc`: the instance id is the last segment.
+    let instance = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .and_then(|id| id.rsplit('/').next())
+        .filter(|id| id.starts_with("i-"))
+        .map(str::to_string);
     NodeView {
+        instance,
         nodepool: label(labels::NODEPOOL),
         instance_type,
         capacity_type,

@@ -4,13 +4,17 @@
 
 use jiff::Timestamp;
 use nodewright::resources::format_milli;
+use serde_json::{Value, json};
 
+use crate::money::{self, usd, usd_marked};
 use crate::table;
 
 /// One node as `status` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
     pub name: String,
+    /// The EC2 instance id from `spec.providerID`, when it names one.
+    pub instance: Option<String>,
     /// `karpenter.sh/nodepool`; `None` for nodes nodewright did not launch.
     pub nodepool: Option<String>,
     pub instance_type: String,
@@ -77,8 +81,7 @@ pub fn age(created: Option<Timestamp>, now: Timestamp) -> String {
 
 fn price(p: Option<(f64, bool)>) -> String {
     match p {
-        Some((v, true)) => format!("~{v:.4}"),
-        Some((v, false)) => format!("{v:.4}"),
+        Some((v, estimated)) => usd_marked(v, estimated),
         None => "-".into(),
     }
 }
@@ -95,10 +98,9 @@ fn cpu(milli: i64) -> String {
     format_milli(milli, false)
 }
 
-/// The whole screen: nodes (by NodePool, then name), totals, pending pods.
-pub fn render(fleet: &Fleet, now: Timestamp) -> String {
+/// nodewright's nodes by NodePool first, then the others (managed node groups, ...).
+fn sorted(fleet: &Fleet) -> Vec<&NodeView> {
     let mut nodes: Vec<&NodeView> = fleet.nodes.iter().collect();
-    // nodewright's nodes by NodePool first, then the others (managed node groups, ...).
     nodes.sort_by(|a, b| {
         (a.nodepool.is_none(), &a.nodepool, &a.name).cmp(&(
             b.nodepool.is_none(),
@@ -106,10 +108,29 @@ pub fn render(fleet: &Fleet, now: Timestamp) -> String {
             &b.name,
         ))
     });
+    nodes
+}
+
+/// The fleet's dollars an hour (from +0.0: a float sum of nothing is -0.0), and whether any
+/// part of it is an estimate.
+fn hourly(nodes: &[&NodeView]) -> (f64, bool) {
+    let total = nodes
+        .iter()
+        .filter_map(|n| n.price)
+        .map(|(v, _)| v)
+        .fold(0.0, |a, b| a + b);
+    let estimated = nodes.iter().any(|n| matches!(n.price, Some((_, true))));
+    (total, estimated)
+}
+
+/// The whole screen: nodes (by NodePool, then name), totals, pending pods; `wide` adds the
+/// instance ids.
+pub fn render(fleet: &Fleet, now: Timestamp, wide: bool, spot_discount: f64) -> String {
+    let nodes = sorted(fleet);
     let rows: Vec<Vec<String>> = nodes
         .iter()
         .map(|n| {
-            vec![
+            let mut row = vec![
                 n.name.clone(),
                 n.nodepool.clone().unwrap_or_else(|| "-".into()),
                 n.instance_type.clone(),
@@ -123,34 +144,33 @@ pub fn render(fleet: &Fleet, now: Timestamp) -> String {
                 bar(n.memory_requested, n.memory_allocatable),
                 n.pods.to_string(),
                 if n.ready { "Ready" } else { "NotReady" }.into(),
-            ]
+            ];
+            if wide {
+                row.push(n.instance.clone().unwrap_or_else(|| "-".into()));
+            }
+            row
         })
         .collect();
-    let mut out = table::render(
-        &[
-            "NODE", "NODEPOOL", "TYPE", "CAPACITY", "ZONE", "AGE", "$/H", "CPU", "", "MEMORY", "",
-            "PODS", "STATUS",
-        ],
-        &rows,
-        &[5, 6, 7, 9, 11],
-    );
+    let mut headers = vec![
+        "NODE", "NODEPOOL", "TYPE", "CAPACITY", "ZONE", "AGE", "$/H", "CPU", "", "MEMORY", "",
+        "PODS", "STATUS",
+    ];
+    if wide {
+        headers.push("INSTANCE");
+    }
+    let mut out = table::render(&headers, &rows, &[5, 6, 7, 9, 11]);
 
     let sum = |f: fn(&NodeView) -> i64| nodes.iter().map(|n| f(n)).sum::<i64>();
-    // Fold from +0.0: f64 `sum()` of nothing is -0.0, which rendered as "$-0.0000/h".
-    let hourly: f64 = nodes
-        .iter()
-        .filter_map(|n| n.price)
-        .map(|(v, _)| v)
-        .fold(0.0, |a, b| a + b);
-    let estimated = nodes.iter().any(|n| matches!(n.price, Some((_, true))));
+    let (hourly, estimated) = hourly(&nodes);
     let unpriced = nodes.iter().filter(|n| n.price.is_none()).count();
     let (cpu_req, cpu_alloc) = (sum(|n| n.cpu_requested), sum(|n| n.cpu_allocatable));
     let (mem_req, mem_alloc) = (sum(|n| n.memory_requested), sum(|n| n.memory_allocatable));
     out.push('\n');
     out.push_str(&format!(
-        "{} nodes  {}${hourly:.4}/h (${:.0}/month){}\n",
+        "{} nodes  {}${}/h (${:.0}/month){}\n",
         nodes.len(),
         if estimated { "~" } else { "" },
+        usd(hourly),
         hourly * HOURS_PER_MONTH,
         if unpriced > 0 {
             format!(", {unpriced} unpriced")
@@ -170,7 +190,8 @@ pub fn render(fleet: &Fleet, now: Timestamp) -> String {
         gib(mem_alloc),
         bar(mem_req, mem_alloc)
     ));
-    out.push('\n');
+    out.push_str(&money::source_line(spot_discount, estimated));
+    out.push_str("\n\n");
     if fleet.pending.is_empty() {
         out.push_str("no pending pods\n");
     } else {
@@ -186,6 +207,36 @@ pub fn render(fleet: &Fleet, now: Timestamp) -> String {
 /// 730 hours: AWS's own figure for a month in its pricing examples (8,760 h / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
 
+/// The fleet as data, for `-o json|yaml`: quantities in cores and bytes, prices with
+/// whether each is an estimate.
+pub fn to_json(fleet: &Fleet, spot_discount: f64) -> Value {
+    let nodes = sorted(fleet);
+    let (hourly, estimated) = hourly(&nodes);
+    let round4 = crate::plan::round4;
+    json!({
+        "nodes": nodes.iter().map(|n| json!({
+            "name": n.name,
+            "instance": n.instance,
+            "nodepool": n.nodepool,
+            "instance_type": n.instance_type,
+            "capacity_type": n.capacity_type,
+            "zone": n.zone,
+            "created": n.created.map(|t| t.to_string()),
+            "price_per_hour": n.price.map(|(v, _)| round4(v)),
+            "price_estimated": n.price.is_some_and(|(_, e)| e),
+            "ready": n.ready,
+            "pods": n.pods,
+            "cpu": {"requested": n.cpu_requested as f64 / 1000.0, "allocatable": n.cpu_allocatable as f64 / 1000.0},
+            "memory": {"requested": n.memory_requested / 1000, "allocatable": n.memory_allocatable / 1000},
+        })).collect::<Vec<_>>(),
+        "pending": fleet.pending.iter().map(|p| json!({"pod": p.pod, "why": p.why})).collect::<Vec<_>>(),
+        "price_per_hour": round4(hourly),
+        "price_per_month": (hourly * HOURS_PER_MONTH).round(),
+        "price_estimated": estimated,
+        "prices": money::source_line(spot_discount, estimated),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +246,7 @@ mod tests {
     fn node(name: &str, pool: Option<&str>, created: &str) -> NodeView {
         NodeView {
             name: name.into(),
+            instance: Some(format!("i-{name}")),
             nodepool: pool.map(str::to_string),
             instance_type: "m5.large".into(),
             capacity_type: "on-demand".into(),
@@ -277,7 +329,7 @@ mod tests {
                 },
             ],
         };
-        let out = render(&fleet, now);
+        let out = render(&fleet, now, false, 0.6);
         let expected = "\
 NODE         NODEPOOL  TYPE       CAPACITY   ZONE        AGE      $/H          CPU                                    MEMORY                               PODS  STATUS
 ip-10-0-2-7  batch     c5.xlarge  spot       us-east-1b  10m  ~0.0680  3920m/3920m  [####################] 100%  0.0Gi/6.0Gi  [....................]   0%     5  Ready
@@ -287,6 +339,7 @@ ip-10-0-9-9  -         m5.large   on-demand  us-east-1a   4d        -   500m/193
 3 nodes  ~$0.1640/h ($120/month), 1 unpriced
 CPU     4920m/7780m  [#############.......]  63%
 memory  4.0Gi/20.0Gi  [####................]  20%
+Prices: bundled us-east-1 on-demand table; ~ marks an estimate: spot taken as on-demand less 60% (--spot-discount)
 
 2 pending pods
 PENDING POD    WHY
@@ -297,8 +350,51 @@ default/web-2  0/3 nodes are available: 3 Insufficient cpu.
     }
 
     #[test]
+    fn wide_adds_each_nodes_instance_id_as_the_last_column() {
+        let now: Timestamp = "2026-11-24T12:00:00Z".parse().unwrap();
+        let mut foreign = node("ip-10-0-9-9", None, "2026-11-24T07:00:00Z");
+        foreign.instance = None;
+        let fleet = Fleet {
+            nodes: vec![
+                node("ip-10-0-1-5", Some("default"), "2026-11-24T07:00:00Z"),
+                foreign,
+            ],
+            pending: vec![],
+        };
+        let out = render(&fleet, now, true, 0.6);
+        let last_two = |line: &str| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words[words.len() - 2..].join(" ")
+        };
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(last_two(lines[0]), "STATUS INSTANCE", "{out}");
+        assert_eq!(last_two(lines[1]), "Ready i-ip-10-0-1-5", "{out}");
+        assert_eq!(last_two(lines[2]), "Ready -", "{out}");
+    }
+
+    #[test]
+    fn as_data_a_fleet_keeps_each_price_with_whether_it_is_an_estimate() {
+        let mut spot = node("ip-10-0-2-7", Some("batch"), "2026-11-24T07:00:00Z");
+        spot.price = Some((0.038, true));
+        let fleet = Fleet {
+            nodes: vec![
+                spot,
+                node("ip-10-0-1-5", Some("default"), "2026-11-24T07:00:00Z"),
+            ],
+            pending: vec![],
+        };
+        let data = to_json(&fleet, 0.6);
+        assert_eq!(data["nodes"][0]["name"], "ip-10-0-2-7");
+        assert_eq!(data["nodes"][0]["price_estimated"], true);
+        assert_eq!(data["nodes"][1]["price_estimated"], false);
+        assert_eq!(data["price_per_hour"], 0.134);
+        assert_eq!(data["price_estimated"], true);
+        assert_eq!(data["nodes"][1]["cpu"]["allocatable"], 1.93);
+    }
+
+    #[test]
     fn an_empty_cluster_says_so_rather_than_printing_an_empty_table() {
-        let out = render(&Fleet::default(), Timestamp::UNIX_EPOCH);
+        let out = render(&Fleet::default(), Timestamp::UNIX_EPOCH, false, 0.6);
         assert!(out.contains("0 nodes  $0.0000/h ($0/month)\n"), "{out}");
         assert!(out.ends_with("no pending pods\n"), "{out}");
     }

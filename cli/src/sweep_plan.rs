@@ -3,34 +3,39 @@
 //! Offline nothing is written, so a node without the sweeper's empty-since marker counts
 //! as empty since its creation, and no hygiene decision is made (that needs EC2).
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use nodewright::api::{Inputs, Problem, Severity};
-use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
+use nodewright::api::{Inputs, Problem, not_yet_reported};
+use nodewright::catalog::{
+    BUNDLED_PRICE_REGION, DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price,
+};
 use nodewright::disruption::{
-    FirstSight, Plan, SimulationInputs, plan_disruption, pool_budgets, pool_capacity, simulation,
-    snapshot,
+    FirstSight, Plan, SimulationInputs, plan_disruption, simulation, snapshot,
 };
 use nodewright::scheduling::{NamespaceLabels, selects_namespaces};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::plan::{Output, claim_json, note_unknown_namespaces};
+use crate::exit::Exit;
+use crate::input::Files;
+use crate::money::usd;
+use crate::output::{Output, print_data};
+use crate::plan::{claim_json, note_unknown_namespaces, round4};
+use crate::{report, settings, table};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// YAML (multi-document, or a `List`) or JSON files: Nodes, Pods, PodDisruptionBudgets
-    /// and NodePools / EC2NodeClasses / Provisioners / AWSNodeTemplates.
-    #[arg(short = 'f', long = "file", required = true)]
-    pub files: Vec<PathBuf>,
-    /// The time to decide at (RFC 3339); default now.
-    #[arg(long)]
-    pub now: Option<String>,
+    /// Nodes, Pods, PodDisruptionBudgets (as `kubectl get nodes,pods,pdb -A -o yaml` writes
+    /// them), DaemonSets, Namespaces and NodePools / EC2NodeClasses / Provisioners /
+    /// AWSNodeTemplates.
+    #[command(flatten)]
+    pub files: Files,
+    /// The time to decide at (RFC 3339, e.g. 2026-03-02T10:00:00Z); default now.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<Timestamp>,
+    /// wide adds the instance type a replacement would launch.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
 }
@@ -45,35 +50,39 @@ struct Objects {
     namespaces: Vec<Namespace>,
 }
 
-pub fn run(args: &Args) -> ExitCode {
-    let now = match args.now.as_deref().map(str::parse::<Timestamp>) {
-        None => Timestamp::now(),
-        Some(Ok(t)) => t,
-        Some(Err(e)) => {
-            eprintln!("error: --now: not an RFC 3339 time ({e})");
-            return ExitCode::FAILURE;
+pub fn run(args: &Args) -> Exit {
+    let now = args.now.unwrap_or_else(Timestamp::now);
+    let sources = match args.files.read() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}", nodewright::error_chain(&e));
+            return Exit::Usage;
         }
     };
     let mut inputs = Inputs::default();
     let mut objects = Objects::default();
+    let mut problems = Vec::new();
     let mut errors = Vec::new();
-    for path in &args.files {
-        let file = path.display().to_string();
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
-                errors.push(format!("{file}: cannot be read: {e}"));
-                continue;
-            }
-        };
-        load(&file, &text, &mut inputs, &mut objects, &mut errors);
+    for source in &sources {
+        load(
+            &source.name,
+            &source.text,
+            &mut inputs,
+            &mut objects,
+            &mut problems,
+            &mut errors,
+        );
     }
-    errors.extend(disruption_settings(&inputs).iter().map(Problem::to_string));
-    if !errors.is_empty() {
-        for e in &errors {
-            eprintln!("error: {e}");
-        }
-        return ExitCode::FAILURE;
+    // The NodePools' own settings the sweeper reads; a pool given without its EC2NodeClass
+    // is still decided on (only a consolidation replacement would need the class).
+    let checked = not_yet_reported(&problems, settings::problems(&inputs));
+    problems.extend(checked);
+    report::print(&problems);
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    if !errors.is_empty() || report::any_error(&problems) {
+        return Exit::Problems;
     }
     let prices: std::collections::HashMap<(String, String), f64> = bundled_instance_types()
         .unwrap_or_default()
@@ -87,7 +96,7 @@ pub fn run(args: &Args) -> ExitCode {
         })
         .collect();
     let price = |t: &str, c: &str| prices.get(&(t.to_string(), c.to_string())).copied();
-    let (mut snapshot, mut problems) = snapshot(&nodewright::disruption::Inputs {
+    let (mut snapshot, mut snapshot_problems) = snapshot(&nodewright::disruption::Inputs {
         pools: &inputs.node_pools,
         nodes: &objects.nodes,
         pods: &objects.pods,
@@ -116,56 +125,37 @@ pub fn run(args: &Args) -> ExitCode {
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
     });
-    problems.extend(sim_problems);
+    snapshot_problems.extend(sim_problems);
     match sim {
         Ok(sim) => snapshot.simulation = Some(sim),
         // Emptiness and expiration do not need it: decide those, and say what is missing.
         Err(e) => eprintln!("note: underutilized nodes are not considered: {e}"),
     }
-    if !problems.is_empty() {
-        for p in &problems {
+    if !snapshot_problems.is_empty() {
+        for p in &snapshot_problems {
             eprintln!("error: {p}");
         }
-        return ExitCode::FAILURE;
+        return Exit::Problems;
     }
     let plan = plan_disruption(&snapshot, now);
-    match args.output {
-        Output::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&plan)).unwrap_or_default()
-        ),
-        Output::Table => print!("{}", to_table(&plan)),
+    if args.output.is_data() {
+        if !print_data(&to_json(&plan), args.output) {
+            return Exit::Usage;
+        }
+    } else {
+        print!("{}", to_table(&plan, args.output == Output::Wide));
     }
-    ExitCode::SUCCESS
+    Exit::Ok
 }
 
-/// The NodePools' disruption settings that cannot be read (budgets, the budgets' time zone,
-/// capacity windows), named by file, document and field. The function keeps such a pool's
-/// nodes and says so in an Event; offline they are input errors, as any invalid field is.
-fn disruption_settings(inputs: &Inputs) -> Vec<Problem> {
-    inputs
-        .node_pools
-        .iter()
-        .zip(&inputs.node_pool_sources)
-        .flat_map(|(np, source)| {
-            let budgets = pool_budgets(np).err();
-            let capacity = pool_capacity(np).err();
-            budgets.into_iter().chain(capacity).map(|e| Problem {
-                file: source.file.clone(),
-                document: source.describe(),
-                field: e.field,
-                message: e.message,
-                severity: Severity::Error,
-            })
-        })
-        .collect()
-}
-
+/// Reads one input: the cluster's objects into `objects`, the configuration's into `inputs`
+/// (its problems into `problems`), and what cannot be read into `errors`.
 fn load(
     file: &str,
     text: &str,
     inputs: &mut Inputs,
     objects: &mut Objects,
+    problems: &mut Vec<Problem>,
     errors: &mut Vec<String>,
 ) {
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -203,11 +193,7 @@ fn load(
                     push(&at, "PodDisruptionBudget", item, &mut objects.pdbs, errors)
                 }
                 "NodePool" | "EC2NodeClass" | "Provisioner" | "AWSNodeTemplate" => {
-                    for p in inputs.load_value(file, index + 1, item) {
-                        if p.is_error() {
-                            errors.push(p.to_string());
-                        }
-                    }
+                    problems.extend(inputs.load_value(file, index + 1, item));
                 }
                 // A new node's DaemonSet overhead, when consolidation plans a replacement.
                 "DaemonSet" => push(&at, "DaemonSet", item, &mut objects.daemon_sets, errors),
@@ -238,10 +224,6 @@ fn push<T: DeserializeOwned>(
     }
 }
 
-fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
-}
-
 fn to_json(plan: &Plan) -> Value {
     json!({
         "commands": plan.commands.iter().map(|c| json!({
@@ -250,7 +232,8 @@ fn to_json(plan: &Plan) -> Value {
             "nodes": c.nodes,
             // Consolidation plans its replacement; an expired node's pods are planned by
             // the provisioner once they are pending, so its list is empty.
-            "replacement": c.replacement.iter().map(claim_json).collect::<Vec<_>>(),
+            // Priced from the bundled table, spot estimated.
+            "replacement": c.replacement.iter().map(|r| claim_json(r, true)).collect::<Vec<_>>(),
             "savings_per_hour": round4(c.savings_per_hour),
         })).collect::<Vec<_>>(),
         "kept": plan.kept.iter().map(|k| json!({
@@ -262,34 +245,67 @@ fn to_json(plan: &Plan) -> Value {
     })
 }
 
-fn to_table(plan: &Plan) -> String {
+fn to_table(plan: &Plan, wide: bool) -> String {
+    let action = |c: &nodewright::disruption::Command| {
+        serde_json::to_value(c.action)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let mut rows: Vec<Vec<String>> = plan
+        .commands
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                action(c),
+                c.reason.as_str().to_string(),
+                c.nodes.join(","),
+                format!("saves ${}/h", usd(c.savings_per_hour)),
+            ];
+            if wide {
+                let types: Vec<&str> = c
+                    .replacement
+                    .iter()
+                    .map(|r| r.instance_type.as_str())
+                    .collect();
+                row.push(if types.is_empty() {
+                    "-".into()
+                } else {
+                    types.join(",")
+                });
+            }
+            row
+        })
+        .collect();
+    rows.extend(plan.kept.iter().map(|k| {
+        let mut row = vec![
+            "kept".into(),
+            k.reason.as_str().to_string(),
+            k.node.clone(),
+            k.why.to_string(),
+        ];
+        if wide {
+            row.push("-".into());
+        }
+        row
+    }));
     let mut out = String::new();
     if plan.commands.is_empty() {
         out.push_str("no node to disrupt\n");
     }
-    for c in &plan.commands {
-        out.push_str(&format!(
-            "{:<8} {:<14} {:<40} saves ${:.4}/h\n",
-            serde_json::to_value(c.action)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-            c.reason.as_str(),
-            c.nodes.join(","),
-            c.savings_per_hour
-        ));
-    }
-    for k in &plan.kept {
-        out.push_str(&format!(
-            "kept     {:<14} {:<40} {}\n",
-            k.reason.as_str(),
-            k.node,
-            k.why
-        ));
+    if !rows.is_empty() {
+        let mut headers = vec!["ACTION", "REASON", "NODES", "WHY"];
+        if wide {
+            headers.push("REPLACEMENT");
+        }
+        out.push_str(&table::render(&headers, &rows, &[]));
     }
     out.push_str(&format!(
-        "fleet ${:.4}/h -> ${:.4}/h\n",
-        plan.price_before, plan.price_after
+        "fleet ${}/h -> ${}/h (priced from the bundled {BUNDLED_PRICE_REGION} on-demand \
+         table, spot estimated as on-demand less {:.0}%)\n",
+        usd(plan.price_before),
+        usd(plan.price_after),
+        DEFAULT_SPOT_DISCOUNT * 100.0,
     ));
     out
 }

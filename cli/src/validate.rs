@@ -1,33 +1,68 @@
-//! `nodewright validate -f FILE...`: exit 0 with `ok: N documents`, or 1 with one line per
-//! problem naming the file, the document and the field.
+//! `nodewright validate -f FILE...`: every problem of NodePools, EC2NodeClasses, Provisioners
+//! and AWSNodeTemplates (and of the workloads beside them), one `error:` or `warning:` line
+//! each naming the file, the document and the field; exit 1 when any is an error.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
+use serde_json::json;
 
-use nodewright::api::{Inputs, Problem, validate};
+use crate::exit::Exit;
+use crate::input::Files;
+use crate::output::{Output, print_data};
+use crate::{load, report};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A YAML (multi-document) or JSON file; repeat for several.
-    #[arg(short = 'f', long = "file", required = true)]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub files: Files,
+    /// table and wide print the problems as lines on stderr and a summary on stdout;
+    /// json and yaml print both on stdout.
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
 }
 
-/// Loads and validates; returns the inputs and every problem, errors and warnings.
-pub fn load(files: &[PathBuf]) -> (Inputs, Vec<Problem>) {
-    let (inputs, mut problems) = Inputs::load_files(files);
-    problems.extend(validate(&inputs));
-    (inputs, problems)
+/// `1 object`, `3 objects`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
-pub fn run(args: &Args) -> ExitCode {
-    let (inputs, problems) = load(&args.files);
-    for p in &problems {
-        eprintln!("{p}");
+pub fn run(args: &Args) -> Exit {
+    let sources = match args.files.read() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {}", nodewright::error_chain(&e));
+            return Exit::Usage;
+        }
+    };
+    let (inputs, problems) = load::load(&sources);
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    let warnings = problems.len() - errors;
+    if args.output.is_data() {
+        let value = json!({
+            "documents": inputs.documents,
+            "objects": inputs.objects,
+            "errors": errors,
+            "warnings": warnings,
+            "problems": problems.iter().map(report::to_json).collect::<Vec<_>>(),
+        });
+        if !print_data(&value, args.output) {
+            return Exit::Usage;
+        }
+    } else {
+        report::print(&problems);
+        if errors == 0 {
+            let noted = match warnings {
+                0 => String::new(),
+                n => format!(", {}", count(n, "warning")),
+            };
+            println!(
+                "ok: {} in {}{noted}",
+                count(inputs.objects, "object"),
+                count(inputs.documents, "document")
+            );
+        }
     }
-    if problems.iter().any(Problem::is_error) {
-        return ExitCode::from(1);
-    }
-    println!("ok: {} documents", inputs.documents);
-    ExitCode::SUCCESS
+    if errors > 0 { Exit::Problems } else { Exit::Ok }
 }

@@ -19,7 +19,7 @@ fn nodewright(args: &[&str]) -> Output {
 }
 
 fn explain_json(path: &str, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec!["explain-event", path, "--output", "json"];
+    let mut args = vec!["explain-event", "-f", path, "--output", "json"];
     args.extend_from_slice(extra);
     let out = nodewright(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -147,7 +147,7 @@ fn a_missing_field_is_invalid_with_a_reason_naming_it_and_never_a_panic() {
     );
     for text in ["", "null", "[]", "{\"Records\": [{}]}", "\u{0}\u{1}"] {
         let path = temp_file("odd.json", text);
-        let out = nodewright(&["explain-event", path.to_str().unwrap()]);
+        let out = nodewright(&["explain-event", "-f", path.to_str().unwrap()]);
         assert_eq!(
             out.status.code(),
             Some(1),
@@ -172,7 +172,7 @@ fn with_an_account_a_foreign_event_is_ignored_as_suspicious() {
 #[test]
 fn the_table_names_kind_instances_action_and_deadline_and_a_missing_file_exits_two() {
     let path = sample("spot-interruption-warning.json");
-    let out = nodewright(&["explain-event", path.to_str().unwrap()]);
+    let out = nodewright(&["explain-event", "-f", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
@@ -188,7 +188,7 @@ fn the_table_names_kind_instances_action_and_deadline_and_a_missing_file_exits_t
     ] {
         assert!(lines[1].contains(want), "{want} in {text}");
     }
-    let out = nodewright(&["explain-event", "/nonexistent/event.json"]);
+    let out = nodewright(&["explain-event", "-f", "/nonexistent/event.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/event.json"));
 }

@@ -150,8 +150,9 @@ fn a_node_that_cannot_be_read_exits_one_naming_the_file_and_field() {
     );
     assert!(err.contains("ip-10-0-2-9.ec2.internal"), "{err}");
 
+    // A time that is not one is a usage error, as any bad flag is.
     let out = nodewright(&["sweep-plan", "-f", &file, "--now", "noon"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--now"));
 }
 

@@ -19,3 +19,6 @@ pub mod telemetry;
 pub mod userdata;
 
 pub use error_chain::error_chain;
+
+/// The version the CLI and the functions report: the workspace's, from Cargo.toml.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -31,6 +31,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .json()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    tracing::info!(
+        version = nodewright::VERSION,
+        "nodewright interruption starting"
+    );
     install_crypto_provider();
     let lookup = |name: &str| std::env::var(name).ok();
     let env = FunctionEnv::from_lookup(lookup)?;

@@ -40,6 +40,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .json()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    tracing::info!(
+        version = nodewright::VERSION,
+        "nodewright provisioner starting"
+    );
     install_crypto_provider();
     let ProvisionerEnv {
         function: env,

@@ -31,6 +31,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .json()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
+    tracing::info!(version = nodewright::VERSION, "nodewright sweeper starting");
     install_crypto_provider();
     let env = FunctionEnv::from_lookup(|name| std::env::var(name).ok())?;
     let cluster_name = env.cluster_name.clone();

@@ -104,3 +104,101 @@ impl Note {
         }
     }
 }
+
+/// The problems validation found that loading did not already report: one at a field (or
+/// inside one) where loading reported an error in the same document is left out. Loading sets
+/// aside a field it cannot read and converts a legacy object as far as it goes, so without
+/// this the same mistake would be reported twice, once as written and once as what was left.
+pub fn not_yet_reported(loaded: &[Problem], checked: Vec<Problem>) -> Vec<Problem> {
+    // A List item's document names its item; validation's names only the document.
+    let document = |d: &str| {
+        d.split(", item ")
+            .next()
+            .unwrap_or(d)
+            .trim_end_matches(')')
+            .to_owned()
+    };
+    let within = |field: &str, parent: &str| {
+        field == parent
+            || field
+                .strip_prefix(parent)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    checked
+        .into_iter()
+        .filter(|c| {
+            !loaded.iter().any(|l| {
+                l.is_error()
+                    && !l.field.is_empty()
+                    && l.file == c.file
+                    && document(&l.document) == document(&c.document)
+                    && within(&c.field, &l.field)
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(document: &str, field: &str, severity: Severity) -> Problem {
+        Problem {
+            file: "f.yaml".into(),
+            document: document.into(),
+            field: field.into(),
+            message: "m".into(),
+            severity,
+        }
+    }
+
+    #[test]
+    fn a_field_loading_reported_is_not_reported_again_nor_anything_inside_it() {
+        let loaded = [
+            problem(
+                "Provisioner/p (document 1, item 2)",
+                "spec.providerRef",
+                Severity::Error,
+            ),
+            problem(
+                "Provisioner/p (document 1, item 2)",
+                "spec.labels",
+                Severity::Warning,
+            ),
+        ];
+        let checked = vec![
+            problem(
+                "Provisioner/p (document 1)",
+                "spec.providerRef.name",
+                Severity::Error,
+            ),
+            problem(
+                "Provisioner/p (document 1)",
+                "spec.providerRefs",
+                Severity::Error,
+            ),
+            problem(
+                "Provisioner/p (document 1)",
+                "spec.labels[x]",
+                Severity::Error,
+            ),
+            problem(
+                "Provisioner/q (document 1)",
+                "spec.providerRef",
+                Severity::Error,
+            ),
+        ];
+        let kept: Vec<String> = not_yet_reported(&loaded, checked)
+            .into_iter()
+            .map(|p| format!("{} {}", p.document, p.field))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "Provisioner/p (document 1) spec.providerRefs",
+                "Provisioner/p (document 1) spec.labels[x]",
+                "Provisioner/q (document 1) spec.providerRef",
+            ]
+        );
+    }
+}

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
-use super::diagnostics::Note;
+use super::diagnostics::{Note, Severity};
 use super::{
     AmiSelectorTerm, BlockDeviceMapping, ConsolidationPolicy, Disruption, Duration, EC2NodeClass,
     EC2NodeClassSpec, KubeletConfiguration, Meta, MetadataOptions, NillableDuration,
@@ -174,7 +174,8 @@ pub struct AWSNodeTemplateSpec {
     pub detailed_monitoring: Option<bool>,
 }
 
-/// A converted Provisioner.
+/// A converted Provisioner. With errors among its notes it is converted as far as it could
+/// be, so that validation still finds every other problem in it, and it is never used.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvertedProvisioner {
     pub node_pool: NodePool,
@@ -182,24 +183,29 @@ pub struct ConvertedProvisioner {
     pub node_class: Option<EC2NodeClass>,
     /// Kubelet settings for the class named by `providerRef`, which lives in another document.
     pub kubelet_for_ref: Option<KubeletConfiguration>,
-    /// Warnings about what could not be carried over.
+    /// What could not be converted (errors) or carried over (warnings).
     pub notes: Vec<Note>,
 }
 
+/// A converted AWSNodeTemplate; as a Provisioner, converted as far as it could be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvertedNodeTemplate {
     pub node_class: EC2NodeClass,
     pub notes: Vec<Note>,
 }
 
-/// Converts a v1alpha5 Provisioner; the errors are the reasons it cannot be.
-pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvisioner, Vec<Note>> {
+/// True when any note is an error: the converted object must not be used.
+pub fn has_errors(notes: &[Note]) -> bool {
+    notes.iter().any(|n| n.severity == Severity::Error)
+}
+
+/// Converts a v1alpha5 Provisioner; the errors among the notes say why it cannot be used.
+pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> ConvertedProvisioner {
     let s = &p.spec;
-    let mut errors = Vec::new();
     let mut notes = Vec::new();
-    let seconds = |field: &str, n: Option<i64>, errors: &mut Vec<Note>| match n {
+    let seconds = |field: &str, n: Option<i64>, notes: &mut Vec<Note>| match n {
         Some(n) if n < 0 => {
-            errors.push(Note::error(
+            notes.push(Note::error(
                 field,
                 format!("must be 0 or more seconds, got {n}"),
             ));
@@ -210,12 +216,12 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvision
     let empty_after = seconds(
         "spec.ttlSecondsAfterEmpty",
         s.ttl_seconds_after_empty,
-        &mut errors,
+        &mut notes,
     );
     let expire_after = seconds(
         "spec.ttlSecondsUntilExpired",
         s.ttl_seconds_until_expired,
-        &mut errors,
+        &mut notes,
     );
     let consolidation = s
         .consolidation
@@ -225,7 +231,7 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvision
 
     let (consolidation_policy, consolidate_after) = match (empty_after, consolidation) {
         (Some(_), true) => {
-            errors.push(Note::error(
+            notes.push(Note::error(
                 "spec.ttlSecondsAfterEmpty",
                 "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive (as in v1alpha5); keep one",
             ));
@@ -247,16 +253,15 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvision
         .as_ref()
         .map(|k| convert_kubelet(k, &mut notes));
     let (class_name, node_class, kubelet_for_ref) = match (&s.provider_ref, &s.provider) {
-        (Some(_), Some(_)) => {
-            errors.push(Note::error(
-                "spec.provider",
-                "provider and providerRef are mutually exclusive; keep providerRef",
-            ));
-            (String::new(), None, None)
-        }
-        (Some(r), None) => {
+        (Some(r), provider) => {
+            if provider.is_some() {
+                notes.push(Note::error(
+                    "spec.provider",
+                    "provider and providerRef are mutually exclusive; keep providerRef",
+                ));
+            }
             if let Some(kind) = r.kind.as_deref().filter(|k| *k != "AWSNodeTemplate") {
-                errors.push(Note::error(
+                notes.push(Note::error(
                     "spec.providerRef.kind",
                     format!("{kind:?} is not supported; allowed: AWSNodeTemplate"),
                 ));
@@ -268,26 +273,19 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvision
                 name: p.metadata.name.clone(),
                 ..Meta::default()
             };
-            match convert_aws(meta, provider, "spec.provider", false) {
-                Ok(mut converted) => {
-                    notes.extend(converted.notes);
-                    converted.node_class.spec.kubelet = kubelet;
-                    (p.metadata.name.clone(), Some(converted.node_class), None)
-                }
-                Err(e) => {
-                    errors.extend(e);
-                    (String::new(), None, None)
-                }
-            }
+            let mut converted = convert_aws(meta, provider, "spec.provider", false);
+            notes.append(&mut converted.notes);
+            converted.node_class.spec.kubelet = kubelet;
+            (p.metadata.name.clone(), Some(converted.node_class), None)
         }
         (None, None) => {
-            errors.push(Note::error("spec.providerRef", "a Provisioner needs providerRef (or an inline provider) naming its AWSNodeTemplate"));
+            notes.push(Note::error(
+                "spec.providerRef",
+                "a Provisioner needs providerRef (or an inline provider) naming its AWSNodeTemplate",
+            ));
             (String::new(), None, None)
         }
     };
-    if !errors.is_empty() {
-        return Err(errors);
-    }
 
     let node_pool = NodePool {
         metadata: p.metadata.clone(),
@@ -325,16 +323,16 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> Result<ConvertedProvision
             weight: s.weight,
         },
     };
-    Ok(ConvertedProvisioner {
+    ConvertedProvisioner {
         node_pool,
         node_class,
         kubelet_for_ref,
         notes,
-    })
+    }
 }
 
-/// Converts a v1alpha1 AWSNodeTemplate.
-pub fn convert_node_template(t: &AWSNodeTemplate) -> Result<ConvertedNodeTemplate, Vec<Note>> {
+/// Converts a v1alpha1 AWSNodeTemplate; the errors among the notes say why it cannot be used.
+pub fn convert_node_template(t: &AWSNodeTemplate) -> ConvertedNodeTemplate {
     convert_aws(t.metadata.clone(), &t.spec, "spec", true)
 }
 
@@ -369,11 +367,10 @@ fn convert_aws(
     a: &AWSNodeTemplateSpec,
     at: &str,
     template: bool,
-) -> Result<ConvertedNodeTemplate, Vec<Note>> {
-    let mut errors = Vec::new();
+) -> ConvertedNodeTemplate {
     let mut notes = Vec::new();
     if a.launch_template.is_some() {
-        errors.push(Note::error(
+        notes.push(Note::error(
             format!("{at}.launchTemplate"),
             "launch templates are not supported (Karpenter removed them in v1beta1); \
              describe the node with amiSelector, userData, blockDeviceMappings and metadataOptions",
@@ -388,33 +385,37 @@ fn convert_aws(
         (Some(family), ami_terms(&a.ami_selector))
     } else {
         let alias = match family.as_str() {
-            "AL2" => "al2",
-            "AL2023" => "al2023",
-            "Bottlerocket" => "bottlerocket",
-            "Windows2019" => "windows2019",
-            "Windows2022" => "windows2022",
+            "AL2" => Some("al2"),
+            "AL2023" => Some("al2023"),
+            "Bottlerocket" => Some("bottlerocket"),
+            "Windows2019" => Some("windows2019"),
+            "Windows2022" => Some("windows2022"),
             "Custom" => {
-                errors.push(Note::error(
+                notes.push(Note::error(
                     format!("{at}.amiFamily"),
                     "amiFamily Custom needs an amiSelector naming the AMIs",
                 ));
-                ""
+                None
             }
             other => {
-                errors.push(Note::error(
+                notes.push(Note::error(
                     format!("{at}.amiFamily"),
                     format!("{other:?} has no AMI alias in Karpenter v1 (Ubuntu was removed); allowed: AL2, AL2023, Bottlerocket, Windows2019, Windows2022, or Custom with an amiSelector"),
                 ));
-                ""
+                None
             }
         };
-        (
-            None,
-            vec![AmiSelectorTerm {
-                alias: Some(format!("{alias}@latest")),
-                ..AmiSelectorTerm::default()
-            }],
-        )
+        match alias {
+            Some(alias) => (
+                None,
+                vec![AmiSelectorTerm {
+                    alias: Some(format!("{alias}@latest")),
+                    ..AmiSelectorTerm::default()
+                }],
+            ),
+            // Kept as written, so validation reports nothing more about the AMIs.
+            None => (Some(family), Vec::new()),
+        }
     };
     let field = |name: &str| format!("{at}.{name}");
     let subnets = selector_terms(&a.subnet_selector, &field("subnetSelector"), &mut notes);
@@ -428,9 +429,6 @@ fn convert_aws(
             at.to_owned(),
             "userData and amiSelector were only read from AWSNodeTemplate in v1alpha5; carried over anyway",
         ));
-    }
-    if !errors.is_empty() {
-        return Err(errors);
     }
     let spec = EC2NodeClassSpec {
         ami_family,
@@ -449,10 +447,10 @@ fn convert_aws(
         instance_store_policy: None,
         context: a.context.clone(),
     };
-    Ok(ConvertedNodeTemplate {
+    ConvertedNodeTemplate {
         node_class: EC2NodeClass { metadata, spec },
         notes,
-    })
+    }
 }
 
 /// v1alpha1 selector keys that name ids rather than tags (`aws-ids` early, `aws::ids` later).

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::diagnostics::{FieldError, Note, Problem, Severity, Source, describe};
+use super::diagnostics::{FieldError, Problem, Severity, Source, describe};
 use super::legacy::{self, AWSNodeTemplate, V1Alpha5Provisioner};
 use super::{EC2NodeClass, KubeletConfiguration, NodePool, defaults, workloads};
 
@@ -47,6 +47,8 @@ pub struct Inputs {
     pub namespace_labels: crate::scheduling::NamespaceLabels,
     /// Non-empty documents read (a `List` counts once).
     pub documents: usize,
+    /// Objects of a kind nodewright reads (each item of a `List` counts), valid or not.
+    pub objects: usize,
     /// Kubelet settings from Provisioners whose AWSNodeTemplate has not been loaded yet.
     pub pending_kubelet: Vec<PendingKubelet>,
     /// NodePools and EC2NodeClasses read only in part (a field failed and was set aside; its
@@ -222,6 +224,7 @@ impl Inputs {
                 return;
             }
         };
+        self.objects += 1;
         if !expected.contains(&api_version.as_str()) {
             problems.push(problem(
                 "apiVersion",
@@ -264,35 +267,44 @@ impl Inputs {
                     }
                 })
             }
-            "Provisioner" => parse_reporting::<V1Alpha5Provisioner>(
-                value,
-                &mut field_errors,
-                false,
-            )
-            .and_then(|p| {
-                let converted = legacy::convert_provisioner(&p).map_err(first_error(&mut notes))?;
-                notes.extend(converted.notes);
-                let mut np = converted.node_pool;
-                defaults::default_node_pool(&mut np);
-                if let Some(nc) = converted.node_class {
-                    self.add_node_class(nc, source.clone(), problems, &document);
-                }
-                if let Some(kubelet) = converted.kubelet_for_ref {
-                    let class = np.spec.template.spec.node_class_ref.name.clone();
-                    self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
-                }
-                self.add_node_pool(np, source.clone());
-                Ok(())
-            }),
-            "AWSNodeTemplate" => {
-                parse_reporting::<AWSNodeTemplate>(value, &mut field_errors, false).and_then(|t| {
-                    let converted =
-                        legacy::convert_node_template(&t).map_err(first_error(&mut notes))?;
+            "Provisioner" => parse_reporting::<V1Alpha5Provisioner>(value, &mut field_errors, true)
+                .map(|p| {
+                    let converted = legacy::convert_provisioner(&p);
+                    let failed = !field_errors.is_empty() || legacy::has_errors(&converted.notes);
                     notes.extend(converted.notes);
-                    self.add_node_class(converted.node_class, source.clone(), problems, &document);
-                    Ok(())
-                })
-            }
+                    let mut np = converted.node_pool;
+                    defaults::default_node_pool(&mut np);
+                    if failed {
+                        // Converted as far as it goes, so validation finds every other problem.
+                        if let Some(mut nc) = converted.node_class {
+                            defaults::default_node_class(&mut nc);
+                            self.partial_node_classes.push((nc, source.clone()));
+                        }
+                        self.partial_node_pools.push((np, source.clone()));
+                        return;
+                    }
+                    if let Some(nc) = converted.node_class {
+                        self.add_node_class(nc, source.clone(), problems, &document);
+                    }
+                    if let Some(kubelet) = converted.kubelet_for_ref {
+                        let class = np.spec.template.spec.node_class_ref.name.clone();
+                        self.attach_kubelet(class, source.clone(), kubelet, problems, &document);
+                    }
+                    self.add_node_pool(np, source.clone());
+                }),
+            "AWSNodeTemplate" => parse_reporting::<AWSNodeTemplate>(value, &mut field_errors, true)
+                .map(|t| {
+                    let converted = legacy::convert_node_template(&t);
+                    let failed = !field_errors.is_empty() || legacy::has_errors(&converted.notes);
+                    notes.extend(converted.notes);
+                    let mut nc = converted.node_class;
+                    if failed {
+                        defaults::default_node_class(&mut nc);
+                        self.partial_node_classes.push((nc, source.clone()));
+                    } else {
+                        self.add_node_class(nc, source.clone(), problems, &document);
+                    }
+                }),
             "Pod" => parse_reporting::<Pod>(value, &mut field_errors, false)
                 .map(|pod| self.pods.push(workloads::bare_pod(pod))),
             "Deployment" => parse_reporting::<Deployment>(value, &mut field_errors, false)
@@ -421,20 +433,6 @@ impl Inputs {
                 ),
                 severity: Severity::Error,
             }),
-        }
-    }
-}
-
-fn first_error(notes: &mut Vec<Note>) -> impl FnOnce(Vec<Note>) -> FieldError + '_ {
-    move |errs| {
-        let mut errs = errs.into_iter();
-        let first = errs
-            .next()
-            .unwrap_or_else(|| Note::error("", "cannot be converted"));
-        notes.extend(errs);
-        FieldError {
-            field: first.field,
-            message: first.message,
         }
     }
 }

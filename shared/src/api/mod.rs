@@ -2,6 +2,7 @@
 //! `karpenter.k8s.aws/v1` EC2NodeClass, with the legacy `v1alpha5` Provisioner and
 //! `v1alpha1` AWSNodeTemplate converted to v1 on load.
 
+pub mod annotations;
 pub mod defaults;
 pub mod diagnostics;
 mod duration;
@@ -14,7 +15,7 @@ mod quantity;
 pub mod validation;
 pub mod workloads;
 
-pub use diagnostics::{Problem, Severity, Source};
+pub use diagnostics::{Problem, Severity, Source, not_yet_reported};
 pub use duration::{Duration, NillableDuration};
 pub use load::Inputs;
 pub use nodeclass::*;

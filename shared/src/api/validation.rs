@@ -2,13 +2,17 @@
 //! CEL) and webhooks enforce, plus the cross-document check that every nodeClassRef resolves.
 //! Each problem names the file, the document and the field, and says what is allowed.
 
+mod launchable;
 pub mod nodeclass;
 mod syntax;
+mod warnings;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use launchable::unlaunchable_family;
 pub use nodeclass::node_class_errors;
 pub use syntax::{cron_error, label_key_error, label_value_error, restricted_key};
+pub use warnings::{node_class_warnings, node_pool_warnings};
 
 use super::defaults::{NODE_CLASS_GROUP, NODE_CLASS_KIND};
 use super::diagnostics::{FieldError, Problem, Severity, Source};
@@ -30,14 +34,21 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
             ..Source::default()
         })
     };
-    let push = |problems: &mut Vec<Problem>, source: &Source, e: FieldError, class: bool| {
+    let report = |problems: &mut Vec<Problem>,
+                  source: &Source,
+                  e: FieldError,
+                  class: bool,
+                  severity: Severity| {
         problems.push(Problem {
             file: source.file.clone(),
             document: source.describe(),
             field: legacy_field(&source.kind, class, &e.field),
-            message: e.message,
-            severity: Severity::Error,
+            message: legacy_message(&source.kind, &e.field, e.message),
+            severity,
         });
+    };
+    let push = |problems: &mut Vec<Problem>, source: &Source, e: FieldError, class: bool| {
+        report(problems, source, e, class, Severity::Error)
     };
 
     // Objects read only in part are checked too, so one bad field hides nothing else; a pool
@@ -85,6 +96,9 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
         }
         for e in node_pool_errors(np) {
             push(&mut problems, &source, e, false);
+        }
+        for w in node_pool_warnings(np) {
+            report(&mut problems, &source, w, false, Severity::Warning);
         }
         let r = &np.spec.template.spec.node_class_ref;
         let ours = r.group == NODE_CLASS_GROUP && r.kind == NODE_CLASS_KIND;
@@ -152,6 +166,9 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
         for e in node_class_errors(nc, legacy) {
             push(&mut problems, &source, e, true);
         }
+        for w in node_class_warnings(nc) {
+            report(&mut problems, &source, w, true, Severity::Warning);
+        }
     }
     problems
 }
@@ -168,6 +185,8 @@ fn legacy_field(kind: &str, class: bool, field: &str) -> String {
             ("spec.limits", "spec.limits.resources"),
         ],
         ("Provisioner", true) => &[
+            // A converted class's alias always comes from the provider's amiFamily.
+            ("spec.amiSelectorTerms[0].alias", "spec.provider.amiFamily"),
             ("spec.kubelet", "spec.kubeletConfiguration"),
             ("spec.subnetSelectorTerms", "spec.provider.subnetSelector"),
             (
@@ -178,6 +197,7 @@ fn legacy_field(kind: &str, class: bool, field: &str) -> String {
             ("spec.", "spec.provider."),
         ],
         ("AWSNodeTemplate", _) => &[
+            ("spec.amiSelectorTerms[0].alias", "spec.amiFamily"),
             ("spec.subnetSelectorTerms", "spec.subnetSelector"),
             (
                 "spec.securityGroupSelectorTerms",
@@ -199,6 +219,15 @@ fn legacy_field(kind: &str, class: bool, field: &str) -> String {
         }
     }
     field.to_owned()
+}
+
+/// A v1alpha5 Provisioner names an AWSNodeTemplate where a NodePool names an EC2NodeClass.
+fn legacy_message(kind: &str, field: &str, message: String) -> String {
+    if kind == "Provisioner" && field.starts_with("spec.template.spec.nodeClassRef") {
+        message.replacen("EC2NodeClass", "AWSNodeTemplate", 1)
+    } else {
+        message
+    }
 }
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
@@ -306,6 +335,9 @@ fn requirement_errors(r: &NodeSelectorRequirement) -> Vec<(String, String)> {
                 add(&format!(".values[{i}]"), m);
             }
         }
+    }
+    for (suffix, m) in launchable::requirement_findings(r).errors {
+        add(&suffix, m);
     }
     if let Some(min) = r.min_values {
         if !(1..=MAX_MIN_VALUES).contains(&min) {

@@ -9,13 +9,15 @@ fn convert_file(text: &str) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<Note>) {
         let value = Value::deserialize(doc).unwrap();
         match value["kind"].as_str() {
             Some("Provisioner") => {
-                let c = convert_provisioner(&parse(value).unwrap()).unwrap();
+                let c = convert_provisioner(&parse(value).unwrap());
+                assert!(!has_errors(&c.notes), "{:?}", c.notes);
                 pools.push(c.node_pool);
                 classes.extend(c.node_class);
                 notes.extend(c.notes);
             }
             Some("AWSNodeTemplate") => {
-                let c = convert_node_template(&parse(value).unwrap()).unwrap();
+                let c = convert_node_template(&parse(value).unwrap());
+                assert!(!has_errors(&c.notes), "{:?}", c.notes);
                 classes.push(c.node_class);
                 notes.extend(c.notes);
             }
@@ -116,7 +118,9 @@ fn disruption_settings_map_as_karpenters_migration_describes() {
         ),
     ];
     for (spec, policy, after, expire) in cases {
-        let np = convert_provisioner(&provisioner(spec)).unwrap().node_pool;
+        let c = convert_provisioner(&provisioner(spec));
+        assert!(!has_errors(&c.notes), "{spec}: {:?}", c.notes);
+        let np = c.node_pool;
         assert_eq!(np.spec.disruption.consolidation_policy, policy, "{spec}");
         assert_eq!(
             np.spec.disruption.consolidate_after.to_string(),
@@ -167,7 +171,11 @@ fn impossible_provisioners_are_refused_with_the_field_to_fix() {
         ),
     ];
     for (spec, field, fragment) in cases {
-        let errors = convert_provisioner(&provisioner(spec)).unwrap_err();
+        let notes = convert_provisioner(&provisioner(spec)).notes;
+        let errors: Vec<&Note> = notes
+            .iter()
+            .filter(|n| n.severity == Severity::Error)
+            .collect();
         assert_eq!(errors[0].field, field, "{spec}");
         assert!(
             errors[0].message.contains(fragment),
@@ -178,11 +186,25 @@ fn impossible_provisioners_are_refused_with_the_field_to_fix() {
 }
 
 #[test]
+fn a_provisioner_that_cannot_be_converted_is_still_converted_as_far_as_it_goes() {
+    let c = convert_provisioner(&provisioner(
+        "{providerRef: {name: missing}, ttlSecondsAfterEmpty: -5, labels: {team: a}}",
+    ));
+    assert!(has_errors(&c.notes));
+    // What validation needs to report the rest: the reference and the labels.
+    assert_eq!(
+        c.node_pool.spec.template.spec.node_class_ref.name,
+        "missing"
+    );
+    assert_eq!(c.node_pool.spec.template.metadata.labels["team"], "a");
+}
+
+#[test]
 fn a_provisioner_with_provider_ref_hands_its_kubelet_settings_to_the_referenced_class() {
     let c = convert_provisioner(&provisioner(
         "{providerRef: {name: t}, kubeletConfiguration: {maxPods: 20}}",
-    ))
-    .unwrap();
+    ));
+    assert_eq!(c.notes, []);
     assert!(c.node_class.is_none());
     assert_eq!(c.kubelet_for_ref.and_then(|k| k.max_pods), Some(20));
     assert_eq!(c.node_pool.spec.template.spec.node_class_ref.name, "t");

@@ -124,6 +124,7 @@ fn lists_json_and_workloads_load_together() {
     ]}"#;
     let (inputs, problems) = load(json);
     assert_eq!(inputs.documents, 1);
+    assert_eq!(inputs.objects, 5, "each item counts, the bad one too");
     assert_eq!(inputs.pods.len(), 5);
     assert_eq!(inputs.daemon_sets.len(), 1);
     assert_eq!(problems.len(), 1);

@@ -1,24 +1,13 @@
 //! EC2NodeClass rules, after the `karpenter.k8s.aws/v1` CRD's validations.
 
+use super::launchable::unlaunchable_family;
 use crate::api::diagnostics::FieldError;
 use crate::api::{AmiSelectorTerm, EC2NodeClass, SelectorTerm};
 
-/// AMI families an alias may name (`family@version`).
-const ALIAS_FAMILIES: &[&str] = &[
-    "al2",
-    "al2023",
-    "bottlerocket",
-    "windows2019",
-    "windows2022",
-];
-const AMI_FAMILIES: &[&str] = &[
-    "AL2",
-    "AL2023",
-    "Bottlerocket",
-    "Custom",
-    "Windows2019",
-    "Windows2022",
-];
+/// AMI families an alias may name (`family@version`) that nodewright launches; Karpenter's
+/// Windows families are refused with their own reason ([`unlaunchable_family`]).
+const ALIAS_FAMILIES: &[&str] = &["al2", "al2023", "bottlerocket"];
+const AMI_FAMILIES: &[&str] = &["AL2", "AL2023", "Bottlerocket", "Custom"];
 
 /// Tag keys nodewright and Karpenter set on instances themselves; a user value would break
 /// ownership or cluster discovery (the v1 CRD rejects the first four).
@@ -63,15 +52,25 @@ pub fn node_class_errors(nc: &EC2NodeClass, legacy: bool) -> Vec<FieldError> {
         )),
         _ => {}
     }
-    if let Some(f) = &s.ami_family
-        && !AMI_FAMILIES.contains(&f.as_str())
+    if let Some(f) = &s.ami_family {
+        if let Some(why) = unlaunchable_family(f) {
+            errors.push(err("spec.amiFamily", why));
+        } else if !AMI_FAMILIES.contains(&f.as_str()) {
+            errors.push(err(
+                "spec.amiFamily",
+                format!(
+                    "unknown AMI family {f:?}; allowed: {}",
+                    AMI_FAMILIES.join(", ")
+                ),
+            ));
+        }
+    }
+    if let Some(p) = &s.instance_store_policy
+        && p != "RAID0"
     {
         errors.push(err(
-            "spec.amiFamily",
-            format!(
-                "unknown AMI family {f:?}; allowed: {}",
-                AMI_FAMILIES.join(", ")
-            ),
+            "spec.instanceStorePolicy",
+            format!("{p:?} is not allowed; allowed: RAID0"),
         ));
     }
     ami_terms(&s.ami_selector_terms, s.ami_family.is_some(), &mut errors);
@@ -239,13 +238,16 @@ fn ami_terms(terms: &[AmiSelectorTerm], has_family: bool, errors: &mut Vec<Field
     }
 }
 
-/// `family@version`, family one of [`ALIAS_FAMILIES`]; Windows only has `latest`.
+/// `family@version`, family one of [`ALIAS_FAMILIES`].
 fn alias_error(alias: &str) -> Option<String> {
     let Some((family, version)) = alias.split_once('@') else {
         return Some(format!(
             "{alias:?} is not family@version, e.g. al2023@latest"
         ));
     };
+    if let Some(why) = unlaunchable_family(family) {
+        return Some(why);
+    }
     if !ALIAS_FAMILIES.contains(&family) {
         return Some(format!(
             "unknown AMI family {family:?} in alias; allowed: {}",
@@ -256,9 +258,6 @@ fn alias_error(alias: &str) -> Option<String> {
         return Some(format!(
             "{alias:?} has no version; use latest or a pinned version like v20240807"
         ));
-    }
-    if family.starts_with("windows") && version != "latest" {
-        return Some(format!("{family} only supports the version latest"));
     }
     None
 }

@@ -273,7 +273,7 @@ fn node_class_rules_name_the_field_and_what_is_allowed() {
         (
             "{amiSelectorTerms: [{alias: ubuntu@latest}]}",
             "spec.amiSelectorTerms[0].alias",
-            "allowed: al2, al2023, bottlerocket, windows2019, windows2022",
+            "allowed: al2, al2023, bottlerocket",
         ),
         (
             "{amiSelectorTerms: [{alias: al2023}]}",
@@ -281,9 +281,19 @@ fn node_class_rules_name_the_field_and_what_is_allowed() {
             "family@version",
         ),
         (
-            "{amiSelectorTerms: [{alias: windows2022@v1}]}",
+            "{amiSelectorTerms: [{alias: windows2022@latest}]}",
             "spec.amiSelectorTerms[0].alias",
-            "only supports the version latest",
+            "Linux nodes only",
+        ),
+        (
+            "{amiFamily: Windows2019, amiSelectorTerms: [{id: ami-1}]}",
+            "spec.amiFamily",
+            "Linux nodes only",
+        ),
+        (
+            "{instanceStorePolicy: RAID10}",
+            "spec.instanceStorePolicy",
+            "allowed: RAID0",
         ),
         (
             "{amiSelectorTerms: [{alias: al2023@latest, id: ami-1}]}",
@@ -445,6 +455,7 @@ spec:
             "spec.weight",
             "spec.labels[kubernetes.io/hostname]",
             "spec.requirements[0].values",
+            "spec.requirements[0].operator",
             "spec.provider.securityGroupSelector",
         ]
     );
@@ -461,6 +472,77 @@ fn duplicate_names_are_reported_with_the_first_definition() {
         problems.iter().any(|p| p.file == "b.yaml"
             && p.message
                 .contains("already defined by NodePool/p (document 1) in a.yaml")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_provisioner_that_cannot_be_converted_still_has_every_other_problem_reported() {
+    let mut inputs = Inputs::default();
+    let loaded = inputs.load_str(
+        "legacy.yaml",
+        "apiVersion: karpenter.sh/v1alpha5
+kind: Provisioner
+metadata: {name: old}
+spec:
+  ttlSecondsAfterEmpty: -30
+  weight: 500
+  providerRef: {name: gone}",
+    );
+    let checked = crate::api::not_yet_reported(&loaded, validate(&inputs));
+    let found: Vec<(String, String)> = loaded
+        .iter()
+        .chain(&checked)
+        .map(|p| (p.field.clone(), p.message.clone()))
+        .collect();
+    let fields: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.ttlSecondsAfterEmpty",
+            "spec.weight",
+            "spec.providerRef.name"
+        ],
+        "{found:?}"
+    );
+    assert!(
+        found[2]
+            .1
+            .starts_with("AWSNodeTemplate \"gone\" is not defined"),
+        "{found:?}"
+    );
+    assert!(inputs.node_pools.is_empty(), "never used");
+}
+
+#[test]
+fn a_provisioner_without_a_provider_is_told_so_once() {
+    let mut inputs = Inputs::default();
+    let loaded = inputs.load_str(
+        "legacy.yaml",
+        "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: old}\nspec: {}",
+    );
+    let checked = crate::api::not_yet_reported(&loaded, validate(&inputs));
+    let fields: Vec<&str> = loaded
+        .iter()
+        .chain(&checked)
+        .map(|p| p.field.as_str())
+        .collect();
+    assert_eq!(fields, ["spec.providerRef"]);
+}
+
+#[test]
+fn a_windows_node_template_is_refused_at_the_family_the_user_wrote() {
+    let mut inputs = Inputs::default();
+    let loaded = inputs.load_str(
+        "legacy.yaml",
+        "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata: {name: win}\nspec: {amiFamily: Windows2022, subnetSelector: {a: b}, securityGroupSelector: {a: b}}",
+    );
+    assert_eq!(loaded, []);
+    let problems = validate(&inputs);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].field, "spec.amiFamily");
+    assert!(
+        problems[0].message.contains("Linux nodes only"),
         "{problems:?}"
     );
 }

@@ -6,7 +6,8 @@
 //! became one cheaper node, each expired node was replaced with its replacement Ready
 //! first) and the demo exits non-zero, naming the scene and what did not happen, if not.
 //!
-//! The simulated cluster's kubeconfig is written under `target/` and printed as a
+//! The simulated cluster's kubeconfig is written into the target directory the demo was
+//! built in (wherever `CARGO_TARGET_DIR` put it) and printed as a
 //! `KUBECONFIG=` line; with `NODEWRIGHT_DEMO_KEEP=1` (`make demo KEEP=1`) the world keeps
 //! running after the story — the control plane stepping in real time and the provisioner
 //! invoked every [`KEEP_POLL`] — until Ctrl-C, so a person can explore it with kubectl and
@@ -211,9 +212,7 @@ async fn main() -> anyhow::Result<()> {
         "simulated EKS cluster {CLUSTER} on {} (Karpenter CRDs installed)",
         world.sim.url()
     ));
-    let kubeconfig = nodewright_world::moto::workspace_root()
-        .join("target")
-        .join("nodewright-demo.kubeconfig");
+    let kubeconfig = kubeconfig_path();
     std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml())
         .with_context(|| format!("writing {}", kubeconfig.display()))?;
     let keep = std::env::var("NODEWRIGHT_DEMO_KEEP").is_ok_and(|v| v == "1");
@@ -271,16 +270,26 @@ async fn main() -> anyhow::Result<()> {
     ));
     let fleet = world.instances().await?;
     let mut hourly = 0.0;
+    let mut unpriced = 0;
     for i in &fleet {
-        let od = prices.get(&i.instance_type).copied().unwrap_or(0.0);
-        let price = if i.lifecycle == "spot" {
-            od * (1.0 - nodewright::catalog::DEFAULT_SPOT_DISCOUNT)
-        } else {
-            od
+        // A type the bundled table lacks has no price to show: "unpriced", never $0.
+        let price = match prices.get(&i.instance_type) {
+            Some(od) if i.lifecycle == "spot" => {
+                let spot = od * (1.0 - nodewright::catalog::DEFAULT_SPOT_DISCOUNT);
+                hourly += spot;
+                format!("~${spot:.4}/h (spot estimated)")
+            }
+            Some(od) => {
+                hourly += od;
+                format!("${od:.4}/h")
+            }
+            None => {
+                unpriced += 1;
+                "unpriced (not in the bundled price table)".to_string()
+            }
         };
-        hourly += price;
         story.say(format!(
-            "  {} {:<12} {:<9} {:<11} NodePool {:<13} ${price:.4}/h",
+            "  {} {:<12} {:<9} {:<11} NodePool {:<13} {price}",
             i.id,
             i.instance_type,
             i.lifecycle,
@@ -296,8 +305,13 @@ async fn main() -> anyhow::Result<()> {
         .map(|a| a.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
     story.say(format!(
-        "{} instances launched, ${hourly:.4}/h (spot estimated); pending -> CreateFleet: {:?} ms",
+        "{} instances launched, ${hourly:.4}/h from the bundled us-east-1 table (spot estimated{}); pending -> CreateFleet: {:?} ms",
         fleet.len(),
+        if unpriced > 0 {
+            format!(", {unpriced} unpriced")
+        } else {
+            String::new()
+        },
         latencies
     ));
 
@@ -498,4 +512,16 @@ async fn main() -> anyhow::Result<()> {
     }
     story.say("Ctrl-C: stopping the world");
     Ok(())
+}
+
+/// `<target dir>/nodewright-demo.kubeconfig`: the demo runs from `<target dir>/debug/`, so
+/// its own path finds the target directory wherever `CARGO_TARGET_DIR` put it (a fixed
+/// `./target` need not exist); the temp directory when the binary was moved elsewhere.
+fn kubeconfig_path() -> std::path::PathBuf {
+    const NAME: &str = "nodewright-demo.kubeconfig";
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join(NAME)))
+        .filter(|p| p.parent().is_some_and(std::path::Path::is_dir))
+        .unwrap_or_else(|| std::env::temp_dir().join(NAME))
 }

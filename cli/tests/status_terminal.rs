@@ -1,18 +1,21 @@
-//! `nodewright status --watch` in a real terminal: tmux runs the binary against the
-//! simulated cluster (`nodewright_world::kube_sim`, an HTTP Kubernetes API read through
-//! the real `kube` client) and `capture-pane` reads the screen as a person would see it.
-//!
-//! tmux is a Debian package that `make test` installs when it is missing; without it this
-//! test fails, it does not skip.
+//! `nodewright status --watch` in a real terminal: the binary runs on a pseudo-terminal
+//! (portable-pty) against the simulated cluster (`nodewright_world::kube_sim`, an HTTP
+//! Kubernetes API read through the real `kube` client), and a VT100 screen (vt100) reads
+//! what it writes, escape sequences included, as a person would see it.
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use nodewright::catalog::bundled_instance_types;
 use nodewright_world::kube_sim::{SimClock, SimCluster, SimConfig};
+use portable_pty::{Child, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use serde_json::{Value, json};
+
+const ROWS: u16 = 40;
+const COLS: u16 = 220;
 
 fn node(name: &str, pool: &str, instance_type: &str, capacity: &str, zone: &str) -> Value {
     json!({
@@ -44,29 +47,57 @@ fn pod(name: &str, node: Option<&str>, cpu: &str, memory: &str) -> Value {
     })
 }
 
-struct Tmux {
-    socket: String,
+/// A program on a pseudo-terminal of `ROWS` x `COLS`, its output read into a VT100 screen.
+struct Terminal {
+    screen: Arc<Mutex<vt100::Parser>>,
+    child: Box<dyn Child + Send + Sync>,
+    // Held so the terminal stays open while the program runs.
+    _master: Box<dyn MasterPty + Send>,
 }
 
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs (the Debian package `tmux`; `make test` installs it)");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+impl Terminal {
+    fn run(program: &Path, args: &[&str]) -> Terminal {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows: ROWS,
+                cols: COLS,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal opens");
+        let mut command = CommandBuilder::new(program);
+        command.args(args);
+        let child = pair
+            .slave
+            .spawn_command(command)
+            .expect("the program starts on the terminal");
+        drop(pair.slave);
+        let mut output = pair
+            .master
+            .try_clone_reader()
+            .expect("the terminal's output");
+        let size = |n: u16| std::num::NonZeroU16::new(n).expect("a terminal has a size");
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(size(ROWS), size(COLS), 0)));
+        let fed = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                fed.lock().expect("the screen").process(&buf[..n]);
+            }
+        });
+        Terminal {
+            screen,
+            child,
+            _master: pair.master,
+        }
     }
 
     /// The visible screen, trailing blanks removed.
     fn screen(&self) -> String {
-        let text = self.run(&["capture-pane", "-p", "-t", "status"]);
+        let text = self.screen.lock().expect("the screen").screen().contents();
         let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
         let end = lines
             .iter()
@@ -76,27 +107,27 @@ impl Tmux {
     }
 
     /// Waits until the screen shows `text`, for up to 30 s.
-    fn wait_for(&self, text: &str) -> String {
+    fn wait_for(&mut self, text: &str) -> String {
         let started = Instant::now();
         loop {
             let screen = self.screen();
             if screen.contains(text) {
                 return screen;
             }
+            let exited = self.child.try_wait().ok().flatten();
             assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the screen never showed {text:?}:\n{screen}"
+                exited.is_none() && started.elapsed() < Duration::from_secs(30),
+                "the screen never showed {text:?} (program exited: {exited:?}):\n{screen}"
             );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
 }
 
-impl Drop for Tmux {
+impl Drop for Terminal {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -153,29 +184,18 @@ async fn status_shows_each_nodes_pool_type_price_and_usage_bars_and_the_pending_
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig_yaml()).unwrap();
-    let binary = Path::new(env!("CARGO_BIN_EXE_nodewright"));
-    let command = format!(
-        "{} status --kubeconfig {} --watch --interval 0.3",
-        binary.display(),
-        kubeconfig.display()
+    let mut terminal = Terminal::run(
+        Path::new(env!("CARGO_BIN_EXE_nodewright")),
+        &[
+            "status",
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--watch",
+            "--interval",
+            "0.3",
+        ],
     );
-    let tmux = Tmux {
-        socket: format!("nodewright-status-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "status",
-        "-x",
-        "220",
-        "-y",
-        "40",
-        &command,
-    ]);
-    // Keep the pane (and its last screen) if the command exits, so a failure shows why.
-    tmux.run(&["set-option", "-t", "status", "remain-on-exit", "on"]);
-    let screen = tmux.wait_for("pending pod");
+    let screen = terminal.wait_for("pending pod");
 
     let price = |name: &str| {
         bundled_instance_types()
@@ -198,6 +218,7 @@ ip-10-0-1-5  default   m5.large   on-demand  us-east-1a   5h  {m5_:>7}   965m/19
 2 nodes  ~${total:.4}/h (${month:.0}/month)
 CPU     2895m/3860m  [###############.....]  75%
 memory  4.0Gi/14.0Gi  [######..............]  29%
+Prices: bundled us-east-1 on-demand table; ~ marks an estimate: spot taken as on-demand less 60% (--spot-discount)
 
 1 pending pods
 PENDING POD   WHY
@@ -212,7 +233,7 @@ default/huge  {why}
     // --watch redraws: a second pending pod appears on the next frame.
     sim.apply_json(pod("huge-2", None, "64", "1Gi")).unwrap();
     sim.step().await;
-    let screen = tmux.wait_for("2 pending pods");
+    let screen = terminal.wait_for("2 pending pods");
     assert!(screen.contains("default/huge-2"), "{screen}");
     assert!(
         !screen.contains("1 pending pods"),

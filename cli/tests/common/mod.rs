@@ -1,0 +1,6 @@
+//! What the doc tests share.
+
+#![allow(dead_code)]
+
+pub mod document;
+pub mod markdown;
