@@ -48,7 +48,9 @@ fn a_spot_warning_is_explained_in_the_documented_json_shape() {
     let e = &v["events"][0];
     assert_eq!(e["kind"], "spot-interruption");
     assert_eq!(e["instance_ids"], json!(["i-0b662ef9931388ba0"]));
-    assert_eq!(e["action"], "replace-and-drain");
+    assert_eq!(e["action"], "remove");
+    assert_eq!(e["reason"], "spot-interrupted removal");
+    assert_eq!(e["wrapper"], "none");
     assert_eq!(e["deadline"], "2026-11-21T09:17:00Z");
     assert_eq!(v["events"].as_array().unwrap().len(), 1);
 }
@@ -59,35 +61,41 @@ fn every_sample_gets_its_kind_and_action() {
         (
             "rebalance-recommendation.json",
             "rebalance-recommendation",
-            "replace-and-drain",
+            "remove",
+            "none",
         ),
         (
             "instance-state-change-stopping.json",
             "state-change",
-            "delete-node",
+            "remove",
+            "none",
         ),
         (
             "capacity-reservation-interruption-warning.json",
             "capacity-reservation-interruption",
-            "replace-and-drain",
+            "remove",
+            "none",
         ),
         (
             "health-scheduled-change.json",
             "scheduled-change",
-            "replace-and-drain",
+            "remove",
+            "none",
         ),
         (
             "sqs-batch-spot-interruption.json",
             "spot-interruption",
-            "replace-and-drain",
+            "remove",
+            "sqs-event",
         ),
     ];
-    for (file, kind, action) in cases {
+    for (file, kind, action, wrapper) in cases {
         let path = sample(file);
         let (code, v) = explain_json(path.to_str().unwrap(), &[]);
         assert_eq!(code, 0, "{file}");
         assert_eq!(v["events"][0]["kind"], kind, "{file}");
         assert_eq!(v["events"][0]["action"], action, "{file}");
+        assert_eq!(v["events"][0]["wrapper"], wrapper, "{file}");
     }
 }
 
@@ -183,7 +191,7 @@ fn the_table_names_kind_instances_action_and_deadline_and_a_missing_file_exits_t
     for want in [
         "spot-interruption",
         "i-0b662ef9931388ba0",
-        "replace-and-drain",
+        "remove",
         "2026-11-21T09:17:00Z",
     ] {
         assert!(lines[1].contains(want), "{want} in {text}");
@@ -191,4 +199,70 @@ fn the_table_names_kind_instances_action_and_deadline_and_a_missing_file_exits_t
     let out = nodewright(&["explain-event", "-f", "/nonexistent/event.json"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/event.json"));
+}
+
+fn objects_for(instance: &str) -> PathBuf {
+    let text = format!(
+        "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {{name: ip-10-0-1-5.ec2.internal, labels: {{karpenter.sh/nodepool: default}}}}
+  spec: {{providerID: aws:///us-east-1a/{instance}}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {{name: web-1, namespace: default}}
+  spec:
+    nodeName: ip-10-0-1-5.ec2.internal
+    terminationGracePeriodSeconds: 30
+    containers: [{{name: c, image: nginx}}]
+"
+    );
+    temp_file(&format!("objects-{instance}.yaml"), &text)
+}
+
+#[test]
+fn with_the_cluster_objects_the_next_step_of_the_named_nodes_removal_is_shown() {
+    let spot = sample("spot-interruption-warning.json");
+    let objects = objects_for("i-0b662ef9931388ba0");
+    let (code, v) = explain_json(
+        spot.to_str().unwrap(),
+        &["--objects", objects.to_str().unwrap()],
+    );
+    assert_eq!(code, 0);
+    let next = &v["events"][0]["next"];
+    assert_eq!(next["node"], "ip-10-0-1-5.ec2.internal");
+    assert_eq!(next["state"], "draining", "{next}");
+    let acts = next["acts"].as_str().unwrap();
+    assert!(acts.contains("evict 1"), "a spot warning drains at once: {acts}");
+
+    let rebalance = sample("rebalance-recommendation.json");
+    let objects = objects_for("i-0f2e6c3b1a9d84c77");
+    let (_, v) = explain_json(
+        rebalance.to_str().unwrap(),
+        &["--objects", objects.to_str().unwrap()],
+    );
+    let next = &v["events"][0]["next"];
+    assert_eq!(
+        next["state"], "asking for a replacement",
+        "a rebalance recommendation replaces first: {next}"
+    );
+    assert!(!next["acts"].as_str().unwrap().contains("evict"), "{next}");
+
+    let (_, v) = explain_json(
+        rebalance.to_str().unwrap(),
+        &["--objects", objects_for("i-0000000000000000f").to_str().unwrap()],
+    );
+    assert_eq!(v["events"][0]["next"], Value::Null, "no node runs the instance");
+
+    let out = nodewright(&[
+        "explain-event",
+        "-f",
+        spot.to_str().unwrap(),
+        "--objects",
+        "/nonexistent/objects.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/objects.yaml"));
 }

@@ -46,6 +46,9 @@ pub mod names {
     pub const DECISION_LATENCY: &str = "DecisionLatency";
     /// Counter: cold starts; by `Function`.
     pub const COLD_STARTS: &str = "ColdStarts";
+    /// Counter: removals that ended, by `Outcome` (`removed`, `instance-gone`, `given-up`,
+    /// `stale-taint`): a given-up removal left its node in service, with a back-off.
+    pub const REMOVALS: &str = "Removals";
 
     /// Every metric above, for the checks that the template shows them all.
     pub const ALL: &[&str] = &[
@@ -59,6 +62,7 @@ pub mod names {
         FLEET_INSTANCES,
         DECISION_LATENCY,
         COLD_STARTS,
+        REMOVALS,
     ];
 }
 
@@ -72,6 +76,7 @@ pub mod dims {
     pub const REASON: &str = "Reason";
     pub const KIND: &str = "Kind";
     pub const DECISION: &str = "Decision";
+    pub const OUTCOME: &str = "Outcome";
 }
 
 #[derive(Debug, Error)]
@@ -229,6 +234,11 @@ pub fn interruption_message(kind: &'static str) {
 pub fn node_terminated(reason: &'static str) {
     counter!(names::NODES_TERMINATED).increment(1);
     counter!(names::NODES_TERMINATED, dims::REASON => reason).increment(1);
+}
+
+/// How a removal ended (see [`names::REMOVALS`]).
+pub fn removal_outcome(outcome: &'static str) {
+    counter!(names::REMOVALS, dims::OUTCOME => outcome).increment(1);
 }
 
 pub fn fleet(cost_per_hour: f64, instances: usize) {

@@ -146,8 +146,8 @@ impl Crash {
 }
 
 impl AwsFront {
-    /// Holds every later call of `action` for `by` (world time, once [`AwsFront::use_clock`]
-    /// is set) before handling it, as a slow API answers (the caller may give up first);
+    /// Holds every later call of `action` for `by` (world time once [`AwsFront::use_clock`]
+    /// gave it the world's own time, wall-clock time on a manual clock) before handling it, as a slow API answers (the caller may give up first);
     /// see [`Handling::Delayed`].
     pub fn delay(&self, action: &str, by: Duration) {
         if let Ok(mut armed) = self.front.armed.lock() {
@@ -387,7 +387,9 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         front.record(action.clone(), at, Handling::Delayed, &body);
         let mut stopping = front.stopping.clone();
         let wait = async {
-            match front.clock.get() {
+            // On the world's own time the delay is world time; a manual clock moves only
+            // when a test moves it, so there the delay is the wall clock's.
+            match front.clock.get().filter(|c| c.world_time().is_some()) {
                 Some(clock) => clock.sleep(delay).await,
                 None => tokio::time::sleep(delay).await,
             }

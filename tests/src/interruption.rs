@@ -85,6 +85,7 @@ impl World {
                     account: ACCOUNT.into(),
                     region: REGION.into(),
                 },
+                sender_id: self.senders.get("InterruptionFunction").cloned(),
             },
         })
     }

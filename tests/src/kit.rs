@@ -245,6 +245,7 @@ pub async fn sweeper_state(
     Ok(nodewright_sweeper::State::new(
         kube,
         ec2,
+        world.seeded.cluster.clone(),
         std::sync::Arc::new(SimNow(world.clock())),
     ))
 }

@@ -40,6 +40,8 @@ pub struct World {
     /// The interruption queue as SQS runs it, on the world's clock ([`crate::sqs`]).
     pub queue: Arc<crate::sqs::EmulatedQueue>,
     pub sqs: Arc<crate::sqs::Sqs>,
+    /// Per function of the stack: the `SenderId` SQS records for what it sends.
+    pub senders: BTreeMap<String, String>,
 }
 
 /// The provisioner's logical id in `template.yaml`.
@@ -124,7 +126,8 @@ async fn know_senders(
     stack: &Stack,
     credentials: &BTreeMap<String, Credentials>,
     sqs: &crate::sqs::Sqs,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut senders = BTreeMap::new();
     let iam = aws_sdk_iam::Client::new(admin);
     for (function, deployed) in &stack.deployed.functions {
         let role_name = deployed.role.rsplit('/').next().unwrap_or_default();
@@ -135,11 +138,13 @@ async fn know_senders(
             .await
             .with_context(|| format!("GetRole {role_name}"))?;
         let role_id = role.role().map(|r| r.role_id()).unwrap_or_default();
+        let sender = format!("{role_id}:{function}");
         if let Some(c) = credentials.get(function) {
-            sqs.know_sender(c.access_key_id(), &format!("{role_id}:{function}"));
+            sqs.know_sender(c.access_key_id(), &sender);
         }
+        senders.insert(function.clone(), sender);
     }
-    Ok(())
+    Ok(senders)
 }
 
 /// Node capacity for every bundled instance type, from the same arithmetic the solver uses
@@ -238,7 +243,7 @@ impl World {
         let function_credentials = function_identities(&sdk, &stack).await?;
         let queue = Arc::new(emulated_queue(&stack, sim.clock())?);
         let sqs = Arc::new(crate::sqs::Sqs::new(vec![queue.clone()]));
-        know_senders(&sdk, &stack, &function_credentials, &sqs).await?;
+        let senders = know_senders(&sdk, &stack, &function_credentials, &sqs).await?;
         front.emulate_sqs(sqs.clone());
         let provisioner = function_credentials
             .get(PROVISIONER)
@@ -255,6 +260,7 @@ impl World {
             sim,
             queue,
             sqs,
+            senders,
         })
     }
 

@@ -181,14 +181,13 @@ async fn the_pods_of_a_spot_interrupted_node_run_on_replacement_capacity_before_
             "the reclaimed offering was launched again"
         );
     }
-    assert_eq!(
-        tainted_node["metadata"]["annotations"]["nodewright.io/replacement"],
-        replacements
-            .iter()
-            .map(|i| i.id.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    );
+    let annotations: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(tainted_node["metadata"]["annotations"].clone()).unwrap();
+    let mut recorded = nodewright::removal::recorded_replacement(&annotations);
+    recorded.sort();
+    let mut launched: Vec<String> = replacements.iter().map(|i| i.id.clone()).collect();
+    launched.sort();
+    assert_eq!(recorded, launched, "the removal records what it launched");
 
     // The replacement boots and joins while the follow-ups finish the drain.
     let mut moved_at = None;
@@ -304,14 +303,14 @@ async fn duplicate_and_overlapping_events_launch_one_replacement_and_never_fail(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
+async fn a_poison_message_comes_back_in_seconds_is_dead_lettered_and_holds_back_nothing() {
     let world = start("e2e-poison").await;
     let provisioner = running_spot_workload(&world).await;
     let state = world.interruption(&provisioner).await.unwrap();
     let nodes: Vec<Value> = world.sim.list_json("v1", "Node");
-    // An unparsable message is dropped at once; one the handler keeps failing on (its node
-    // cannot be tainted) is retried and then dead-lettered; a good one in the same batch
-    // is handled.
+    // An unparsable message naming no instance of this cluster is dropped at once; a spot
+    // warning whose node cannot be taken (its writes fail) is retried and then
+    // dead-lettered; a good message in the same batch is handled.
     world.send_raw("{\"not\": \"an event\"").await.unwrap();
     let (victim, instance_id) = busiest_node(&world);
     world.sim.inject(
@@ -319,15 +318,7 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
             .method("PATCH")
             .times(1000),
     );
-    world
-        .put_event(
-            "aws.ec2",
-            "EC2 Instance Rebalance Recommendation",
-            json!({"instance-id": instance_id}),
-            world.clock().now(),
-        )
-        .await
-        .unwrap();
+    spot_warning(&world, &instance_id, world.clock().now()).await;
     let other = nodes
         .iter()
         .find(|n| n["metadata"]["name"] != victim.as_str())
@@ -366,29 +357,35 @@ async fn a_poison_message_is_dead_lettered_without_holding_back_its_batch() {
             "the good message waited on the bad one"
         );
     }
-    // The failed message comes back after the queue's visibility timeout (120 s in
-    // template.yaml), not before; maxReceiveCount is 5: the sixth receive moves it to the
-    // dead-letter queue.
-    step(&world, 119).await;
-    let early = world
-        .deliver(&state, Duration::from_millis(200))
-        .await
-        .unwrap();
-    assert_eq!(
-        early.received, 0,
-        "redelivered before the visibility timeout: {early:?}"
-    );
-    for _ in 0..5 {
-        step(&world, 121).await;
-        world
-            .deliver(&state, Duration::from_millis(200))
-            .await
-            .unwrap();
+    // With its node's deadline two minutes out, the failed warning comes back in seconds
+    // (ChangeMessageVisibility), not after the queue's visibility timeout; the
+    // maxReceiveCount of 5 then moves it to the dead-letter queue on the sixth receive.
+    let visibility = world.queue.with(|q, _| q.settings().visibility_timeout);
+    assert!(visibility > Duration::from_secs(120));
+    // The warning's first look, queued before the node could be taken, fails the same way
+    // and goes the same way.
+    let started = world.clock().now();
+    while world.dead_letters().await.unwrap().len() < 2 {
+        assert!(
+            world.clock().now() < started + SignedDuration::from_secs(300),
+            "not dead-lettered within five minutes: {:?}",
+            world.dead_letters().await.unwrap()
+        );
+        step(&world, 5).await;
+        world.deliver(&state, Duration::from_millis(200)).await.unwrap();
     }
-    let dead = world.dead_letters().await.unwrap();
-    assert_eq!(dead.len(), 1, "{dead:?}");
-    assert!(dead[0].contains(&instance_id), "{dead:?}");
-    assert_eq!(deliver_all(&world, &state, Duration::from_secs(1)).await, 0);
+    let dead: Vec<(String, u32)> = world.queue.with(|q, _| {
+        q.dead_letters()
+            .iter()
+            .map(|(m, _)| (m.sent.body.clone(), m.receive_count))
+            .collect()
+    });
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    for (body, receives) in &dead {
+        assert!(body.contains(&instance_id), "{body}");
+        assert_eq!(*receives, 5, "five receives, then the dead-letter queue: {body}");
+    }
+    assert_eq!(deliver_all(&world, &state, Duration::from_millis(200)).await, 0);
 }
 
 /// `inflate` pods that a PodDisruptionBudget counts as healthy: Ready and not deleting.
@@ -461,7 +458,7 @@ async fn a_pdb_allowing_one_disruption_at_a_time_is_respected_while_time_allows(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_follow_up() {
+async fn an_invocation_that_dies_once_its_first_look_is_queued_is_resumed_by_that_look() {
     let world = start("e2e-spot-crash").await;
     let provisioner = running_spot_workload(&world).await;
     let state = world.interruption(&provisioner).await.unwrap();
@@ -471,15 +468,15 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
     let deadline = emitted + SignedDuration::from_secs(120);
     spot_warning(&world, &instance_id, emitted).await;
 
-    // The follow-up is queued right after the taint; the container dies the moment SQS
-    // has it, before the replacement launch and the evictions.
+    // The first look is queued before the node is touched; the container dies the moment
+    // SQS has it, before the taint, the evictions and the replacement launch.
     let crash = world.front.crash_after("SendMessage");
     tokio::select! {
         done = world.deliver(&state, Duration::from_secs(5)) => panic!("the handler finished without its SendMessage answer: {done:?}"),
         at = crash.happened() => { at.unwrap(); }
     }
-    let tainted_node = node(&world, &victim).expect("the node is still there");
-    assert!(tainted(&tainted_node), "{tainted_node}");
+    let untouched = node(&world, &victim).expect("the node is still there");
+    assert!(!tainted(&untouched), "{untouched}");
     assert!(
         inflate_pods(&world)
             .iter()
@@ -492,7 +489,8 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
         "a replacement was launched before the crash"
     );
 
-    // A fresh container takes the follow-up (the first message is still invisible).
+    // A fresh container takes the look five seconds later (the warning itself stays
+    // hidden for the visibility timeout, past this node's deadline).
     let provisioner = world
         .provisioner(quick(Duration::from_secs(2)), quick_batch())
         .await
@@ -500,8 +498,8 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
     let state = world.interruption(&provisioner).await.unwrap();
     let mut moved = false;
     for _ in 0..40 {
-        world.deliver(&state, Duration::from_secs(1)).await.unwrap();
-        step(&world, 10).await;
+        step(&world, 5).await;
+        world.deliver(&state, Duration::from_millis(300)).await.unwrap();
         let pods = inflate_pods(&world);
         if !pods.is_empty()
             && pods.iter().all(|p| {
@@ -514,11 +512,8 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
             break;
         }
     }
-    assert!(moved, "the follow-up did not finish the drain");
-    assert!(
-        world.clock().now() < deadline,
-        "finished after the deadline"
-    );
+    assert!(moved, "the look did not finish the drain");
+    assert!(world.clock().now() < deadline, "finished after the deadline");
     let replacements: Vec<Instance> = owned(&world)
         .await
         .into_iter()
@@ -527,7 +522,7 @@ async fn an_invocation_that_dies_between_taint_and_eviction_is_resumed_by_its_fo
     assert_eq!(
         replacements.len(),
         1,
-        "the follow-up launches the replacement the dead invocation did not: {replacements:?}"
+        "the look launches the replacement the dead invocation did not: {replacements:?}"
     );
 }
 

@@ -135,7 +135,7 @@ async fn the_deployed_stack_creates_the_queue_rules_roles_and_profile_the_world_
         attrs
             .get(&QueueAttributeName::VisibilityTimeout)
             .map(String::as_str),
-        Some("120")
+        Some("360")
     );
     let redrive: Value = serde_json::from_str(
         attrs
@@ -391,6 +391,7 @@ async fn what_moto_records_without_modelling_is_checked_in_the_deployed_template
         "AWS::Scheduler::Schedule",
         "AWS::Logs::MetricFilter",
         "AWS::SNS::Subscription",
+        "AWS::Lambda::EventInvokeConfig",
     ];
     // Both false here: no FunctionSubnetIds, no AlarmEmail.
     let conditions_off = ["PrivateEndpoints", "HasAlarmEmail"];

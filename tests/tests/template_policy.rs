@@ -355,6 +355,7 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:DescribeInstances", Called),
             ("ec2:TerminateInstances", Called),
             ("sqs:SendMessage", Called),
+            ("sqs:ChangeMessageVisibility", Called),
             ("ec2:DescribeInstanceTypes", Called),
             ("ec2:DescribeInstanceTypeOfferings", Called),
             ("ec2:DescribeSpotPriceHistory", Called),

@@ -3,33 +3,37 @@
 //!
 //! One invocation receives an SQS batch (EventBridge events, and nodewright's own delayed
 //! follow-ups) and answers with the ids of the messages to retry (`ReportBatchItemFailures`):
-//! - a message that cannot be parsed is logged with its id and acknowledged: retrying
-//!   cannot make it parse;
+//! - a message that cannot be parsed is logged with its id and acknowledged, unless it names
+//!   an instance of this cluster: that one is retried, and dead-lettered (alarmed) after
+//!   `maxReceiveCount` receives, never dropped unseen;
 //! - an event nodewright does not handle, about an instance it does not own, or from
-//!   another account or region (logged as suspicious) is acknowledged as a no-op;
-//! - a message whose handling failed is returned, so SQS delivers it again, and after
-//!   `maxReceiveCount` receives moves it to the dead-letter queue.
+//!   another account or region, or a follow-up this function did not send (logged as
+//!   suspicious) is acknowledged as a no-op;
+//! - the nodes the batch names are taken away through the one removal path
+//!   (`nodewright::removal`), all of them at once: every node's first evictions come before
+//!   any replacement launch, and the batch's replacements are asked for together;
+//! - a step that failed is tried again within the invocation while its deadline and the
+//!   invocation's time allow; a message whose handling still failed is returned, and made
+//!   visible again within seconds when its node has a deadline (not after the queue's
+//!   visibility timeout).
 
-mod act;
-mod steps;
+mod batch;
+mod follow;
+mod read;
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use jiff::Timestamp;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::aws::{FollowUpQueue, OwnedInstances};
-use nodewright::interruption::{Origin, Parsed, parse};
+use nodewright::clock::Clock;
+use nodewright::interruption::Origin;
 use nodewright::kube::{ConfigSource, NodeDisruption};
-use nodewright::provision::Replacement;
+use nodewright::removal::Capacity;
 use nodewright::telemetry::{self, Decision};
 
-pub use act::{ActError, Outcome};
-
-/// How long a rebalance replacement may take to become a Ready node before the old node
-/// is drained anyway: boot and join take one to three minutes, so ten is generous.
-pub const AWAIT_REPLACEMENT: Duration = Duration::from_secs(600);
-/// How often a follow-up looks again for the replacement to be Ready.
-pub const REPLACEMENT_RECHECK: Duration = Duration::from_secs(10);
+pub use batch::Handled;
 
 /// What the function knows about where it runs.
 #[derive(Debug, Clone)]
@@ -37,12 +41,16 @@ pub struct Settings {
     pub cluster: String,
     /// The function's own account and region; events naming others are ignored.
     pub origin: Origin,
+    /// The SQS `SenderId` of the function's own messages (its role's id and session, from
+    /// STS GetCallerIdentity): a follow-up sent by anyone else is ignored as suspicious.
+    /// `None` accepts every follow-up (a test of the handler alone).
+    pub sender_id: Option<String>,
 }
 
 /// Clients built once per cold start, borrowed by every invocation.
 pub struct State<K, E, R, Q> {
     /// `now` for the decisions and the follow-ups' delays.
-    pub clock: std::sync::Arc<dyn nodewright::clock::Clock>,
+    pub clock: Arc<dyn Clock>,
     pub kube: K,
     pub ec2: E,
     /// The provisioning core, for replacement capacity.
@@ -50,6 +58,10 @@ pub struct State<K, E, R, Q> {
     pub queue: Q,
     pub settings: Settings,
 }
+
+/// How long before its Lambda deadline the handler stops retrying, so its answer (and the
+/// messages it returns) reach Lambda in time.
+pub const ANSWER_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The handler, generic over the ports so tests hand it the real adapters against the
 /// local world.
@@ -60,114 +72,34 @@ pub async fn handler<K, E, R, Q>(
 where
     K: NodeDisruption + ConfigSource,
     E: OwnedInstances,
-    R: Replacement,
+    R: Capacity,
     Q: FollowUpQueue,
 {
+    let started = std::time::Instant::now();
+    let now = state.clock.now();
+    // Lambda's deadline, on the clock the function runs on (the runtime's in AWS).
+    let deadline = Timestamp::from_millisecond(event.context.deadline as i64)
+        .ok()
+        .filter(|_| event.context.deadline > 0)
+        .unwrap_or(now + std::time::Duration::from_secs(60));
+    let answer_by = deadline - ANSWER_MARGIN;
     tracing::debug!(
         request_id = event.context.request_id,
         messages = event.payload.records.len(),
         "interruption invoked"
     );
-    // Messages of one batch are independent (other instances), so they are handled
-    // concurrently: ten spot warnings must not wait on each other's replacement launch.
-    let results = futures::future::join_all(
-        event
-            .payload
-            .records
-            .iter()
-            .map(|record| handle_record(record, state)),
-    )
-    .await;
-    telemetry::flush();
+    let messages = read::messages(&event.payload.records, state, now);
+    let handled = batch::run(state, &messages, now, answer_by).await;
     let mut response = SqsBatchResponse::default();
-    for (record, ok) in event.payload.records.iter().zip(results) {
-        if !ok {
-            response.add_failure(record.message_id.clone().unwrap_or_default());
-        }
-    }
-    Ok(response)
-}
-
-/// Handles one message; `false` when it should be delivered again.
-async fn handle_record<K, E, R, Q>(record: &SqsMessage, state: &State<K, E, R, Q>) -> bool
-where
-    K: NodeDisruption + ConfigSource,
-    E: OwnedInstances,
-    R: Replacement,
-    Q: FollowUpQueue,
-{
-    let message_id = record.message_id.as_deref().unwrap_or("(no id)");
-    let receives = record
-        .attributes
-        .get("ApproximateReceiveCount")
-        .map(String::as_str)
-        .unwrap_or("?");
-    let Some(body) = record.body.as_deref() else {
-        telemetry::interruption_message("unreadable");
-        tracing::error!(message_id, "message without a body; dropped");
-        return true;
-    };
-    let message = match parse(body, Some(&state.settings.origin)) {
-        Err(e) => {
-            telemetry::interruption_message("unreadable");
-            tracing::error!(message_id, error = %nodewright::error_chain(&e), "unparsable message; dropped");
-            return true;
-        }
-        Ok(Parsed::Ignored(i)) if i.reason.is_suspicious() => {
-            telemetry::interruption_message("suspicious");
-            tracing::warn!(
-                message_id,
-                event_id = i.event_id,
-                source = i.source,
-                detail_type = i.detail_type,
-                reason = %i.reason,
-                "suspicious event ignored"
-            );
-            return true;
-        }
-        Ok(Parsed::Ignored(i)) => {
-            telemetry::interruption_message("ignored");
-            tracing::info!(
-                message_id,
-                event_id = i.event_id,
-                source = i.source,
-                detail_type = i.detail_type,
-                reason = %i.reason,
-                "event ignored"
-            );
-            return true;
-        }
-        Ok(Parsed::Act(m)) => m,
-    };
-    telemetry::interruption_message(message.kind().as_str());
-    let started = std::time::Instant::now();
-    let mut ok = true;
-    for instance_id in &message.instance_ids {
-        match act::handle(state, &message, instance_id, state.clock.now()).await {
-            Ok(outcome) => tracing::info!(
-                message_id,
-                event_id = message.event_id,
-                kind = message.kind().as_str(),
-                instance_id,
-                ?outcome,
-                "handled"
-            ),
-            Err(e) => {
-                ok = false;
-                tracing::error!(
-                    message_id,
-                    receives,
-                    event_id = message.event_id,
-                    kind = message.kind().as_str(),
-                    instance_id,
-                    error = %nodewright::error_chain(&e),
-                    "handling failed; the message will be delivered again"
-                );
-            }
+    for (message, outcome) in messages.iter().zip(&handled) {
+        if outcome.failed {
+            follow::retry_soon(state, message, outcome).await;
+            response.add_failure(message.id.clone());
         }
     }
     telemetry::decision_latency(Decision::Interruption, started.elapsed());
-    ok
+    telemetry::flush();
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
     let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
+    let sender_id = own_sender_id(&aws).await?;
     let state = State {
         clock,
         kube,
@@ -71,6 +72,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         settings: Settings {
             cluster: cluster_name,
             origin: Origin { account, region },
+            sender_id: Some(sender_id),
         },
     };
     let state = &state;
@@ -78,6 +80,19 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         handler(event, state).await
     }))
     .await
+}
+
+/// What SQS records as the sender of this function's own messages: its role session's user
+/// id (`AROA…:<session>`), as STS GetCallerIdentity names it.
+async fn own_sender_id(aws: &aws_config::SdkConfig) -> anyhow::Result<String> {
+    let me = aws_sdk_sts::Client::new(aws)
+        .get_caller_identity()
+        .send()
+        .await
+        .context("STS GetCallerIdentity (the function's own identity)")?;
+    me.user_id()
+        .map(str::to_string)
+        .context("GetCallerIdentity named no user id")
 }
 
 /// `https://sqs.<region>.amazonaws.com/<account>/<name>` -> the account: the queue is the

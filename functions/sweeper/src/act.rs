@@ -1,40 +1,33 @@
-//! Carrying a plan out. Nothing is decided here beyond the re-check just before acting:
-//! a node is removed by annotating it (`nodewright.io/disruption`, so a later sweep
-//! continues the work), tainting it `nodewright.io/disrupted=:NoSchedule` (an empty node's
-//! pods are read once more then: one that landed meanwhile calls the removal off,
-//! `call_off.rs`), draining it
-//! with the core's drain (voluntary: PodDisruptionBudgets and do-not-disrupt honoured, the
-//! NodePool's `terminationGracePeriod` as the hard limit), terminating its instance (only
-//! with this cluster's ownership tag; the EC2 adapter refuses any other) and deleting the
-//! Node. Every step is safe to repeat.
-//!
-//! Past ~450 lines on purpose: starting and continuing a removal share one sequence
-//! (annotate, taint, drain, terminate, delete) and its re-checks.
+//! Carrying a plan out. Nothing is decided here beyond the re-check just before acting: each
+//! node goes through the one removal path (`nodewright::removal`: taken, replacement first
+//! where its pods need one, drained with the NodePool's `terminationGracePeriod` counted
+//! from the drain, terminated only with this cluster's ownership tag; or given up, untainted
+//! and backed off, when its pods have nowhere to go). Removals begun earlier, by this
+//! function or by an interruption whose follow-ups stopped, are continued first; a taint of
+//! nodewright's that no removal explains is removed.
 
-use std::collections::BTreeMap;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
-use nodewright::api::{Taint, TaintEffect};
 use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
-    Command, DISRUPTION_ANNOTATION, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason,
-    Snapshot, launches_first, parse_removal, removal_value,
+    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot,
+    launches_first,
 };
-use nodewright::drain::{Disruption, DrainPolicy, execute, plan_drain, reschedulable};
-use nodewright::kube::{
-    EventType, KubeError, NodeDisruption, ObjectKind, PodEviction, parse_provider_id,
-};
+use nodewright::drain::reschedulable;
+use nodewright::kube::{KubeError, NodeDisruption};
 use nodewright::lease::LeaseError;
-use nodewright::provision::Replacement;
+use nodewright::removal::{
+    Advanced, Ask, Budget, Capacity, Cause, Context, Record, Replacement, advance,
+    record_of, record_replacement,
+};
 use serde::Serialize;
 
 use super::State;
-use super::call_off::recheck_after_taint;
 use super::consolidation::{Asked, GroupReplacement, ask_once, recheck_all};
 use super::events::kept_events;
-use super::replacement::ready_to_drain;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
@@ -79,6 +72,10 @@ pub(crate) fn aws(what: &str) -> impl FnOnce(AwsError) -> SweepError + '_ {
     }
 }
 
+/// How long past the look an interruption's removal promised the sweeper waits before it
+/// takes the removal over (its follow-up chain was lost: dead-lettered, stopped).
+pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(180);
+
 /// What one sweep did, for the logs and the tests.
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
@@ -87,7 +84,7 @@ pub struct Report {
     pub commands: Vec<Command>,
     pub marked_empty: Vec<String>,
     pub unmarked: Vec<String>,
-    /// Removals begun this sweep (tainted and annotated).
+    /// Removals begun this sweep (taken: the record written and the node tainted).
     pub started: Vec<String>,
     /// Nodes whose drain is not finished: the next sweep continues.
     pub draining: Vec<String>,
@@ -99,8 +96,13 @@ pub struct Report {
     pub floor_launched: Vec<String>,
     /// Instance terminated (or already gone) and Node deleted.
     pub removed: Vec<String>,
+    /// Removals given up (untainted, backed off), with why.
+    pub given_up: Vec<(String, String)>,
     /// A command dropped at the re-check, with why.
     pub rechecked_out: Vec<(String, String)>,
+    /// Removals this sweep could not advance (an API error, an unreadable record), with why:
+    /// the next sweep tries again.
+    pub failed: Vec<(String, String)>,
     pub kept: Vec<(String, String)>,
     pub kept_events: usize,
     pub never_joined_terminated: Vec<String>,
@@ -109,6 +111,44 @@ pub struct Report {
     pub profiles_deleted: Vec<String>,
     pub price_before: f64,
     pub price_after: f64,
+}
+
+impl Report {
+    fn note(&mut self, name: &str, a: &Advanced) {
+        if a.taken {
+            self.started.push(name.into());
+        }
+        if a.removed {
+            self.removed.push(name.into());
+        }
+        if let Some(why) = &a.given_up {
+            self.given_up.push((name.into(), why.clone()));
+        }
+        match a.state {
+            "draining" => self.draining.push(name.into()),
+            "awaiting the replacement" | "asking for a replacement" => {
+                self.awaiting_replacement.push(name.into())
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Removals the sweeper carries on every sweep: its own; an interruption's only once its
+/// follow-ups have stopped coming.
+fn sweeper_continues(record: &Record, now: Timestamp) -> bool {
+    record.cause.disruption().is_some() || record.overdue(now, TAKE_OVER_AFTER)
+}
+
+fn tainted(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT))
+}
+
+fn name_of(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
 }
 
 pub(crate) async fn carry_out<K, E, R>(
@@ -121,7 +161,7 @@ pub(crate) async fn carry_out<K, E, R>(
 where
     K: NodeDisruption,
     E: OwnedInstances,
-    R: Replacement + GroupReplacement,
+    R: Capacity + GroupReplacement,
 {
     let mut report = Report {
         commands: plan.commands.clone(),
@@ -146,24 +186,22 @@ where
             None => report.unmarked.push(mark.node.clone()),
         }
     }
-    // Removals begun by an earlier sweep come first: they already hold budget.
+    // Removals under way come first: they already hold budget.
     for node in nodes {
-        if let Some((reason, started)) = in_progress(node) {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            continue_removal(
-                state,
-                snapshot,
-                node,
-                &name,
-                reason,
-                started,
-                now,
-                &mut report,
-            )
-            .await?;
+        let name = name_of(node);
+        let go_on = match record_of(node) {
+            Ok(Some(r)) => sweeper_continues(&r, now),
+            Ok(None) => tainted(node),
+            Err(e) => {
+                tracing::error!(node = name, error = %e, "an unreadable removal record; the node is left as it is");
+                report.failed.push((name, e.to_string()));
+                continue;
+            }
+        };
+        if go_on {
+            step(state, snapshot, node, nodes, None, now, &mut report).await;
         }
     }
-    // Commands dropped because their replacement would not be cheaper: kept, with why.
     let mut dropped: Vec<Kept> = Vec::new();
     for command in &plan.commands {
         if command.reason == Reason::Underutilized
@@ -177,6 +215,7 @@ where
             }
             continue;
         }
+        let mut launched = None;
         if launches_first(command) {
             // The nodes go together or not at all: every one is re-checked before the
             // replacement for all of them is asked for.
@@ -189,7 +228,7 @@ where
                 continue;
             }
             match ask_once(state, snapshot, command, &pods, now, &mut report).await? {
-                Asked::Start => {}
+                Asked::Start(replacement) => launched = Some(replacement),
                 Asked::NotNow => continue,
                 Asked::Dropped(kept) => {
                     for k in &kept {
@@ -204,11 +243,139 @@ where
             }
         }
         for name in &command.nodes {
-            start_removal(state, snapshot, name, command.reason, now, &mut report).await?;
+            start(state, snapshot, name, command, launched.clone(), now, &mut report).await?;
         }
     }
     let kept: Vec<Kept> = plan.kept.iter().cloned().chain(dropped).collect();
     report.kept_events = kept_events(state, &kept, nodes, now).await;
+    hygiene(state, plan, &mut report).await?;
+    Ok(report)
+}
+
+/// Begins the removal of `name` for `command`, after the re-check just before acting.
+async fn start<K, E, R>(
+    state: &State<K, E, R>,
+    snapshot: &Snapshot,
+    name: &str,
+    command: &Command,
+    launched: Option<Replacement>,
+    now: Timestamp,
+    report: &mut Report,
+) -> Result<(), SweepError>
+where
+    K: NodeDisruption,
+    E: OwnedInstances,
+    R: Capacity,
+{
+    let nodes = state
+        .kube
+        .nodes()
+        .await
+        .map_err(kube("re-reading the node"))?;
+    let (node, _, kept) = reread(&state.kube, &nodes, name, command.reason).await?;
+    if let Some(why) = kept {
+        tracing::info!(node = name, why, "removal dropped at the re-check");
+        report.rechecked_out.push((name.into(), why));
+        return Ok(());
+    }
+    let Some(node) = node else { return Ok(()) };
+    let mut record = Record::new(Cause::from(command.reason), now, None);
+    record.origin = format!("sweep {}", command.reason.as_str());
+    if let Some(r) = launched {
+        record.replacement = r;
+    }
+    step(state, snapshot, node, &nodes, Some(record), now, report).await;
+    Ok(())
+}
+
+/// One step of one node's removal, its replacement asked for when the step needs one.
+async fn step<K, E, R>(
+    state: &State<K, E, R>,
+    snapshot: &Snapshot,
+    node: &Node,
+    nodes: &[Node],
+    wanted: Option<Record>,
+    now: Timestamp,
+    report: &mut Report,
+) where
+    K: NodeDisruption,
+    E: OwnedInstances,
+    R: Capacity,
+{
+    let name = name_of(node);
+    let ctx = Context {
+        grace: termination_grace(snapshot, node),
+        // The sweeper's removals were planned within their pools' budgets.
+        budget: Budget::Allows,
+    };
+    let cluster = state.ec2_cluster();
+    match advance(&state.kube, &state.ec2, cluster, node, nodes, wanted, &ctx, now).await {
+        Ok(a) => {
+            tracing::info!(node = name, state = a.state, note = a.note, evicted = a.drained.evicted.len(),
+                deleted = a.drained.deleted.len(), blocked = a.drained.blocked.len(), "removal advanced");
+            report.note(&name, &a);
+            if let Some(ask) = &a.ask {
+                replace(state, ask, now, report).await;
+            }
+        }
+        Err(e) => {
+            let why = nodewright::error_chain(&e);
+            tracing::warn!(node = name, error = why, "advancing the removal failed; the next sweep tries again");
+            report.failed.push((name, why));
+        }
+    }
+}
+
+fn termination_grace(snapshot: &Snapshot, node: &Node) -> Option<Duration> {
+    let labels = node.metadata.labels.as_ref()?;
+    let pool = labels.get(NODEPOOL).or_else(|| labels.get(PROVISIONER_NAME))?;
+    snapshot
+        .pools
+        .iter()
+        .find(|p| &p.name == pool)
+        .and_then(|p| p.termination_grace)
+}
+
+/// Asks the provisioning core for `ask`'s capacity and records the answer on the node.
+async fn replace<K, E, R>(state: &State<K, E, R>, ask: &Ask, now: Timestamp, report: &mut Report)
+where
+    K: NodeDisruption,
+    R: Capacity,
+{
+    let Some(replacer) = &state.replacer else {
+        // Without the core the node drains at once; the provisioner launches for its pods
+        // once they are pending.
+        let none: Result<&nodewright::provision::ReplaceReport, String> =
+            Ok(&nodewright::provision::ReplaceReport::default());
+        let _ = record_replacement(&state.kube, ask, none, now).await;
+        return;
+    };
+    let answer = replacer
+        .replace_for(std::slice::from_ref(&ask.node), &ask.pods, &[], now.into())
+        .await;
+    if let Err(e) = &answer {
+        tracing::warn!(node = ask.node, error = nodewright::error_chain(e), "asking for a replacement failed");
+    }
+    let answer = answer.as_ref().map_err(|e| nodewright::error_chain(e));
+    match record_replacement(&state.kube, ask, answer, now).await {
+        Ok(Replacement::Launched { instances, .. }) => {
+            report.replacements_launched.extend(instances);
+        }
+        Ok(_) => {}
+        Err(e) => report.failed.push((ask.node.clone(), nodewright::error_chain(&e))),
+    }
+}
+
+/// Instances that never joined, and Nodes whose instance is gone.
+async fn hygiene<K, E, R>(
+    state: &State<K, E, R>,
+    plan: &Plan,
+    report: &mut Report,
+) -> Result<(), SweepError>
+where
+    K: NodeDisruption,
+    E: OwnedInstances,
+{
     if !plan.never_joined.is_empty() {
         let ids: Vec<String> = plan
             .never_joined
@@ -216,11 +383,7 @@ where
             .map(|n| n.instance_id.clone())
             .collect();
         for n in &plan.never_joined {
-            tracing::warn!(
-                instance_id = n.instance_id,
-                reason = n.reason(),
-                "terminating"
-            );
+            tracing::warn!(instance_id = n.instance_id, reason = n.reason(), "terminating");
         }
         let outcome = state
             .ec2
@@ -247,10 +410,7 @@ where
         for orphan in &plan.orphans {
             let live = described.iter().any(|i| {
                 i.id == orphan.instance_id
-                    && !matches!(
-                        i.state,
-                        InstanceState::Terminated | InstanceState::ShuttingDown
-                    )
+                    && !matches!(i.state, InstanceState::Terminated | InstanceState::ShuttingDown)
             });
             if live {
                 continue;
@@ -260,15 +420,11 @@ where
                 .delete_node(&orphan.node)
                 .await
                 .map_err(kube("deleting an orphan node"))?;
-            tracing::warn!(
-                node = orphan.node,
-                instance_id = orphan.instance_id,
-                "orphan node deleted: its instance is gone"
-            );
+            tracing::warn!(node = orphan.node, instance_id = orphan.instance_id, "orphan node deleted: its instance is gone");
             report.orphans_deleted.push(orphan.node.clone());
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// Whether a node of a consolidation command now holds a pod the decision did not see.
@@ -278,7 +434,7 @@ async fn gained_pods<K, E, R>(
     command: &Command,
 ) -> Result<Option<String>, SweepError>
 where
-    K: PodEviction,
+    K: NodeDisruption,
 {
     for name in &command.nodes {
         let seen: Vec<(&str, &str)> = snapshot
@@ -308,45 +464,19 @@ where
     Ok(None)
 }
 
-/// The reason and start of a removal this function began, if the node carries them.
-fn in_progress(node: &Node) -> Option<(Reason, Timestamp)> {
-    let value = node
-        .metadata
-        .annotations
-        .as_ref()?
-        .get(DISRUPTION_ANNOTATION)?;
-    parse_removal(value)
-}
-
-fn disrupted_taint() -> Taint {
-    Taint {
-        key: DISRUPTED_TAINT.into(),
-        value: None,
-        effect: TaintEffect::NoSchedule,
-    }
-}
-
 /// Why a planned removal no longer holds, read from the node and its pods as they are now.
 pub(crate) fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> {
     let Some(node) = node else {
         return Some("the node is gone".into());
     };
-    let empty = BTreeMap::new();
-    let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
     if annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true") {
         return Some("the node now has karpenter.sh/do-not-disrupt".into());
     }
-    let tainted = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT));
-    if tainted {
+    if tainted(node) || record_of(node).ok().flatten().is_some() {
         return Some("another removal is under way".into());
     }
-    let moving: Vec<&Pod> = reschedulable(pods)
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .collect();
+    let moving: Vec<&Pod> = reschedulable(pods).collect();
     if reason == Reason::Empty && !moving.is_empty() {
         return Some("a pod was scheduled on it".into());
     }
@@ -382,150 +512,4 @@ pub(crate) async fn reread<'n, K: NodeDisruption>(
         .map_err(kube("re-reading the node's pods"))?;
     let why = recheck(node, &pods, reason);
     Ok((node, pods, why))
-}
-
-async fn start_removal<K, E, R>(
-    state: &State<K, E, R>,
-    snapshot: &Snapshot,
-    name: &str,
-    reason: Reason,
-    now: Timestamp,
-    report: &mut Report,
-) -> Result<(), SweepError>
-where
-    K: NodeDisruption,
-    E: OwnedInstances,
-    R: Replacement,
-{
-    let nodes = state
-        .kube
-        .nodes()
-        .await
-        .map_err(kube("re-reading the node"))?;
-    let (node, _, kept) = reread(&state.kube, &nodes, name, reason).await?;
-    if let Some(why) = kept {
-        tracing::info!(node = name, why, "removal dropped at the re-check");
-        report.rechecked_out.push((name.into(), why));
-        return Ok(());
-    }
-    let Some(node) = node else { return Ok(()) };
-    state
-        .kube
-        .annotate_node(name, DISRUPTION_ANNOTATION, &removal_value(reason, now))
-        .await
-        .map_err(kube("annotating the node"))?;
-    state
-        .kube
-        .taint(name, &disrupted_taint())
-        .await
-        .map_err(kube("tainting the node"))?;
-    if let Some(why) = recheck_after_taint(&state.kube, name, reason).await? {
-        report.rechecked_out.push((name.into(), why));
-        return Ok(());
-    }
-    state
-        .kube
-        .object_event(
-            ObjectKind::Node,
-            name,
-            reason.event_reason(),
-            &format!(
-                "tainted {DISRUPTED_TAINT}; draining, then terminating the instance ({})",
-                reason.as_str()
-            ),
-            EventType::Normal,
-        )
-        .await;
-    report.started.push(name.into());
-    continue_removal(state, snapshot, node, name, reason, now, now, report).await
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn continue_removal<K, E, R>(
-    state: &State<K, E, R>,
-    snapshot: &Snapshot,
-    node: &Node,
-    name: &str,
-    reason: Reason,
-    started: Timestamp,
-    now: Timestamp,
-    report: &mut Report,
-) -> Result<(), SweepError>
-where
-    K: NodeDisruption,
-    E: OwnedInstances,
-    R: Replacement,
-{
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let pool = labels
-        .get(NODEPOOL)
-        .or_else(|| labels.get(PROVISIONER_NAME));
-    let grace = pool
-        .and_then(|p| snapshot.pools.iter().find(|x| &x.name == p))
-        .and_then(|p| p.termination_grace);
-    let policy = DrainPolicy {
-        disruption: Disruption::Voluntary,
-        deadline: grace.and_then(|g| started.checked_add(g).ok()),
-    };
-    let pods = state
-        .kube
-        .pods_on_node(name)
-        .await
-        .map_err(kube("listing the node's pods"))?;
-    if !ready_to_drain(state, node, name, reason, &pods, started, now, report).await? {
-        return Ok(());
-    }
-    let drain = plan_drain(&pods, &policy, now);
-    if !drain.finished() {
-        let note = format!("node {name} is being removed ({})", reason.as_str());
-        let progress = execute(&state.kube, &drain, reason.event_reason(), &note).await;
-        tracing::info!(node = name, ?progress, "draining");
-        report.draining.push(name.into());
-        return Ok(());
-    }
-    let instance = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .and_then(parse_provider_id)
-        .map(|p| p.instance_id);
-    if let Some(id) = instance {
-        let outcome = state
-            .ec2
-            .terminate(std::slice::from_ref(&id))
-            .await
-            .map_err(aws("terminating the instance"))?;
-        if !outcome.refused.is_empty() {
-            // Not ours after all: the Node stays, and says why.
-            state
-                .kube
-                .object_event(
-                    ObjectKind::Node,
-                    name,
-                    "DisruptionRefused",
-                    &format!(
-                        "instance {id} does not carry this cluster's ownership tag; not terminated"
-                    ),
-                    EventType::Warning,
-                )
-                .await;
-            tracing::error!(
-                node = name,
-                instance_id = id,
-                "not terminated: no ownership tag"
-            );
-            return Ok(());
-        }
-        if !outcome.terminated.is_empty() {
-            nodewright::telemetry::node_terminated(reason.event_reason());
-        }
-    }
-    state
-        .kube
-        .delete_node(name)
-        .await
-        .map_err(kube("deleting the node"))?;
-    tracing::info!(node = name, reason = reason.as_str(), "node removed");
-    report.removed.push(name.into());
-    Ok(())
 }

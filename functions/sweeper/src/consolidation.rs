@@ -3,9 +3,8 @@
 //! any of its nodes is tainted, the provisioning core is asked for capacity for the pods of
 //! ALL the command's nodes at once (so several nodes become the one cheaper node the
 //! simulation found), with the price of the nodes less [`MIN_SAVING`] as a ceiling; what it
-//! launched is recorded on every node of the command (`nodewright.io/replacement`), and the
-//! nodes are then tainted and drained by the usual removal, which waits for the replacement
-//! to be a Ready node ([`nodewright::disruption::replace_first`]).
+//! launched goes into every node's removal record as the node is taken, and the removal
+//! waits for it to be a Ready node before it drains (`nodewright::removal`).
 //!
 //! Nothing is tainted before the core answers: a command whose replacement cannot be
 //! launched now, or would not be cheaper (prices moved since the plan), is dropped whole and
@@ -17,12 +16,11 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 use nodewright::aws::Cloud;
-use nodewright::disruption::{
-    Command, Kept, KeptWhy, REPLACEMENT_ANNOTATION, Snapshot, price_ceiling, replacement_value,
-};
+use nodewright::disruption::{Command, Kept, KeptWhy, Snapshot, price_ceiling};
 use nodewright::drain::reschedulable;
-use nodewright::kube::{Cluster, EventType, NodeDisruption, ObjectKind};
+use nodewright::kube::{Cluster, NodeDisruption};
 use nodewright::provision::{ProvisionError, Provisioner, ReplaceReport};
+use nodewright::removal::Replacement;
 
 use super::NoReplacement;
 use super::State;
@@ -55,7 +53,7 @@ where
     ) -> Result<ReplaceReport, ProvisionError> {
         self.lock()
             .await
-            .replace_nodes(nodes, pods, None, Some(ceiling), now)
+            .replace_nodes(nodes, pods, &[], Some(ceiling), now)
             .await
     }
 }
@@ -86,8 +84,9 @@ impl GroupReplacement for NoReplacement {
 
 /// What became of a command's replacement.
 pub(crate) enum Asked {
-    /// Recorded on every node (no replacer: nothing asked); start their removals.
-    Start,
+    /// Launched (or nothing had to be; no replacer: nothing asked): start the nodes'
+    /// removals with it in their records.
+    Start(Replacement),
     /// Not launched this sweep (an error, a failed launch): nothing tainted, decided again
     /// next sweep.
     NotNow,
@@ -112,7 +111,7 @@ where
     let Some(replacer) = &state.replacer else {
         // A sweeper without the core drains at once; the provisioner launches for the pods
         // once they are pending.
-        return Ok(Asked::Start);
+        return Ok(Asked::Start(Replacement::NotNeeded));
     };
     let prices: Option<f64> = command
         .nodes
@@ -162,35 +161,17 @@ where
             .extend(command.nodes.iter().cloned());
         return Ok(Asked::NotNow);
     }
-    let ids = &launched.launched_instances;
-    let value = replacement_value(ids);
-    for name in &command.nodes {
-        state
-            .kube
-            .annotate_node(name, REPLACEMENT_ANNOTATION, &value)
-            .await
-            .map_err(kube("recording the replacement on the node"))?;
-        if !ids.is_empty() {
-            let note = format!(
-                "replacement {} launched for {} node(s); draining once it is Ready",
-                ids.join(", "),
-                command.nodes.len()
-            );
-            state
-                .kube
-                .object_event(
-                    ObjectKind::Node,
-                    name,
-                    "ReplacementLaunched",
-                    &note,
-                    EventType::Normal,
-                )
-                .await;
-        }
-    }
+    let ids = launched.launched_instances.clone();
     tracing::info!(nodes = ?command.nodes, instances = ?ids, "consolidation replacement launched");
     report.replacements_launched.extend(ids.iter().cloned());
-    Ok(Asked::Start)
+    Ok(Asked::Start(if ids.is_empty() {
+        Replacement::NotNeeded
+    } else {
+        Replacement::Launched {
+            instances: ids,
+            at: now,
+        }
+    }))
 }
 
 /// Why a consolidation's nodes may not all go now (the first node's reason), and the pods

@@ -10,7 +10,6 @@
 //! instance and deletes the Node.
 
 mod act;
-mod call_off;
 mod consolidation;
 mod drift;
 mod events;
@@ -31,6 +30,7 @@ use nodewright::disruption::{
 use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
+use nodewright::removal::Capacity;
 use nodewright::provision::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
 use nodewright::scheduling::selects_namespaces;
 use serde_json::{Value, json};
@@ -39,7 +39,6 @@ pub use act::{Report, SweepError};
 pub use consolidation::GroupReplacement;
 pub use drift::LaunchResolver;
 pub use events::{KEPT_EVENT_INTERVAL, KeptEventLog};
-pub use nodewright::disruption::DISRUPTION_ANNOTATION;
 pub use profiles::{CollectProfiles, PROFILE_SWEEP_EVERY, ProfileCollection};
 pub use replacement::NoReplacement;
 
@@ -55,6 +54,8 @@ pub const LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(3
 pub struct State<K, E, R = NoReplacement> {
     pub kube: K,
     pub ec2: E,
+    /// The EKS cluster: only instances carrying its ownership tag are touched.
+    pub cluster: String,
     /// `now` for the decisions: the system clock in Lambda, a controlled one in tests.
     pub clock: Arc<dyn Clock>,
     /// (instance type, capacity type) -> $/h, from the bundled on-demand prices.
@@ -72,7 +73,7 @@ pub struct State<K, E, R = NoReplacement> {
 }
 
 impl<K, E> State<K, E> {
-    pub fn new(kube: K, ec2: E, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(kube: K, ec2: E, cluster: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
         let mut prices = HashMap::new();
         for (t, on_demand) in bundled_instance_types().unwrap_or_default() {
             let spot = estimated_spot_price(on_demand, DEFAULT_SPOT_DISCOUNT);
@@ -82,6 +83,7 @@ impl<K, E> State<K, E> {
         State {
             kube,
             ec2,
+            cluster: cluster.into(),
             clock,
             prices,
             kept_events: Default::default(),
@@ -93,11 +95,17 @@ impl<K, E> State<K, E> {
 }
 
 impl<K, E, R> State<K, E, R> {
+    /// The cluster whose ownership tag a removal requires.
+    pub(crate) fn ec2_cluster(&self) -> &str {
+        &self.cluster
+    }
+
     /// Launches replacements through `replacer` before draining (see [`State::replacer`]).
     pub fn with_replacer<R2: Replacement>(self, replacer: R2) -> State<K, E, R2> {
         State {
             kube: self.kube,
             ec2: self.ec2,
+            cluster: self.cluster,
             clock: self.clock,
             prices: self.prices,
             kept_events: self.kept_events,
@@ -129,7 +137,7 @@ pub async fn handler<K, E, R>(
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
     let report = sweep(state).await;
@@ -148,7 +156,7 @@ pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let Some(elector) = &state.lease else {
         return sweep_held(state).await;
@@ -204,7 +212,7 @@ async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepErro
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
     E: OwnedInstances,
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let config = state
         .kube

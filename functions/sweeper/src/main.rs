@@ -70,7 +70,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let ports = live_ports(&aws, &cluster_name, &region);
     let ec2_adapter = ports.ec2.clone();
     let provisioner = replacement_core(kube.clone(), ports, &cluster, shared, &env)?;
-    let state = State::new(kube, ec2_adapter, clock)
+    let state = State::new(kube, ec2_adapter, cluster_name.clone(), clock)
         .with_lease(elector)
         .with_profile_collection(profiles)
         .with_replacer(tokio::sync::Mutex::new(provisioner));

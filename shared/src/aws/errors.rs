@@ -300,6 +300,8 @@ pub enum AwsError {
     CreateTags { ids: Vec<String>, source: ApiError },
     #[error("SQS SendMessage to {queue} failed")]
     SendMessage { queue: String, source: ApiError },
+    #[error("SQS ChangeMessageVisibility on {queue} failed")]
+    ChangeMessageVisibility { queue: String, source: ApiError },
     #[error("Pricing GetProducts failed for the on-demand prices of {region}")]
     GetProducts { region: String, source: ApiError },
     #[error("Pricing GetProducts for the on-demand prices of {region} took longer than {after:?}")]
@@ -332,6 +334,15 @@ pub enum AwsError {
 }
 
 impl AwsError {
+    /// Worth trying again in a moment: throttled, not visible yet, or an answer that says
+    /// nothing of the request (a timeout, a 5xx).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.class(),
+            ErrorClass::Throttled | ErrorClass::Propagating | ErrorClass::Other
+        )
+    }
+
     /// The class of the AWS error behind this one; requests refused before sending are
     /// `InvalidParameter`.
     pub fn class(&self) -> ErrorClass {
@@ -358,6 +369,7 @@ impl AwsError {
             | AwsError::TerminateInstances { source, .. }
             | AwsError::CreateTags { source, .. }
             | AwsError::SendMessage { source, .. }
+            | AwsError::ChangeMessageVisibility { source, .. }
             | AwsError::GetProducts { source, .. } => source.class,
             AwsError::LaunchTemplateVanished { .. } | AwsError::InstanceProfileVanished { .. } => {
                 ErrorClass::NotFound

@@ -15,6 +15,14 @@ pub trait FollowUpQueue: Send + Sync {
         body: &str,
         delay: Duration,
     ) -> impl Future<Output = Result<(), AwsError>> + Send;
+    /// Makes the received message `receipt_handle` visible again after `after` instead of
+    /// the queue's visibility timeout (ChangeMessageVisibility): a message whose handling
+    /// failed and whose deadline is near is tried again in seconds.
+    fn retry_soon(
+        &self,
+        receipt_handle: &str,
+        after: Duration,
+    ) -> impl Future<Output = Result<(), AwsError>> + Send;
 }
 
 /// The queue by URL (`INTERRUPTION_QUEUE_URL`).
@@ -54,6 +62,21 @@ impl FollowUpQueue for SqsQueue {
             .send()
             .await
             .map_err(api(|source| AwsError::SendMessage {
+                queue: self.url.clone(),
+                source,
+            }))?;
+        Ok(())
+    }
+
+    async fn retry_soon(&self, receipt_handle: &str, after: Duration) -> Result<(), AwsError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(delay_seconds(after))
+            .send()
+            .await
+            .map_err(api(|source| AwsError::ChangeMessageVisibility {
                 queue: self.url.clone(),
                 source,
             }))?;

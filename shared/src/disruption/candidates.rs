@@ -74,6 +74,16 @@ pub(super) fn collect<'a>(
         if !node.ready {
             continue;
         }
+        // A removal of it was given up lately: its empty-since mark is kept up to date, and
+        // it is not a candidate again before its back-off ends.
+        let backed_off = node.backoff.as_ref().filter(|b| b.holds(now)).map(|b| {
+            let reason = b.cause.disruption().unwrap_or(Reason::Underutilized);
+            let why = KeptWhy::BackedOff {
+                until: b.until,
+                why: b.why.clone(),
+            };
+            kept(node, reason, why)
+        });
         let empty = !node.pods.iter().any(|p| p.moves());
         if !empty && node.empty_since.is_some() {
             plan.empty_marks.push(EmptyMark {
@@ -111,6 +121,12 @@ pub(super) fn collect<'a>(
         let reason = reason
             .or_else(|| expired(node, pool, now).then_some(Reason::Expired))
             .or_else(|| node.drifted.is_some().then_some(Reason::Drifted));
+        if let Some(k) = backed_off {
+            if reason.is_some() || !empty {
+                plan.kept.push(k);
+            }
+            continue;
+        }
         let Some(reason) = reason else {
             if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
                 match settled(node, pool, now) {

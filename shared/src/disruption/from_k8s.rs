@@ -11,7 +11,6 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::budget::pool_budgets;
 use super::capacity::pool_capacity;
-use super::removal::{DISRUPTION_ANNOTATION, parse_removal};
 use super::snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 use crate::api::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, INSTANCE_TYPE, NODECLAIM, NODEPOOL};
 use crate::api::{NillableDuration, NodePool};
@@ -210,10 +209,11 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         created,
         ready: readiness(node) == Readiness::Ready,
         disrupting: tainted || meta.deletion_timestamp.is_some(),
-        removing: annotations
-            .get(DISRUPTION_ANNOTATION)
-            .and_then(|v| parse_removal(v))
-            .map(|(reason, _)| reason),
+        removing: crate::removal::Record::read(&name, &annotations)
+            .ok()
+            .flatten()
+            .and_then(|r| r.cause.disruption()),
+        backoff: crate::removal::Backoff::read(&annotations),
         do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
         empty_since,
         price_per_hour: (inputs.price)(&instance_type, &capacity_type),

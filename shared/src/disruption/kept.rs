@@ -50,6 +50,12 @@ pub enum KeptWhy {
     NotConsolidatable {
         why: String,
     },
+    /// A removal of it was given up (nowhere for its pods to go, no progress): not tried
+    /// again before `until`.
+    BackedOff {
+        until: jiff::Timestamp,
+        why: String,
+    },
     /// Its pool is at the floor of its capacity windows.
     CapacityFloor {
         pool: String,
@@ -123,6 +129,10 @@ impl fmt::Display for KeptWhy {
                 remaining.as_secs()
             ),
             KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            KeptWhy::BackedOff { until, why } => write!(
+                f,
+                "its last removal was given up ({why}); not tried again before {until}"
+            ),
             KeptWhy::RemovalUnderWay => {
                 f.write_str("consolidation waits while another removal is under way")
             }

@@ -42,8 +42,7 @@ pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
 pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
 pub use replace_first::{
-    REPLACEMENT_ANNOTATION, REPLACEMENT_TIMEOUT, ReplaceFirst, launches_first, needs_replacement,
-    parse_replacement, replace_first, replacement_value,
+    REPLACEMENT_ANNOTATION, launches_first, parse_replacement, replacement_value,
 };
 pub use simulation::{Simulation, SimulationInputs, simulation};
 pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};

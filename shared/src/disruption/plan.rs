@@ -99,6 +99,12 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut used: HashMap<&str, usize> = HashMap::new();
     let mut expired_used: HashMap<&str, usize> = HashMap::new();
     let mut lowered: HashMap<&str, usize> = HashMap::new();
+    // Pools with a removal under way or planned now.
+    let mut busy: std::collections::HashSet<&str> = counts
+        .iter()
+        .filter(|(_, (_, disrupting))| *disrupting > 0)
+        .map(|(pool, _)| *pool)
+        .collect();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
         if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
@@ -138,6 +144,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             *planned += 1;
         }
         *used += 1;
+        busy.insert(c.pool.name.as_str());
         if lowers(c.reason) {
             *lowered.entry(c.pool.name.as_str()).or_default() += 1;
             room.take(c.pool.name.as_str(), c.node);
@@ -156,17 +163,19 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             replacement: Vec::new(),
         });
     }
-    // One method at a time, as Karpenter: consolidation waits while anything else is
-    // going, so its simulation never counts room that drained pods are about to take.
-    let quiet = plan.commands.is_empty() && counts.values().all(|(_, d)| *d == 0);
-    if !quiet {
-        plan.kept.extend(
-            underutilized
-                .drain(..)
-                .map(|c| kept(c.node, c.reason, KeptWhy::RemovalUnderWay)),
-        );
-    }
-    if let (true, Some(sim)) = (quiet, &snapshot.simulation) {
+    // One method at a time in a pool, as Karpenter: its consolidation waits while anything
+    // else of the pool is going, so the simulation never counts room that drained pods are
+    // about to take; a removal under way in one pool (even one stuck) holds no other pool.
+    let (waiting, free): (Vec<_>, Vec<_>) = underutilized
+        .drain(..)
+        .partition(|c| busy.contains(c.pool.name.as_str()));
+    plan.kept.extend(
+        waiting
+            .into_iter()
+            .map(|c| kept(c.node, c.reason, KeptWhy::RemovalUnderWay)),
+    );
+    underutilized = free;
+    if let (false, Some(sim)) = (underutilized.is_empty(), &snapshot.simulation) {
         sort(&mut underutilized);
         let mut used: HashMap<&str, usize> = HashMap::new();
         let mut within = Vec::new();

@@ -1,7 +1,7 @@
-//! The marker of a removal the sweeper began: the node's `nodewright.io/disruption`
-//! annotation, `<reason> <RFC 3339 start>`. The next sweep finds it and continues the work;
-//! the start fixes the drain's deadline across invocations; the reason tells the plan what
-//! is under way (how many of a pool's nodes are expiring now).
+//! The marker an earlier release's sweeper put on a node it began removing: the
+//! `nodewright.io/disruption` annotation, `<reason> <RFC 3339 start>`. Removals are recorded
+//! in `nodewright.io/removal` now (`crate::removal::Record`); a node that release left
+//! carrying the marker is read as a record of it.
 
 use jiff::Timestamp;
 

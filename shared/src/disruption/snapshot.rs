@@ -61,9 +61,11 @@ pub struct NodeView {
     pub ready: bool,
     /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.
     pub disrupting: bool,
-    /// The reason of the sweeper's removal under way (its `nodewright.io/disruption`
-    /// annotation), if it began one: expirations under way count against the pool's cap.
+    /// The reason of the sweeper's removal under way (its removal record), if it began
+    /// one: expirations under way count against the pool's cap.
     pub removing: Option<super::Reason>,
+    /// A removal of it was given up lately: not taken again before the back-off ends.
+    pub backoff: Option<crate::removal::Backoff>,
     /// `karpenter.sh/do-not-disrupt: "true"` on the node.
     pub do_not_disrupt: bool,
     /// When the sweeper first saw it empty (its `nodewright.io/empty-since` annotation).

@@ -25,6 +25,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         ready: true,
         disrupting: false,
         removing: None,
+        backoff: None,
         do_not_disrupt: false,
         empty_since: None,
         instance_type: "m5.large".into(),

@@ -1,35 +1,37 @@
-//! nodewright's own follow-up message: the next step of work that outlives one invocation
-//! (a drain a PodDisruptionBudget holds back, a replacement not Ready yet, a node to delete
-//! once its instance is gone), sent to the interruption queue with `DelaySeconds`. It uses
-//! the EventBridge envelope so the one dispatcher reads it, with its own source.
+//! nodewright's own follow-up message: "look at this node's removal again", sent to the
+//! interruption queue with `DelaySeconds` when the removal's decision asks for another look
+//! (a drain a PodDisruptionBudget holds back, a replacement not Ready yet, a deadline ahead).
+//! The node's removal record says what the removal is; the message only says when to look.
+//! It uses the EventBridge envelope so the one dispatcher reads it, with its own source.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::action::Reason;
+use crate::removal::Cause;
 
 /// `source` of follow-up messages; AWS services use `aws.*`, which no one else may send.
 pub const FOLLOW_UP_SOURCE: &str = "nodewright.io";
 pub const FOLLOW_UP_DETAIL_TYPE: &str = "Interruption Follow-up";
 
-/// What is left to do for one node.
+/// The step a follow-up names. Every step continues the node's removal as its record says;
+/// the names other than `continue` are those of earlier releases' messages, which may still
+/// be queued during an upgrade, and are read the same way.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "name")]
 pub enum Step {
-    /// Evict (or, near the deadline, delete) what is still on the node.
+    Continue,
     Drain,
-    /// Drain once these instances are Ready nodes (or `until`, whichever comes first).
     AwaitReplacement {
         instances: Vec<String>,
         until: Timestamp,
     },
-    /// Delete the Node object once the instance is gone (after `deadline`).
     DeleteNode,
 }
 
 impl Step {
     pub fn as_str(&self) -> &'static str {
         match self {
+            Step::Continue => "continue",
             Step::Drain => "drain",
             Step::AwaitReplacement { .. } => "await-replacement",
             Step::DeleteNode => "delete-node",
@@ -43,10 +45,14 @@ pub struct FollowUp {
     pub instance_id: String,
     pub node: String,
     pub step: Step,
-    pub reason: Reason,
+    pub reason: Cause,
     /// The hard limit: the instance goes (or the drain is forced) at this time.
     #[serde(default)]
     pub deadline: Option<Timestamp>,
+    /// When this look was due: the node's record names the look it expects, and a
+    /// follow-up that is not it (a duplicate chain) is dropped.
+    #[serde(default)]
+    pub due: Option<Timestamp>,
     /// The event that started this work, for logs.
     pub origin_event: String,
     /// How many follow-ups came before this one in the chain.
@@ -68,14 +74,5 @@ impl FollowUp {
             "resources": [],
             "detail": self,
         })
-    }
-
-    /// The next message of the chain.
-    pub fn next(&self, step: Step) -> FollowUp {
-        FollowUp {
-            step,
-            round: self.round + 1,
-            ..self.clone()
-        }
     }
 }

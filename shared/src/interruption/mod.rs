@@ -1,8 +1,9 @@
 //! Interruption events: parse an EventBridge envelope into a typed [`Message`] (one small
 //! module per kind, a dispatcher on (source, detail-type, version)), and map a message and
-//! the node it names to an [`Action`]. Pure: no I/O, no clock.
+//! the node it names to an [`Intent`]. Pure: no I/O, no clock.
 
 mod action;
+mod intent;
 mod budget_gate;
 mod capacity_reservation;
 mod follow_up;
@@ -13,9 +14,9 @@ mod rebalance;
 mod spot;
 mod state_change;
 
-pub use action::{
-    Action, GONE_AFTER_DEADLINE, NodeFacts, REBALANCE_ANNOTATION, Reason, RebalancePolicy,
-    action_for,
+pub use action::{REBALANCE_ANNOTATION, Reason, RebalancePolicy};
+pub use intent::{
+    DEFAULT_MAINTENANCE_WINDOW, Intent, NodeFacts, intent_for, maintenance_deadline,
 };
 pub use budget_gate::{Gate, PoolNodes, pool_nodes, rebalance_gate};
 pub use follow_up::{FOLLOW_UP_DETAIL_TYPE, FOLLOW_UP_SOURCE, FollowUp, Step};
@@ -24,7 +25,7 @@ pub use parse::{IgnoreReason, Ignored, Origin, ParseError, Parsed, parse};
 pub use spot::NOTICE as SPOT_NOTICE;
 
 #[cfg(test)]
-mod action_tests;
+mod intent_tests;
 #[cfg(test)]
 mod parse_props;
 #[cfg(test)]

@@ -108,6 +108,8 @@ pub(super) struct Envelope {
     pub id: String,
     pub detail_type: String,
     pub time: Option<Timestamp>,
+    /// The envelope's `resources`: ARNs (or ids) of what the event is about.
+    pub resources: Vec<String>,
     pub detail: Value,
 }
 
@@ -161,8 +163,10 @@ impl Envelope {
     }
 }
 
-/// Parses one message body. `origin`, when given, is checked before anything else.
-pub fn parse(body: &str, origin: Option<&Origin>) -> Result<Parsed, ParseError> {
+/// Parses one message body, read at `received`. `origin`, when given, is checked before
+/// anything else. An envelope without a `time` is taken as emitted when it was received, as
+/// NTH takes it: a deadline counted from it is then counted from now, never dropped.
+pub fn parse(body: &str, origin: Option<&Origin>, received: Timestamp) -> Result<Parsed, ParseError> {
     let de = &mut serde_json::Deserializer::from_str(body);
     let event: EventBridgeEvent<Value> =
         serde_path_to_error::deserialize(de).map_err(|e| ParseError::Envelope {
@@ -206,7 +210,9 @@ pub fn parse(body: &str, origin: Option<&Origin>) -> Result<Parsed, ParseError> 
         detail_type: event.detail_type.clone(),
         time: event
             .time
-            .and_then(|t| Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).ok()),
+            .and_then(|t| Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).ok())
+            .or(Some(received)),
+        resources: event.resources.clone().unwrap_or_default(),
         detail: event.detail.clone(),
     };
     if envelope.id.is_empty() {

@@ -103,7 +103,7 @@ fn error_says_where(e: &ParseError) -> bool {
 proptest! {
     #[test]
     fn any_text_is_parsed_or_refused_without_a_panic(body in "\\PC{0,200}") {
-        if let Err(e) = parse(&body, Some(&here())) {
+        if let Err(e) = parse(&body, Some(&here()), jiff::Timestamp::UNIX_EPOCH) {
             prop_assert!(!e.to_string().is_empty());
         }
     }
@@ -118,7 +118,7 @@ proptest! {
         let all = paths(&event);
         let path = pick.get(&all).clone();
         replace(&mut event, &path, with);
-        if let Err(e) = parse(&event.to_string(), Some(&here())) {
+        if let Err(e) = parse(&event.to_string(), Some(&here()), jiff::Timestamp::UNIX_EPOCH) {
             prop_assert!(error_says_where(&e), "{}: {path:?}: {e}", SAMPLES[which]);
         }
     }

@@ -15,6 +15,11 @@ fn sample(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// When the function read the message, for envelopes that carry no `time`.
+fn received() -> Timestamp {
+    ts("2026-11-21T09:20:00Z")
+}
+
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("a timestamp")
 }
@@ -27,7 +32,7 @@ fn here() -> Origin {
 }
 
 fn parsed(v: &Value) -> Result<Parsed, ParseError> {
-    parse(&v.to_string(), Some(&here()))
+    parse(&v.to_string(), Some(&here()), received())
 }
 
 fn message(v: &Value) -> Message {
@@ -176,7 +181,8 @@ fn events_nodewright_does_not_handle_are_ignored_with_the_reason() {
         (
             "health event about a volume",
             edited("health-scheduled-change.json", |v| {
-                v["detail"]["affectedEntities"] = json!([{"entityValue": "vol-0123456789abcdef0"}])
+                v["detail"]["affectedEntities"] = json!([{"entityValue": "vol-0123456789abcdef0"}]);
+                v["resources"] = json!(["arn:aws:ec2:us-east-1:123456789012:volume/vol-0123456789abcdef0"]);
             }),
             IgnoreReason::NoInstance,
         ),
@@ -221,7 +227,7 @@ fn an_event_from_another_account_or_region_is_ignored_as_suspicious() {
         v["account"] = json!("999999999999")
     });
     assert!(matches!(
-        parse(&foreign.to_string(), None),
+        parse(&foreign.to_string(), None, received()),
         Ok(Parsed::Act(_))
     ));
 }
@@ -274,14 +280,7 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
             .to_string(),
             "detail.instance-action",
         ),
-        (
-            "spot warning without time",
-            edited("spot-interruption-warning.json", |v| {
-                v.as_object_mut().unwrap().remove("time");
-            })
-            .to_string(),
-            "time",
-        ),
+
         (
             "instance id that is not one",
             edited("rebalance-recommendation.json", |v| {
@@ -303,11 +302,7 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
             .to_string(),
             "detail.state",
         ),
-        (
-            "health event without startTime",
-            remove("health-scheduled-change.json", "startTime").to_string(),
-            "detail.startTime",
-        ),
+
         (
             "health event with an unreadable startTime",
             edited("health-scheduled-change.json", |v| {
@@ -326,7 +321,7 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
         ),
     ];
     for (what, body, field) in cases {
-        match parse(&body, Some(&here())) {
+        match parse(&body, Some(&here()), received()) {
             Err(e) => assert!(
                 e.to_string().contains(field),
                 "{what}: {e} should name {field}"
@@ -337,16 +332,14 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
 }
 
 #[test]
-fn a_follow_up_reads_back_as_the_step_it_carries() {
+fn a_follow_up_reads_back_as_it_was_sent() {
     let f = FollowUp {
         instance_id: "i-0b662ef9931388ba0".into(),
         node: "ip-10-0-1-5.ec2.internal".into(),
-        step: Step::AwaitReplacement {
-            instances: vec!["i-0aaaaaaaaaaaaaaaa".into()],
-            until: ts("2026-11-21T09:30:00Z"),
-        },
-        reason: Reason::RebalanceRecommendation,
+        step: Step::Continue,
+        reason: crate::removal::Cause::RebalanceRecommendation,
         deadline: None,
+        due: Some(ts("2026-11-21T09:16:20Z")),
         origin_event: "1e5527d7".into(),
         round: 2,
     };
@@ -355,6 +348,58 @@ fn a_follow_up_reads_back_as_the_step_it_carries() {
     assert_eq!(m.kind(), Kind::FollowUp);
     assert_eq!(m.instance_ids, ["i-0b662ef9931388ba0"]);
     assert_eq!(m.detail, Detail::FollowUp(f.clone()));
-    let next = f.next(Step::Drain);
-    assert_eq!((next.round, next.step), (3, Step::Drain));
+}
+
+#[test]
+fn an_envelope_without_a_time_counts_its_deadline_from_when_it_was_read() {
+    let spot = edited("spot-interruption-warning.json", |v| {
+        v.as_object_mut().unwrap().remove("time");
+    });
+    let m = message(&spot);
+    assert_eq!(m.time, received());
+    assert_eq!(m.deadline(), Some(ts("2026-11-21T09:22:00Z")));
+}
+
+/// Shaped as NTH's scheduled-change test event (test/e2e/scheduled-change-event-sqs-test):
+/// a `startTime` whose weekday does not match its date, the instance in both `resources`
+/// and `affectedEntities`.
+#[test]
+fn nth_s_scheduled_change_is_read_as_nth_reads_it() {
+    let v = json!({
+        "version": "0", "id": "7fb65329-1628-4cf3-a740-95fd13cd4e3c",
+        "detail-type": "AWS Health Event", "source": "aws.health", "account": "123456789012",
+        "time": "2016-06-05T15:10:09Z", "region": "us-east-1",
+        "resources": ["i-0b662ef9931388ba0"],
+        "detail": {
+            "eventArn": "arn:aws:health:region::event/EC2/AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED/id",
+            "service": "EC2", "eventTypeCode": "AWS_EC2_DEDICATED_HOST_NETWORK_MAINTENANCE_SCHEDULED",
+            "eventTypeCategory": "scheduledChange",
+            "startTime": "Sat, 05 Jun 2016 15:10:09 GMT",
+            "eventDescription": [{"language": "en_US", "latestDescription": "A description of the event will be provided here"}],
+            "affectedEntities": [{"entityValue": "i-0b662ef9931388ba0", "tags": {}}]
+        }
+    });
+    let m = message(&v);
+    assert_eq!(m.instance_ids, ["i-0b662ef9931388ba0"], "named twice, read once");
+    assert!(matches!(m.detail, Detail::ScheduledChange { start, .. } if start == ts("2016-06-05T15:10:09Z")));
+}
+
+/// Shaped as Karpenter's scheduled-change test message
+/// (pkg/controllers/interruption/suite_test.go, `scheduledChangeMessage`): no `startTime`,
+/// the instance as an ARN in `resources` and as an entity.
+#[test]
+fn karpenter_s_scheduled_change_without_a_start_time_starts_when_it_was_emitted() {
+    let v = json!({
+        "version": "0", "id": "e8a1c1f2-7e57-4b2d-9d8a-3c2f0a1b2c3d",
+        "detail-type": "AWS Health Event", "source": "aws.health", "account": "123456789012",
+        "time": "2026-11-21T09:15:00Z", "region": "us-east-1",
+        "resources": ["arn:aws:ec2:us-east-1:instance/i-0b662ef9931388ba0"],
+        "detail": {
+            "service": "EC2", "eventTypeCategory": "scheduledChange",
+            "affectedEntities": [{"entityValue": "i-0b662ef9931388ba0"}]
+        }
+    });
+    let m = message(&v);
+    assert_eq!(m.instance_ids, ["i-0b662ef9931388ba0"]);
+    assert!(matches!(m.detail, Detail::ScheduledChange { start, end: None, .. } if start == ts("2026-11-21T09:15:00Z")));
 }

@@ -79,7 +79,7 @@ pub struct KubeCluster {
 /// Field manager recorded on our patches, so `kubectl` shows who changed a node.
 pub(super) const FIELD_MANAGER: &str = "nodewright";
 /// Times a taint patch is retried when the node changed between read and write.
-const TAINT_CONFLICT_ATTEMPTS: u32 = 3;
+pub(super) const TAINT_CONFLICT_ATTEMPTS: u32 = 3;
 
 impl KubeCluster {
     pub fn new(client: Client, settings: ClusterSettings) -> Self {

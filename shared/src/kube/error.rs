@@ -38,6 +38,17 @@ impl KubeError {
     pub fn is_not_found(&self) -> bool {
         self.status_code() == Some(404)
     }
+
+    /// Worth trying again in a moment: no answer (a timeout, a dropped connection), the
+    /// server's 429 or 5xx, or a node that kept changing while it was patched.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            KubeError::Conflict { .. } => true,
+            KubeError::Api { .. } => self
+                .status_code()
+                .is_none_or(|c| c == 409 || c == 429 || c >= 500),
+        }
+    }
 }
 
 /// Bounded retry for throttling (429) and server errors (5xx). The Lambda has a minute per

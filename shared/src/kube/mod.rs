@@ -16,6 +16,7 @@ mod existing;
 mod pending;
 mod ports;
 mod provider_id;
+mod removal_marks;
 mod sides;
 mod state_config_map;
 
@@ -27,6 +28,7 @@ pub use config::{
     default_pool_documents, default_pool_inputs, holds_node_pool, usable,
 };
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
+pub use removal_marks::{RemovalMarks, removal_patch};
 pub use error::{KubeError, RetryPolicy};
 pub use events::{REPORTING_CONTROLLER, event_name};
 pub use existing::{

@@ -3,6 +3,7 @@
 
 use super::drain_ports::{NodeRemoval, PodEviction};
 use super::ports::{ConfigSource, EventSink, NodeOps, NodeSource, PodSource};
+use super::removal_marks::RemovalMarks;
 
 /// Everything the provisioner reads from and writes to the cluster: pending and bound pods,
 /// nodes and DaemonSets, the NodePools in force, events, and node labels.
@@ -11,7 +12,13 @@ pub trait Cluster: PodSource + NodeSource + ConfigSource + EventSink + NodeOps {
 impl<T> Cluster for T where T: PodSource + NodeSource + ConfigSource + EventSink + NodeOps {}
 
 /// What taking nodes away asks of the cluster (the interruption and sweeper functions):
-/// nodes, taints and cordons, evictions, node deletion, and events.
-pub trait NodeDisruption: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink {}
+/// nodes, taints and cordons, the removal record, evictions, node deletion, and events.
+pub trait NodeDisruption:
+    NodeSource + NodeOps + RemovalMarks + PodEviction + NodeRemoval + EventSink
+{
+}
 
-impl<T> NodeDisruption for T where T: NodeSource + NodeOps + PodEviction + NodeRemoval + EventSink {}
+impl<T> NodeDisruption for T where
+    T: NodeSource + NodeOps + RemovalMarks + PodEviction + NodeRemoval + EventSink
+{
+}

@@ -16,7 +16,6 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use crate::api::labels::REPLACEMENT_ANNOTATION;
 use crate::drain::reschedulable;
 use crate::kube::{InFlight, in_flight_name, parse_provider_id, tainted_for_disruption};
 use crate::scheduling::{ExistingNode, Nomination, PodDemand};
@@ -48,18 +47,12 @@ pub fn spoken_for(
         !replacing.iter().any(|r| r == name) && tainted_for_disruption(n)
     });
     for node in draining {
-        let recorded = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REPLACEMENT_ANNOTATION));
-        match recorded {
-            Some(ids) => out.instances.extend(
-                ids.split(',')
-                    .map(str::trim)
-                    .filter(|id| id.starts_with("i-"))
-                    .map(str::to_owned),
-            ),
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        match crate::removal::replacement_on(&annotations) {
+            Some(crate::removal::Replacement::Launched { instances, .. }) => {
+                out.instances.extend(instances)
+            }
+            Some(_) => {}
             None => {
                 let pods = node.metadata.name.as_deref().and_then(|n| bound.get(n));
                 out.pods.extend(
@@ -125,6 +118,7 @@ pub fn book(nodes: &mut [ExistingNode], pods: &[PodDemand], nominations: &[Nomin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::labels::REPLACEMENT_ANNOTATION;
     use crate::api::labels::DISRUPTED_TAINT;
     use crate::resources::Resources;
     use serde_json::json;

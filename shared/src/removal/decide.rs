@@ -37,6 +37,8 @@ pub const STUCK_AFTER: Duration = Duration::from_secs(20 * 60);
 /// How often a replacement that is not Ready yet is looked at: a node joins in a minute or
 /// two.
 pub const REPLACEMENT_RECHECK: Duration = Duration::from_secs(20);
+/// How often a removal its pool's budget holds back is looked at again.
+pub const BUDGET_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait between two looks at a drain that is not moving: the look backs off from
 /// `drain::DRAIN_RECHECK` to this while nothing changes.
 pub const MAX_DRAIN_RECHECK: Duration = Duration::from_secs(60);
@@ -49,7 +51,8 @@ pub enum Instance {
     Gone,
 }
 
-/// A voluntary drain's NodePool budget, for removals not planned within it (a rebalance).
+/// A voluntary removal's NodePool budget, for removals not planned within it (a
+/// rebalance): whether it may begin now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Budget {
     Allows,
@@ -82,7 +85,8 @@ pub enum Act {
     Take,
     /// A taint with no record: remove it.
     Untaint,
-    /// Delete the pods at once and the Node: the instance is gone.
+    /// The instance is gone or going: terminate what is left of it (a stopped instance of
+    /// this cluster's would sit there), delete the pods at once and the Node.
     DeleteNode,
     Drain(DrainPlan),
     /// Ask capacity for the node's pods that still need a place, avoiding the record's
@@ -159,7 +163,8 @@ pub fn next(s: &Situation<'_>, now: Timestamp) -> Next {
         }
         return Next::done("not being removed");
     };
-    if s.instance == Instance::Gone {
+    // A state change saying the instance is going is as good as EC2's word: it is.
+    if s.instance == Instance::Gone || record.cause == super::Cause::InstanceStopping {
         return Next {
             acts: vec![Act::DeleteNode],
             ..Next::done("instance gone")
@@ -216,7 +221,26 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
         note: Some(why),
         ..Next::done("given up")
     };
-    if record.drain_started.is_none() && record.cause.replaces() && moving(s.pods) {
+    // A removal not planned within its pool's budget (a rebalance) begins only when the
+    // budget allows one more disruption; once begun, its taint counts against the budget.
+    if !s.written
+        && let Budget::Holds(why) = &s.budget
+    {
+        return Next {
+            recheck: Some(plus(now, BUDGET_RECHECK)),
+            note: Some(why.clone()),
+            ..Next::done("held by the disruption budget")
+        };
+    }
+    // An empty node that gained a pod (it landed before the taint did) is not empty: its
+    // removal is called off rather than drained.
+    if record.cause == super::Cause::Empty && moving(s.pods) {
+        return restore("a pod was scheduled on it".into(), s);
+    }
+    // Replacement first: for a cause that asks for one, and for a consolidation that
+    // launched its replacement before taking its nodes.
+    let launched = matches!(record.replacement, Replacement::Launched { .. });
+    if record.drain_started.is_none() && (record.cause.replaces() || launched) && moving(s.pods) {
         match &record.replacement {
             Replacement::NotAsked => {
                 acts.push(Act::Replace);
@@ -251,16 +275,6 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
             }
             Replacement::NotNeeded => {}
         }
-    }
-    if record.drain_started.is_none()
-        && let Budget::Holds(why) = &s.budget
-    {
-        taken(s, &record, &mut acts);
-        let recheck = Some(plus(now, REPLACEMENT_RECHECK));
-        return Next {
-            note: Some(why.clone()),
-            ..Next::going(acts, record, recheck, "held by the disruption budget")
-        };
     }
     let started = *record.drain_started.get_or_insert(now);
     let deadline = s.grace.map(|g| plus(started, g));

@@ -292,7 +292,8 @@ fn a_voluntary_drain_without_progress_is_given_up_unless_a_deadline_will_end_it(
 #[test]
 fn a_drain_that_does_not_move_is_looked_at_less_often() {
     let pods = web();
-    let mut record = Record::new(Cause::Empty, at(0, 0), None);
+    let mut record = Record::new(Cause::Expired, at(0, 0), None);
+    record.replacement = Replacement::NotNeeded;
     record.drain_started = Some(at(0, 0));
     let moving = situation(Some(record.clone()), &pods);
     assert_eq!(next(&moving, at(0, 0)).recheck, Some(at(0, 5)));
@@ -311,22 +312,26 @@ fn an_empty_node_is_taken_and_terminated_without_a_replacement() {
 }
 
 #[test]
-fn a_rebalance_drain_waits_for_its_pool_s_budget_once_its_replacement_is_ready() {
+fn a_rebalance_removal_begins_only_when_its_pool_s_budget_allows_and_is_not_held_once_begun() {
     let pods = web();
-    let mut record = Record::new(Cause::RebalanceRecommendation, at(0, 0), None);
-    record.replacement = launched(&["i-1"], at(0, 1));
-    let ready = ["i-1".to_string()];
+    let record = Record::new(Cause::RebalanceRecommendation, at(0, 0), None);
     let mut s = situation(Some(record), &pods);
-    s.ready = &ready;
+    s.written = false;
+    s.tainted = false;
     s.budget = Budget::Holds("NodePool default: 0 of 2 nodes may be disrupted now".into());
-    let n = next(&s, at(2, 0));
-    assert_eq!(
-        (kinds(&n), n.state),
-        (vec![], "held by the disruption budget")
-    );
+    let n = next(&s, at(0, 0));
+    assert_eq!((kinds(&n), n.state), (vec![], "held by the disruption budget"));
+    assert_eq!(n.record, None, "nothing written, nothing launched");
+    assert_eq!(n.recheck, Some(at(0, 30)));
     assert!(n.note.unwrap().contains("NodePool default"));
     s.budget = Budget::Allows;
-    assert_eq!(kinds(&next(&s, at(2, 20))), ["take", "drain"]);
+    assert_eq!(kinds(&next(&s, at(0, 30))), ["take", "replace"]);
+    // Begun (its taint counts against the budget): the budget no longer holds it.
+    let mut begun = s.clone();
+    begun.written = true;
+    begun.tainted = true;
+    begun.budget = Budget::Holds("full".into());
+    assert_eq!(kinds(&next(&begun, at(1, 0))), ["replace"]);
 }
 
 #[test]
@@ -345,4 +350,25 @@ fn an_interruption_takes_over_a_voluntary_removal_and_keeps_what_it_launched() {
     let sooner = merge(Some(spot(at(1, 0))), Some(spot(at(0, 0)))).unwrap();
     assert_eq!(sooner.deadline, Some(at(2, 0)));
     assert_eq!(merge(None, None), None);
+}
+
+#[test]
+fn an_empty_node_that_gained_a_pod_is_called_off_not_drained() {
+    let pods = vec![daemon(), pod("late", json!({}))];
+    let s = situation(Some(Record::new(Cause::Empty, at(0, 0), None)), &pods);
+    let n = next(&s, at(0, 1));
+    assert_eq!(kinds(&n), ["restore"]);
+    assert!(n.note.unwrap().contains("pod was scheduled"));
+}
+
+#[test]
+fn a_consolidation_that_launched_first_waits_for_its_replacement_like_any_other() {
+    let pods = web();
+    let mut record = Record::new(Cause::Underutilized, at(0, 0), None);
+    record.replacement = launched(&["i-1"], at(0, 0));
+    let s = situation(Some(record.clone()), &pods);
+    assert_eq!(next(&s, at(1, 0)).state, "awaiting the replacement");
+    // A consolidation that deletes (nothing launched) drains at once.
+    let deletes = situation(Some(Record::new(Cause::Underutilized, at(0, 0), None)), &pods);
+    assert_eq!(kinds(&next(&deletes, at(1, 0))), ["take", "drain"]);
 }

@@ -67,6 +67,10 @@ pub struct Record {
     /// pod asked to leave or gone): a removal with none for too long is finished or given
     /// up, never left tainted.
     pub progress: Timestamp,
+    /// When the function that took the node looks at it next (its follow-up's delay): the
+    /// sweeper takes over a removal whose look is long overdue (a lost follow-up chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_look: Option<Timestamp>,
     /// The event that began it (EventBridge's id, or the sweeper's command), for logs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub origin: String,
@@ -90,8 +94,16 @@ impl Record {
             replacement: Replacement::NotAsked,
             avoid: None,
             progress: now,
+            next_look: None,
             origin: String::new(),
         }
+    }
+
+    /// Whether the look the record promises is overdue by more than `margin` (or, with no
+    /// look promised, nothing moved for that long).
+    pub fn overdue(&self, now: Timestamp, margin: Duration) -> bool {
+        let since = self.next_look.unwrap_or(self.progress);
+        now > since + SignedDuration::try_from(margin).unwrap_or(SignedDuration::MAX)
     }
 
     /// The annotation's value.
@@ -100,13 +112,15 @@ impl Record {
     }
 
     /// The record `annotations` hold, if any; an unreadable one is an error naming the
-    /// node (the caller reports it and treats the node as taken, never as free).
+    /// node (the caller reports it and treats the node as taken, never as free). A node an
+    /// earlier release began removing carries its two annotations instead
+    /// (`nodewright.io/disruption` and `nodewright.io/replacement`): read as a record.
     pub fn read(
         node: &str,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Option<Record>, RecordError> {
         match annotations.get(REMOVAL_ANNOTATION).map(String::as_str) {
-            None | Some("") => Ok(None),
+            None | Some("") => Ok(legacy(annotations)),
             Some(v) => serde_json::from_str(v)
                 .map(Some)
                 .map_err(|source| RecordError {
@@ -127,6 +141,57 @@ impl Record {
     pub fn moved_on(mut self, now: Timestamp) -> Record {
         self.progress = now;
         self
+    }
+}
+
+/// The earlier release's sweeper removal marker (`<reason> <RFC 3339 start>`) and recorded
+/// replacement (instance ids, comma-separated, or `none`).
+fn legacy(annotations: &BTreeMap<String, String>) -> Option<Record> {
+    let marker = annotations.get(crate::disruption::DISRUPTION_ANNOTATION)?;
+    let (reason, started) = crate::disruption::parse_removal(marker)?;
+    let mut record = Record::new(reason.into(), started, None);
+    if let Some(ids) = annotations.get(crate::api::labels::REPLACEMENT_ANNOTATION) {
+        let ids = crate::disruption::parse_replacement(ids);
+        record.replacement = if ids.is_empty() {
+            Replacement::NotNeeded
+        } else {
+            Replacement::Launched {
+                instances: ids,
+                at: started,
+            }
+        };
+    }
+    Some(record)
+}
+
+/// What a node's removal did about capacity for its pods, as the provisioning core reads
+/// it: `None` while nothing was asked (its pods still need room); from an earlier release's
+/// node, its `nodewright.io/replacement` annotation.
+pub fn replacement_on(annotations: &BTreeMap<String, String>) -> Option<Replacement> {
+    if let Some(r) = Record::read("", annotations).ok().flatten() {
+        return match r.replacement {
+            Replacement::NotAsked | Replacement::Failed { .. } => None,
+            other => Some(other),
+        };
+    }
+    let ids = annotations.get(crate::api::labels::REPLACEMENT_ANNOTATION)?;
+    let ids = crate::disruption::parse_replacement(ids);
+    Some(if ids.is_empty() {
+        Replacement::NotNeeded
+    } else {
+        Replacement::Launched {
+            instances: ids,
+            at: Timestamp::UNIX_EPOCH,
+        }
+    })
+}
+
+/// The replacement instances a node's removal launched (their room is that node's pods',
+/// not free capacity).
+pub fn recorded_replacement(annotations: &BTreeMap<String, String>) -> Vec<String> {
+    match replacement_on(annotations) {
+        Some(Replacement::Launched { instances, .. }) => instances,
+        _ => Vec::new(),
     }
 }
 
@@ -211,6 +276,29 @@ mod tests {
             e.contains("node-7") && e.contains(REMOVAL_ANNOTATION),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_removal_an_earlier_release_began_reads_as_a_record() {
+        let annotations = BTreeMap::from([
+            (
+                "nodewright.io/disruption".to_string(),
+                "expired 2027-01-15T08:00:00Z".to_string(),
+            ),
+            ("nodewright.io/replacement".to_string(), "i-1,i-2".to_string()),
+        ]);
+        let r = Record::read("n", &annotations).unwrap().unwrap();
+        assert_eq!(r.cause, Cause::Expired);
+        assert_eq!(r.started, at(0));
+        assert_eq!(r.launched(), ["i-1".to_string(), "i-2".to_string()]);
+        assert_eq!(recorded_replacement(&annotations), ["i-1", "i-2"]);
+        let current = BTreeMap::from([(REMOVAL_ANNOTATION.to_string(), r.to_annotation())]);
+        assert_eq!(recorded_replacement(&current), ["i-1", "i-2"]);
+        assert!(recorded_replacement(&BTreeMap::new()).is_empty());
+        // The earlier interruption function wrote the replacement alone.
+        let alone = BTreeMap::from([("nodewright.io/replacement".to_string(), "none".to_string())]);
+        assert_eq!(replacement_on(&alone), Some(Replacement::NotNeeded));
+        assert_eq!(replacement_on(&BTreeMap::new()), None);
     }
 
     #[test]

@@ -50,7 +50,7 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     sweeper_state(world).await.expect("the sweeper's state")
 }
 
-async fn sweep<R: Replacement + LaunchResolver + GroupReplacement>(
+async fn sweep<R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement>(
     state: &State<KubeCluster, Ec2Adapter, R>,
 ) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
@@ -792,8 +792,11 @@ async fn two_half_empty_nodes_become_one_cheaper_node_launched_and_ready_before_
     assert!(names(&first["draining"]).is_empty(), "{first}");
     for node in &nodes {
         let n = world.sim.get_json("v1", "Node", "", node).unwrap();
+        let annotations: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(n["metadata"]["annotations"].clone()).unwrap();
         assert_eq!(
-            n["metadata"]["annotations"]["nodewright.io/replacement"], launched[0],
+            nodewright::removal::recorded_replacement(&annotations),
+            vec![launched[0].clone()],
             "{node}: {n}"
         );
     }
@@ -878,6 +881,20 @@ impl<R: Replacement> Replacement for PricesRoseSinceThePlan<'_, R> {
         now: std::time::SystemTime,
     ) -> Result<nodewright::provision::ReplaceReport, nodewright::provision::ProvisionError> {
         self.core.replace(node, pods, reclaimed, now).await
+    }
+}
+
+impl<R: nodewright::removal::Capacity> nodewright::removal::Capacity
+    for PricesRoseSinceThePlan<'_, R>
+{
+    async fn replace_for(
+        &self,
+        nodes: &[String],
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        avoid: &[nodewright::removal::Avoid],
+        now: std::time::SystemTime,
+    ) -> Result<nodewright::provision::ReplaceReport, nodewright::provision::ProvisionError> {
+        self.core.replace_for(nodes, pods, avoid, now).await
     }
 }
 
@@ -1049,7 +1066,7 @@ async fn a_node_whose_instance_type_the_narrowed_nodepool_excludes_is_replaced_a
     let kube = provisioner.provisioner().lock().await.kube().clone();
     let sdk = world.function_sdk("SweeperFunction").unwrap();
     let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), world.seeded.cluster.clone());
-    let sweeper = State::new(kube, ec2, Arc::new(SimNow(world.clock())))
+    let sweeper = State::new(kube, ec2, world.seeded.cluster.clone(), Arc::new(SimNow(world.clock())))
         .with_replacer(provisioner.provisioner());
     let quiet = sweep(&sweeper).await;
     assert!(
@@ -1082,19 +1099,20 @@ async fn a_node_whose_instance_type_the_narrowed_nodepool_excludes_is_replaced_a
         )
         .unwrap();
     world.sim.step().await;
-    // The change is seen once the shared cache expires (wall clock): sweep until then, as
-    // the schedule would.
-    let started = std::time::Instant::now();
+    // The change is seen once the shared cache expires (on the world's clock, as the
+    // function's is): sweep until then, as the schedule would.
+    let started = world.clock().now();
     let drifted = loop {
         let r = sweep(&sweeper).await;
         if !r["commands"].as_array().unwrap().is_empty() {
             break r;
         }
         assert!(
-            started.elapsed() < nodewright::kube::DEFAULT_CONFIG_TTL + Duration::from_secs(30),
+            world.clock().now()
+                < started + nodewright::kube::DEFAULT_CONFIG_TTL + Duration::from_secs(30),
             "no drift seen past the config cache's lifetime: {r}"
         );
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        world.clock().advance(Duration::from_secs(10));
     };
     let commands = drifted["commands"].as_array().unwrap();
     assert!(!commands.is_empty(), "{drifted}");

@@ -5,9 +5,7 @@ use std::time::SystemTime;
 
 use super::super::owned_listing::{OwnedListing, refresh_due, usable};
 use super::{ProvisionError, Provisioner, aws_err};
-use crate::api::labels::REPLACEMENT_ANNOTATION;
 use crate::aws::{InstanceInventory, OwnedInstance};
-use crate::disruption::parse_replacement;
 
 impl<K, A> Provisioner<K, A> {
     /// Marks the start (`Some`, the moment the Lease became this invocation's) or the end
@@ -71,8 +69,8 @@ impl<K, A: InstanceInventory + Sync> Provisioner<K, A> {
     ) -> Result<(), ProvisionError> {
         let mut missing: Vec<String> = nodes
             .iter()
-            .filter_map(|n| n.metadata.annotations.as_ref()?.get(REPLACEMENT_ANNOTATION))
-            .flat_map(|v| parse_replacement(v))
+            .filter_map(|n| n.metadata.annotations.as_ref())
+            .flat_map(crate::removal::recorded_replacement)
             .filter(|id| !owned.iter().any(|i| &i.id == id))
             .collect();
         if missing.is_empty() {

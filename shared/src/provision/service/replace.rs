@@ -88,12 +88,14 @@ where
         reclaimed: Option<&Offering>,
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
+        let reclaimed = reclaimed.map(std::slice::from_ref).unwrap_or_default();
         self.replace_nodes(&[node.to_string()], pods, reclaimed, None, now)
             .await
     }
 
     /// [`Self::replace`] for the pods of several nodes at once (a consolidation replacing
-    /// them by one cheaper node): none of `nodes` counts as capacity. With a `ceiling`,
+    /// them by one cheaper node, a wave of interruptions), keeping every `reclaimed`
+    /// offering out: none of `nodes` counts as capacity. With a `ceiling`,
     /// claims costing more per hour in all are not launched, and `over_ceiling` says what
     /// they would have cost: a consolidation must not launch something that is not cheaper
     /// than what it replaces, and only this plan, on this catalog, knows the real price.
@@ -101,22 +103,27 @@ where
         &mut self,
         nodes_going: &[String],
         pods: &[Pod],
-        reclaimed: Option<&Offering>,
+        reclaimed: &[Offering],
         ceiling: Option<f64>,
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
         let started = Instant::now();
         let mut report = ReplaceReport::default();
-        if let Some(o) = reclaimed {
-            let x = Exclusion::Offering {
+        let excluded: Vec<Exclusion> = reclaimed
+            .iter()
+            .map(|o| Exclusion::Offering {
                 instance_type: o.instance_type.clone(),
                 zone: o.zone.clone(),
                 capacity_type: o.capacity_type,
-            };
+            })
+            .collect();
+        if !excluded.is_empty() {
             // Every function, not only this one: the provisioner's next poll runs in
             // another process.
-            self.share_exclusions(std::slice::from_ref(&x), now).await;
-            self.unavailable.exclude(x, now);
+            self.share_exclusions(&excluded, now).await;
+            for x in excluded {
+                self.unavailable.exclude(x, now);
+            }
         }
         if pods.is_empty() {
             return Ok(report);

@@ -635,7 +635,7 @@ async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_
     for (ceiling, launches) in [(Some(0.001), false), (Some(10.0), true), (None, true)] {
         let aws = FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Launch]);
         let mut p = provisioner(vec![], aws);
-        let report = match p.replace_nodes(&going, &pods, None, ceiling, t0).await {
+        let report = match p.replace_nodes(&going, &pods, &[], ceiling, t0).await {
             Ok(r) => r,
             Err(e) => panic!("replace: {e}"),
         };

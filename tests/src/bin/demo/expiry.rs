@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure};
 use nodewright::aws::Ec2Adapter;
-use nodewright::disruption::{REPLACEMENT_ANNOTATION, parse_replacement};
+use nodewright::removal::recorded_replacement;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::Replacement;
 use nodewright_sweeper::{GroupReplacement, LaunchResolver, State};
@@ -36,16 +36,12 @@ fn inflate_running(world: &World) -> usize {
 
 /// The instances `node` records as its replacement that are not Ready nodes yet.
 fn replacement_not_ready(world: &World, node: &str) -> Vec<String> {
-    let recorded = world
+    let annotations: std::collections::BTreeMap<String, String> = world
         .sim
         .get_json("v1", "Node", "", node)
-        .and_then(|n| {
-            n["metadata"]["annotations"][REPLACEMENT_ANNOTATION]
-                .as_str()
-                .map(str::to_string)
-        })
+        .and_then(|n| serde_json::from_value(n["metadata"]["annotations"].clone()).ok())
         .unwrap_or_default();
-    parse_replacement(&recorded)
+    recorded_replacement(&annotations)
         .into_iter()
         .filter(|id| !node_of_instance(world, id).is_some_and(|(_, ready)| ready))
         .collect()
@@ -58,7 +54,7 @@ pub async fn scene<R>(
     story: &Story,
 ) -> anyhow::Result<()>
 where
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
 {
     let edited = world.example_edited(
         "getting-started.yaml",

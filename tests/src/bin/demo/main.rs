@@ -129,7 +129,7 @@ fn node_of_instance(world: &World, id: &str) -> Option<(String, bool)> {
 /// One invocation of the real sweeper handler, as the schedule makes it.
 async fn sweep<R>(sweeper: &State<KubeCluster, Ec2Adapter, R>) -> anyhow::Result<Value>
 where
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
 {
     nodewright_sweeper::handler(
         lambda_runtime::LambdaEvent::new(json!({}), lambda_runtime::Context::default()),

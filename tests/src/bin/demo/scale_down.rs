@@ -36,7 +36,7 @@ pub async fn scene<R>(
     story: &Story,
 ) -> anyhow::Result<()>
 where
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
 {
     let shrink = phase(world, state, sweeper, story, 4, 10).await?;
     ensure!(
@@ -93,7 +93,7 @@ async fn phase<R>(
     rounds: usize,
 ) -> anyhow::Result<Seen>
 where
-    R: Replacement + LaunchResolver + GroupReplacement,
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
 {
     let mut deployment = world
         .sim

@@ -1,0 +1,170 @@
+//! A node's removal record and the disruption taint, written together: one guarded
+//! read-modify-write (the node's `resourceVersion`; a 409 reads again), so a node never
+//! carries one without the other and a taint another controller added meanwhile is kept.
+
+use ::kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, Taint as NodeTaint};
+use serde_json::{Value, json};
+
+use super::cluster::{FIELD_MANAGER, KubeCluster, TAINT_CONFLICT_ATTEMPTS};
+use super::error::KubeError;
+use crate::api::{Taint, TaintEffect};
+
+pub trait RemovalMarks: Send + Sync {
+    /// Sets annotation `key` to `value` (`None` removes it) and makes the node carry
+    /// `taint` or not (`tainted`), in one write; writes nothing when both are already so.
+    fn mark_removal(
+        &self,
+        node: &str,
+        key: &str,
+        value: Option<&str>,
+        taint: &Taint,
+        tainted: bool,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+}
+
+fn effect(t: &Taint) -> &'static str {
+    match t.effect {
+        TaintEffect::NoSchedule => "NoSchedule",
+        TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+        TaintEffect::NoExecute => "NoExecute",
+    }
+}
+
+/// The patch that brings `current` to the wanted marks, or `None` when it is already so.
+pub fn removal_patch(
+    current: &Node,
+    key: &str,
+    value: Option<&str>,
+    taint: &Taint,
+    tainted: bool,
+) -> Option<Value> {
+    let taints = current
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let has = taints.iter().any(|t| t.key == taint.key);
+    let annotation = current
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str);
+    if has == tainted && annotation == value {
+        return None;
+    }
+    let mut patch = json!({
+        "metadata": {
+            "resourceVersion": current.metadata.resource_version,
+            "annotations": {key: value},
+        },
+    });
+    if has != tainted {
+        let kept = taints.iter().filter(|t| t.key != taint.key).cloned();
+        let added = tainted.then(|| NodeTaint {
+            key: taint.key.clone(),
+            value: taint.value.clone(),
+            effect: effect(taint).into(),
+            time_added: None,
+        });
+        let all: Vec<NodeTaint> = kept.chain(added).collect();
+        patch["spec"] = json!({ "taints": all });
+    }
+    Some(patch)
+}
+
+impl RemovalMarks for KubeCluster {
+    async fn mark_removal(
+        &self,
+        node: &str,
+        key: &str,
+        value: Option<&str>,
+        taint: &Taint,
+        tainted: bool,
+    ) -> Result<(), KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let resource = format!("nodes/{node}");
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
+            let current = self
+                .settings
+                .retry
+                .run("get", &resource, || api.get(node))
+                .await?;
+            let Some(patch) = removal_patch(&current, key, value, taint, tainted) else {
+                return Ok(());
+            };
+            let patch = Patch::Merge(&patch);
+            match self
+                .settings
+                .retry
+                .run("patch", &resource, || api.patch(node, &pp, &patch))
+                .await
+            {
+                Err(e) if e.status_code() == Some(409) => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+        Err(KubeError::Conflict {
+            node: node.to_owned(),
+            attempts: TAINT_CONFLICT_ATTEMPTS,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(annotation: Option<&str>, taints: &[&str]) -> Node {
+        let mut v = json!({"metadata": {"name": "n", "resourceVersion": "7"}, "spec": {}});
+        if let Some(a) = annotation {
+            v["metadata"]["annotations"] = json!({"k": a});
+        }
+        let taints: Vec<Value> = taints
+            .iter()
+            .map(|k| json!({"key": k, "effect": "NoSchedule"}))
+            .collect();
+        v["spec"]["taints"] = json!(taints);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn disrupted() -> Taint {
+        Taint {
+            key: "nodewright.io/disrupted".into(),
+            value: None,
+            effect: TaintEffect::NoSchedule,
+        }
+    }
+
+    #[test]
+    fn taking_a_node_writes_the_record_and_the_taint_in_one_guarded_patch_keeping_other_taints() {
+        let p = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), true)
+            .unwrap();
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["metadata"]["annotations"]["k"], "r");
+        let keys: Vec<&str> = p["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["key"].as_str().unwrap())
+            .collect();
+        assert_eq!(keys, ["other", "nodewright.io/disrupted"]);
+    }
+
+    #[test]
+    fn giving_a_removal_up_removes_both_and_a_node_already_so_needs_no_write() {
+        let taken = node(Some("r"), &["nodewright.io/disrupted", "other"]);
+        let p = removal_patch(&taken, "k", None, &disrupted(), false).unwrap();
+        assert_eq!(p["metadata"]["annotations"]["k"], Value::Null);
+        assert_eq!(p["spec"]["taints"].as_array().unwrap().len(), 1);
+        assert_eq!(removal_patch(&taken, "k", Some("r"), &disrupted(), true), None);
+        // A record changed on a node already tainted: the taints are left alone.
+        let p = removal_patch(&taken, "k", Some("r2"), &disrupted(), true).unwrap();
+        assert!(p.get("spec").is_none(), "{p}");
+    }
+}
