@@ -19,6 +19,7 @@ mod profiles;
 pub mod service;
 mod shared_unavailable;
 mod spoken_for;
+pub mod swr;
 pub mod template_gc;
 mod unavailable;
 pub mod unseen_launches;
