@@ -61,7 +61,8 @@ async fn the_first_contender_creates_the_lease_and_the_second_waits_until_it_is_
         a,
         Hold::Held {
             until: t0 + DURATION,
-            how: Step::Create
+            how: Step::Create,
+            earlier_launches_by: t0,
         }
     );
     let b = e[1].hold(t0 + secs(1)).await.expect("b reads");
@@ -105,7 +106,8 @@ async fn a_holder_that_stops_renewing_is_taken_over_only_after_its_lease_expires
         e[1].hold(t0 + secs(5)).await.expect("b takes over"),
         Hold::Held {
             until: t0 + secs(10),
-            how: Step::TakeOver { from: "a".into() }
+            how: Step::TakeOver { from: "a".into() },
+            earlier_launches_by: t0 + secs(5),
         }
     );
     assert_eq!(holder(&api).await.as_deref(), Some("b"));
@@ -152,4 +154,36 @@ async fn of_contenders_racing_for_a_free_lease_exactly_one_wins() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn the_last_launch_goes_with_the_lease_from_holder_to_holder_and_bounds_the_next_turn() {
+    let (_sim, e, api) = contenders(&["a", "b", "c"]).await;
+    let t0 = now();
+    e[0].hold(t0).await.expect("a holds");
+    e[0].note_launch(t0 + secs(2));
+    assert!(e[0].release(t0 + secs(4)).await.expect("a releases"));
+    let annotations = api.get(NAME).await.expect("the Lease").metadata.annotations;
+    assert!(
+        annotations.is_some_and(|a| a.contains_key(nodewright::lease::LAST_LAUNCH_ANNOTATION)),
+        "the release records a's last launch"
+    );
+    // b takes a released Lease: every launch before was made by a's last one.
+    assert!(matches!(
+        e[1].hold(t0 + secs(5)).await,
+        Ok(Hold::Held {
+            how: Step::Acquire,
+            earlier_launches_by,
+            ..
+        }) if earlier_launches_by == t0 + secs(2)
+    ));
+    // b launches nothing and releases: a's launch is still the last one, carried on.
+    assert!(e[1].release(t0 + secs(6)).await.expect("b releases"));
+    assert!(matches!(
+        e[2].hold(t0 + secs(7)).await,
+        Ok(Hold::Held {
+            earlier_launches_by,
+            ..
+        }) if earlier_launches_by == t0 + secs(2)
+    ));
 }

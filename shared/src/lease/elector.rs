@@ -1,9 +1,10 @@
 //! One contender for one Lease: read it, decide, write; a write that conflicts means
 //! another contender won the race, so read again and decide again.
 
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use super::decide::{LeaseRecord, Step, decide};
+use super::decide::{LeaseRecord, Step, decide, earlier_launches_by};
 use super::store::{LeaseError, LeaseStore};
 
 /// Reads and writes per call to [`Elector::hold`]: a conflict is followed by one more read,
@@ -14,8 +15,14 @@ const WRITE_ATTEMPTS: u32 = 3;
 /// Where this contender stands after [`Elector::hold`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
-    /// I hold the Lease until `until` (as written, measured from the `now` passed in).
-    Held { until: SystemTime, how: Step },
+    /// I hold the Lease until `until` (as written, measured from the `now` passed in);
+    /// every launch of its earlier holders was made by `earlier_launches_by` (see
+    /// [`super::earlier_launches_by`]).
+    Held {
+        until: SystemTime,
+        how: Step,
+        earlier_launches_by: SystemTime,
+    },
     /// `holder` does, until `until` unless it renews or releases first.
     Waiting { holder: String, until: SystemTime },
 }
@@ -31,6 +38,9 @@ pub struct Elector<S> {
     name: String,
     identity: String,
     duration: Duration,
+    /// The last launch this contender made while holding, written with its next renewal
+    /// or release (see [`LeaseRecord::last_launch`]).
+    launched: Mutex<Option<SystemTime>>,
 }
 
 impl<S: LeaseStore> Elector<S> {
@@ -42,7 +52,22 @@ impl<S: LeaseStore> Elector<S> {
             name: name.to_string(),
             identity: identity.to_string(),
             duration,
+            launched: Mutex::new(None),
         }
+    }
+
+    /// Notes that this holder launched something at `at`: the Lease carries it from the
+    /// next write on, so whoever takes it next knows when the last launch was.
+    pub fn note_launch(&self, at: SystemTime) {
+        if let Ok(mut l) = self.launched.lock() {
+            *l = (*l).max(Some(at));
+        }
+    }
+
+    /// The later of the Lease's recorded last launch and this holder's own.
+    fn last_launch(&self, read: Option<&LeaseRecord>) -> Option<SystemTime> {
+        let mine = self.launched.lock().ok().and_then(|l| *l);
+        read.and_then(|r| r.last_launch).max(mine)
     }
 
     pub fn identity(&self) -> &str {
@@ -64,12 +89,14 @@ impl<S: LeaseStore> Elector<S> {
             let read = self.store.read(&self.name).await?;
             let current = read.as_ref().map(|v| &v.record);
             let step = decide(current, &self.identity, now);
+            let last_launch = self.last_launch(current);
             let mine = |acquired: Option<SystemTime>, transitions: i32| LeaseRecord {
                 holder: Some(self.identity.clone()),
                 renewed: Some(now),
                 acquired,
                 duration: Some(self.duration),
                 transitions,
+                last_launch,
             };
             let written = match (&step, &read) {
                 (Step::Wait { holder, until }, _) => {
@@ -92,9 +119,11 @@ impl<S: LeaseStore> Elector<S> {
             };
             match written {
                 Ok(()) => {
+                    let earlier_launches_by = earlier_launches_by(current, &step, now);
                     return Ok(Hold::Held {
                         until: now + self.duration,
                         how: step,
+                        earlier_launches_by,
                     });
                 }
                 Err(LeaseError::Conflict { .. }) => continue,
@@ -120,6 +149,7 @@ impl<S: LeaseStore> Elector<S> {
         let released = LeaseRecord {
             holder: None,
             renewed: Some(now),
+            last_launch: self.last_launch(Some(&read.record)),
             ..read.record
         };
         match self

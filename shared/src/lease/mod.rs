@@ -23,7 +23,7 @@ mod elector;
 mod gate;
 mod store;
 
-pub use decide::{LeaseRecord, Step, decide, expires};
+pub use decide::{LeaseRecord, Step, decide, earlier_launches_by, expires};
 pub use elector::{Elector, Hold};
-pub use gate::MayAct;
-pub use store::{KubeLeases, LeaseError, LeaseStore, Versioned};
+pub use gate::{MayAct, Refusal};
+pub use store::{KubeLeases, LAST_LAUNCH_ANNOTATION, LeaseError, LeaseStore, Versioned};

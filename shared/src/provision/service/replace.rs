@@ -6,12 +6,13 @@
 //! Idempotent across retries and duplicate events: the claim ids derive from the pods'
 //! uids, so asking again for the same pods sends CreateFleet the same ClientToken.
 
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::super::in_flight::in_flight;
+use super::super::in_flight::{in_flight, node_instance_ids};
 use super::super::spoken_for;
+use super::super::turn::Turn;
 use super::super::unavailable::Exclusion;
 use super::launch_context::LaunchContext;
 use super::read::CapacityLists;
@@ -105,7 +106,7 @@ where
         ceiling: Option<f64>,
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
-        let started = Instant::now();
+        let started = SystemTime::from(self.clock.now());
         let mut report = ReplaceReport::default();
         if let Some(o) = reclaimed {
             let x = Exclusion::Offering {
@@ -123,12 +124,14 @@ where
         }
         let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
         let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
+        // Outside any Lease turn: listed now, by the same rule as a poll's.
         let CapacityLists {
             nodes,
             daemon_sets,
             bound,
-            mut owned,
-        } = self.list_capacity(None).await?;
+            owned,
+        } = self.list_capacity(&Turn::OUTSIDE, now).await?;
+        let mut owned = self.capacity_on_its_way(owned, &nodes, now).await?;
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.
@@ -138,10 +141,7 @@ where
                 .as_deref()
                 .is_some_and(|name| nodes_going.iter().any(|g| g == name))
         });
-        let going_instances = crate::provision::in_flight::node_instance_ids(&going);
-        self.unseen.forget_registered(&nodes);
-        self.unseen.forget_registered(&going);
-        owned = self.unseen.merge(owned, now);
+        let going_instances = node_instance_ids(&going);
         owned.retain(|i| !going_instances.contains(&i.id));
         // The interruption and sweeper functions have no idle moment between polls to
         // refresh in, as the provisioner's holder has: a replacement refreshes what is due
@@ -154,7 +154,14 @@ where
         let launchable = self.launchable(pools, classes, now).await?;
         // One node keeps its claim ids as they were; several are one decision, named by all.
         let replacing = nodes_going.join(",");
-        let mut ctx = LaunchContext::new(launchable, pods, now, started, Some(&replacing));
+        let mut ctx = LaunchContext::new(
+            launchable,
+            pods,
+            Turn::OUTSIDE,
+            now,
+            started,
+            Some(&replacing),
+        );
         let (catalog, pools, classes) = (&ctx.catalog, &ctx.pools, &ctx.classes);
 
         let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
@@ -227,6 +234,9 @@ where
         report.launched_instances = tally.launched_instances;
         report.failed_claims = tally.failed_claims;
         report.throttled = tally.throttled;
+        // The holder of the provisioner's Lease may plan with a listing asked for before
+        // these launches: it learns of them here.
+        self.share_launches(&report.launched_instances, now).await;
         Ok(report)
     }
 }
