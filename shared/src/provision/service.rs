@@ -406,6 +406,7 @@ pub(super) fn pod_key(p: &Pod) -> String {
     )
 }
 
+mod launch_answer;
 mod launch_claim;
 
 mod launchable;
