@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::api::labels::REPLACEMENT_ANNOTATION;
 use crate::drain::reschedulable;
+use crate::ids::InstanceId;
 use crate::kube::{InFlight, in_flight_name, parse_provider_id, tainted_for_disruption};
 use crate::scheduling::{ExistingNode, Nomination, PodDemand};
 
@@ -28,7 +29,7 @@ pub struct SpokenFor {
     /// recorded replacement, unbound as the scheduler will see them.
     pub pods: Vec<Pod>,
     /// Instances recorded as another node's replacement: no room for this node's pods.
-    pub instances: HashSet<String>,
+    pub instances: HashSet<InstanceId>,
 }
 
 /// See the module documentation. `replacing` are the nodes whose replacement is planned:
@@ -54,12 +55,9 @@ pub fn spoken_for(
             .as_ref()
             .and_then(|a| a.get(REPLACEMENT_ANNOTATION));
         match recorded {
-            Some(ids) => out.instances.extend(
-                ids.split(',')
-                    .map(str::trim)
-                    .filter(|id| id.starts_with("i-"))
-                    .map(str::to_owned),
-            ),
+            Some(ids) => out
+                .instances
+                .extend(ids.split(',').filter_map(InstanceId::parse)),
             None => {
                 let pods = node.metadata.name.as_deref().and_then(|n| bound.get(n));
                 out.pods.extend(
@@ -86,7 +84,7 @@ impl SpokenFor {
     pub fn withhold(&self, flying: &[InFlight], registered: &[Node], nodes: &mut [ExistingNode]) {
         let in_flight = flying
             .iter()
-            .filter(|f| self.instances.contains(&f.instance_id))
+            .filter(|f| self.instances.contains(f.instance_id.as_str()))
             .map(in_flight_name);
         let joined = registered
             .iter()
@@ -95,7 +93,7 @@ impl SpokenFor {
                     .as_ref()
                     .and_then(|s| s.provider_id.as_deref())
                     .and_then(parse_provider_id)
-                    .is_some_and(|p| self.instances.contains(&p.instance_id))
+                    .is_some_and(|p| self.instances.contains(p.instance_id.as_str()))
             })
             .filter_map(|n| n.metadata.name.clone());
         let names: HashSet<String> = in_flight.chain(joined).collect();
@@ -229,7 +227,8 @@ mod tests {
                 vec![pod("p1", "", "ReplicaSet")],
             );
             assert_eq!(names(&out.pods), want_pods, "{case}");
-            let want: HashSet<String> = want_instances.iter().map(|s| s.to_string()).collect();
+            let want: HashSet<InstanceId> =
+                want_instances.iter().map(|s| InstanceId::new(*s)).collect();
             assert_eq!(out.instances, want, "{case}");
             assert!(
                 out.pods
@@ -244,7 +243,10 @@ mod tests {
     fn another_nodes_replacement_takes_no_new_pod_whether_in_flight_or_registered() {
         let spoken = SpokenFor {
             pods: vec![],
-            instances: HashSet::from(["i-flying".to_string(), instance_of("joined")]),
+            instances: HashSet::from([
+                InstanceId::new("i-flying"),
+                InstanceId::new(instance_of("joined")),
+            ]),
         };
         let flight = |id: &str| InFlight {
             instance_id: id.into(),

@@ -142,7 +142,7 @@ where
                 .is_some_and(|name| nodes_going.iter().any(|g| g == name))
         });
         let going_instances = node_instance_ids(&going);
-        owned.retain(|i| !going_instances.contains(&i.id));
+        owned.retain(|i| !going_instances.contains(i.id.as_str()));
         // The interruption and sweeper functions have no idle moment between polls to
         // refresh in, as the provisioner's holder has: a replacement refreshes what is due
         // first (the catalog, a class's lookups), backing off after a failure as they do.
