@@ -81,7 +81,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Exclusions are shared with the interruption function (a spot warning's reclaimed
     // offering) through the cluster's nodewright-state ConfigMap.
     let shared = Arc::new(StateConfigMap::new(client.clone()));
-    let kube = KubeCluster::new(client, settings);
+    let kube = KubeCluster::with_clock(client, settings, clock.clone());
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let state = State::new(
         kube,
