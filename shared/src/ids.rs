@@ -72,10 +72,6 @@ identity!(
     PodUid
 );
 identity!(
-    /// An availability zone's name (`us-east-1a`).
-    Zone
-);
-identity!(
     /// One launch decision's id: the `nodewright.io/nodeclaim` tag and label, and the
     /// stem of its CreateFleet ClientToken.
     NodeClaimId

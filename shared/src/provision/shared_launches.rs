@@ -73,11 +73,7 @@ pub fn merge(
     now: SystemTime,
 ) -> BTreeMap<String, String> {
     let (kept, _) = read(current, now);
-    let mut out: BTreeMap<String, String> = current
-        .iter()
-        .filter(|(k, _)| !k.starts_with(KEY_PREFIX))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut out = super::shared_unavailable::others(current, KEY_PREFIX);
     for l in kept.iter().chain(add.iter().filter(|l| live(l.at, now))) {
         if let Ok(t) = jiff::Timestamp::try_from(l.at) {
             out.insert(key_of(&l.instance), t.to_string());

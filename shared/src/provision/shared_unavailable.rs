@@ -153,11 +153,7 @@ pub fn merge(
     now: SystemTime,
 ) -> BTreeMap<String, String> {
     let (live, _) = read(current, now);
-    let mut out: BTreeMap<String, String> = current
-        .iter()
-        .filter(|(k, _)| !k.starts_with(KEY_PREFIX))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut out = others(current, KEY_PREFIX);
     let mut until: BTreeMap<String, SystemTime> = BTreeMap::new();
     for x in live.iter().chain(add.iter().filter(|x| now < x.until)) {
         let Some(key) = key_of(&x.exclusion) else {
@@ -172,6 +168,14 @@ pub fn merge(
         }
     }
     out
+}
+
+/// The keys of `data` that do not start with `prefix`: another module's, kept as they are.
+pub(super) fn others(data: &BTreeMap<String, String>, prefix: &str) -> BTreeMap<String, String> {
+    data.iter()
+        .filter(|(k, _)| !k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! Idempotent across retries and duplicate events: the claim ids derive from the pods'
 //! uids, so asking again for the same pods sends CreateFleet the same ClientToken.
 
+use std::collections::HashSet;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -20,6 +21,7 @@ use super::rounds::Tally;
 use super::{ProvisionError, Provisioner, kube_err};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
+use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
 use crate::scheduling::{Snapshot, solve};
 
@@ -135,12 +137,10 @@ where
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.
-        let (going, nodes): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| {
-            n.metadata
-                .name
-                .as_deref()
-                .is_some_and(|name| nodes_going.iter().any(|g| g == name))
-        });
+        let going_names: HashSet<NodeName> = nodes_going.iter().map(NodeName::new).collect();
+        let (going, nodes): (Vec<_>, Vec<_>) = nodes
+            .into_iter()
+            .partition(|n| NodeName::of(n).is_some_and(|name| going_names.contains(&name)));
         let going_instances = node_instance_ids(&going);
         owned.retain(|i| !going_instances.contains(i.id.as_str()));
         // The interruption and sweeper functions have no idle moment between polls to
