@@ -20,7 +20,8 @@
 //! simulated cluster answer on loopback, so EC2's and the API server's own latency are not
 //! in these figures.
 //!
-//! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`.
+//! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`. With
+//! `NODEWRIGHT_BENCH_KEEP_LOGS` set, the containers' logs are kept (their folder is printed).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -549,6 +550,11 @@ async fn main() -> anyhow::Result<()> {
         summary["claims"],
         summary["launchedInstances"].as_array().map_or(0, Vec::len)
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    // `NODEWRIGHT_BENCH_KEEP_LOGS` keeps the containers' logs for reading a slow sample.
+    if std::env::var_os("NODEWRIGHT_BENCH_KEEP_LOGS").is_some() {
+        println!("logs kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
