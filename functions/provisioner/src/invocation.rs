@@ -8,12 +8,13 @@ use std::time::{Duration, SystemTime};
 use jiff::Timestamp;
 use lambda_runtime::{Context, Error};
 use nodewright::clock::Clock;
+use nodewright::ids::InstanceId;
 use nodewright::lease::{Elector, Hold, KubeLeases, MayAct};
 use nodewright::provision::{PollReport, ProvisionError, Turn};
 use nodewright::telemetry::{self, Decision};
 use serde_json::Value;
 
-use super::machine::{Action, Event, LeaseCheck, Settings, State as Machine};
+use super::machine::{Action, Event, LeaseCheck, Settings, State as Machine, TurnStart};
 use super::summary::Summary;
 use super::wakes::PodWakes;
 use super::{State, coverage, deadline, standby};
@@ -125,23 +126,21 @@ where
 
     async fn check_lease(&mut self, holding: bool) -> LeaseCheck {
         let Some(elector) = &self.elector else {
-            return LeaseCheck::Held {
+            return LeaseCheck::Held(TurnStart {
                 since: self.clock.now(),
-            };
+                named: vec![],
+            });
         };
         match elector.hold(SystemTime::from(self.clock.now())).await {
-            Ok(Hold::Held {
-                how,
-                earlier_launches_by,
-                ..
-            }) => {
+            Ok(Hold::Held { how, earlier, .. }) => {
                 if !holding {
                     self.summary.lease.acquired += 1;
                     tracing::info!(identity = elector.identity(), ?how, "holding the Lease");
                 }
-                let since =
-                    Timestamp::try_from(earlier_launches_by).unwrap_or_else(|_| self.clock.now());
-                LeaseCheck::Held { since }
+                LeaseCheck::Held(TurnStart {
+                    since: Timestamp::try_from(earlier.since).unwrap_or_else(|_| self.clock.now()),
+                    named: earlier.ids().filter_map(InstanceId::parse).collect(),
+                })
             }
             Ok(Hold::Waiting { holder, until }) => {
                 if holding {
@@ -183,7 +182,7 @@ where
         self.summary.lease.warm_up = Some((outcome, u128::try_from(ms).unwrap_or(0)));
     }
 
-    fn turn(&self, machine: &Machine) -> Turn<'_> {
+    fn turn<'a>(&'a self, machine: &'a Machine) -> Turn<'a> {
         turn_of(
             machine,
             self.gate.as_ref(),
@@ -238,10 +237,12 @@ where
             telemetry::decision_latency(Decision::Provision, took);
         }
         self.summary.add(report);
-        if let (Some(elector), true) = (&self.elector, report.create_fleet_sent) {
-            // Whoever takes the Lease next learns when this holder last launched: now,
-            // every CreateFleet of the poll answered (or given up on).
-            elector.note_launch(SystemTime::from(self.clock.now()));
+        if let Some(elector) = &self.elector {
+            // Whoever takes the Lease next learns of this holder's launches, answered by now.
+            elector.note_launches(
+                &report.launched_instances,
+                SystemTime::from(self.clock.now()),
+            );
         }
         if !report.launched_instances.is_empty()
             || report.unschedulable_pods > 0
@@ -340,13 +341,14 @@ where
 /// A poll's turn: since when its listing holds the earlier holders' launches, the time it
 /// launches by (`margin` before the deadline), its Lease gate.
 fn turn_of<'g>(
-    machine: &Machine,
+    machine: &'g Machine,
     gate: Option<&'g coverage::InvocationGate>,
     deadline: Option<Timestamp>,
     margin: Duration,
 ) -> Turn<'g> {
     Turn {
-        since: machine.turn.map(SystemTime::from),
+        since: machine.turn.as_ref().map(|t| SystemTime::from(t.since)),
+        named: machine.turn.as_ref().map_or(&[], |t| t.named.as_slice()),
         launch_by: deadline::launch_by(deadline, margin).map(SystemTime::from),
         gate: gate.map(|g| g as &dyn MayAct),
     }

@@ -147,7 +147,7 @@ impl<K, A> State<K, A> {
 /// prices when due), so neither a cold container's first catalog nor a warm one's
 /// five-minutely refresh sits on a pending pod's path once it takes over; it also keeps a
 /// listing of instances, which its first poll as holder plans with when the Lease was
-/// released after the previous holder's last launch. The Lease is released at the end so
+/// released (see `nodewright::lease::launches`). The Lease is released at the end so
 /// the next invocation takes over at once.
 ///
 /// Between polls, once no batching window is open, the holder refreshes what is due

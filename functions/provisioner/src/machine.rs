@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
+use nodewright::ids::InstanceId;
 
 /// What does not change during one invocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,9 +41,8 @@ pub struct Settings {
 pub struct State {
     /// Acting in this turn of the loop: holding the Lease, or without one.
     pub acting: bool,
-    /// Since when this invocation's Lease turn counts (see [`LeaseCheck::Held`]); `None`:
-    /// not holding.
-    pub turn: Option<Timestamp>,
+    /// This invocation's Lease turn (see [`LeaseCheck::Held`]); `None`: not holding.
+    pub turn: Option<TurnStart>,
     /// The standby warm-up was started (it is done at most once per invocation).
     pub warmed: bool,
     /// On-demand prices were asked for, or were not due: not again in this invocation.
@@ -58,12 +58,20 @@ pub struct State {
     pub wake_at: Timestamp,
 }
 
+/// What a Lease turn knows of the earlier holders' launches from its start on: a listing
+/// of instances asked for after `since` holds every one but `named` (see
+/// `nodewright::lease::launches`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStart {
+    pub since: Timestamp,
+    pub named: Vec<InstanceId>,
+}
+
 /// How a look at the Lease went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseCheck {
-    /// This invocation holds it. `since`: from when a listing of instances holds every
-    /// earlier holder's launches (see `Provisioner`'s `Turn`); kept while the turn lasts.
-    Held { since: Timestamp },
+    /// This invocation holds it; the turn it begins, kept while the turn lasts.
+    Held(TurnStart),
     /// Another invocation holds it.
     Waiting,
     /// The API server did not answer: treated as not holding.
@@ -71,7 +79,7 @@ pub enum LeaseCheck {
 }
 
 /// What happened since the last action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     Lease(LeaseCheck),
     /// The standby warm-up ended (done, or dropped because the Lease became this one's).
@@ -171,9 +179,9 @@ fn lease_checked(
     now: Timestamp,
 ) -> (State, Action) {
     match check {
-        LeaseCheck::Held { since } => {
+        LeaseCheck::Held(start) => {
             state.acting = true;
-            state.turn.get_or_insert(since);
+            state.turn.get_or_insert(start);
         }
         LeaseCheck::Waiting | LeaseCheck::Failed => {
             state.acting = false;

@@ -70,8 +70,8 @@ where
 
 /// Lists this cluster's instances while standing by, when the last listing is
 /// [`nodewright::provision::owned_listing::REFRESH_EVERY`] old: taking over a Lease that
-/// its holder released after its last launch, this invocation's first poll plans with it
-/// instead of waiting for DescribeInstances. Whether it ran.
+/// its holder released (see `nodewright::lease::launches`), this invocation's first poll
+/// plans with it instead of waiting for DescribeInstances. Whether it ran.
 pub async fn list_standing_by<K, A>(provisioner: &Mutex<Provisioner<K, A>>) -> bool
 where
     A: nodewright::aws::InstanceInventory + Sync,

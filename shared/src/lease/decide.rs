@@ -15,11 +15,9 @@ pub struct LeaseRecord {
     pub duration: Option<Duration>,
     /// `leaseTransitions`: how many times the holder changed.
     pub transitions: i32,
-    /// When a holder last launched something (nodewright's annotation
-    /// `nodewright.io/last-launch`), carried from holder to holder: a listing of instances
-    /// asked for after it, and after the Lease was released, holds every launch of the
-    /// holders before. `None`: none recorded.
-    pub last_launch: Option<SystemTime>,
+    /// The holders' launches, carried from holder to holder (nodewright's annotation
+    /// `nodewright.io/launches`, see [`super::launches`]); `None`: none recorded.
+    pub launches: Option<super::Launches>,
 }
 
 /// What to do about a Lease.
@@ -41,22 +39,6 @@ pub enum Step {
 /// either was not written by a live holder of this protocol, so it has already ended.
 pub fn expires(lease: &LeaseRecord) -> Option<SystemTime> {
     lease.renewed?.checked_add(lease.duration?)
-}
-
-/// By when every launch of the Lease's earlier holders was made, for a contender taking it
-/// with `step` at `now`: a released Lease was released by a holder that had finished, so
-/// its last launch (or, with none recorded, its release) bounds them; a Lease taken over
-/// from a holder that stopped renewing is bounded only by now (the holder checked the
-/// Lease before each launch, and it has expired).
-pub fn earlier_launches_by(
-    lease: Option<&LeaseRecord>,
-    step: &Step,
-    now: SystemTime,
-) -> SystemTime {
-    match (step, lease) {
-        (Step::Acquire, Some(l)) => l.last_launch.or(l.renewed).unwrap_or(now).min(now),
-        _ => now,
-    }
 }
 
 /// Given the Lease as just read (`None`: no such object), my identity and now.
@@ -99,7 +81,7 @@ mod tests {
             acquired: Some(at(0)),
             duration: Some(Duration::from_secs(duration)),
             transitions: 0,
-            last_launch: None,
+            launches: None,
         }
     }
 
@@ -184,57 +166,6 @@ mod tests {
         ];
         for (case, lease, now, want) in cases {
             assert_eq!(decide(lease.as_ref(), "a", at(*now)), *want, "{case}");
-        }
-    }
-
-    #[test]
-    fn a_released_lease_bounds_the_earlier_holders_launches_and_any_other_only_now_does() {
-        let launched = |l: Option<u64>| LeaseRecord {
-            holder: None,
-            last_launch: l.map(at),
-            ..held("b", 6, 5)
-        };
-        // (case, lease as read, step, now, bound)
-        let cases: [(&str, Option<LeaseRecord>, Step, u64, u64); 5] = [
-            (
-                "released: its last launch",
-                Some(launched(Some(4))),
-                Step::Acquire,
-                10,
-                4,
-            ),
-            (
-                "released with no launch recorded: its release",
-                Some(launched(None)),
-                Step::Acquire,
-                10,
-                6,
-            ),
-            (
-                "a launch recorded after now (clocks apart): now",
-                Some(launched(Some(12))),
-                Step::Acquire,
-                10,
-                10,
-            ),
-            (
-                "taken over from a holder that stopped renewing: now",
-                Some(LeaseRecord {
-                    last_launch: Some(at(2)),
-                    ..held("b", 1, 5)
-                }),
-                Step::TakeOver { from: "b".into() },
-                10,
-                10,
-            ),
-            ("created: now", None, Step::Create, 10, 10),
-        ];
-        for (case, lease, step, now, want) in cases {
-            assert_eq!(
-                earlier_launches_by(lease.as_ref(), &step, at(now)),
-                at(want),
-                "{case}"
-            );
         }
     }
 }

@@ -4,7 +4,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use super::decide::{LeaseRecord, Step, decide, earlier_launches_by};
+use super::decide::{LeaseRecord, Step, decide};
+use super::launches::{Launches, Named, earlier_launches, to_write};
 use super::store::{LeaseError, LeaseStore};
 
 /// Reads and writes per call to [`Elector::hold`]: a conflict is followed by one more read,
@@ -16,12 +17,12 @@ const WRITE_ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
     /// I hold the Lease until `until` (as written, measured from the `now` passed in);
-    /// every launch of its earlier holders was made by `earlier_launches_by` (see
-    /// [`super::earlier_launches_by`]).
+    /// `earlier`: the earlier holders' launches as far as a listing of instances needs them
+    /// (see [`super::launches`]).
     Held {
         until: SystemTime,
         how: Step,
-        earlier_launches_by: SystemTime,
+        earlier: Launches,
     },
     /// `holder` does, until `until` unless it renews or releases first.
     Waiting { holder: String, until: SystemTime },
@@ -38,9 +39,9 @@ pub struct Elector<S> {
     name: String,
     identity: String,
     duration: Duration,
-    /// The last launch this contender made while holding, written with its next renewal
-    /// or release (see [`LeaseRecord::last_launch`]).
-    launched: Mutex<Option<SystemTime>>,
+    /// The launches this contender made while holding, written with its next renewal or
+    /// release (see [`LeaseRecord::launches`]).
+    launched: Mutex<Vec<Named>>,
 }
 
 impl<S: LeaseStore> Elector<S> {
@@ -52,22 +53,20 @@ impl<S: LeaseStore> Elector<S> {
             name: name.to_string(),
             identity: identity.to_string(),
             duration,
-            launched: Mutex::new(None),
+            launched: Mutex::new(Vec::new()),
         }
     }
 
-    /// Notes that this holder launched something at `at`: the Lease carries it from the
-    /// next write on, so whoever takes it next knows when the last launch was.
-    pub fn note_launch(&self, at: SystemTime) {
+    /// Notes that this holder launched `instances`, answered by `at`: the Lease carries
+    /// them from the next write on, so whoever takes it next knows of them.
+    pub fn note_launches(&self, instances: &[String], at: SystemTime) {
         if let Ok(mut l) = self.launched.lock() {
-            *l = (*l).max(Some(at));
+            l.extend(instances.iter().map(|id| Named { id: id.clone(), at }));
         }
     }
 
-    /// The later of the Lease's recorded last launch and this holder's own.
-    fn last_launch(&self, read: Option<&LeaseRecord>) -> Option<SystemTime> {
-        let mine = self.launched.lock().ok().and_then(|l| *l);
-        read.and_then(|r| r.last_launch).max(mine)
+    fn mine(&self) -> Vec<Named> {
+        self.launched.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     pub fn identity(&self) -> &str {
@@ -89,14 +88,14 @@ impl<S: LeaseStore> Elector<S> {
             let read = self.store.read(&self.name).await?;
             let current = read.as_ref().map(|v| &v.record);
             let step = decide(current, &self.identity, now);
-            let last_launch = self.last_launch(current);
+            let launches = to_write(current, &step, &self.mine(), now);
             let mine = |acquired: Option<SystemTime>, transitions: i32| LeaseRecord {
                 holder: Some(self.identity.clone()),
                 renewed: Some(now),
                 acquired,
                 duration: Some(self.duration),
                 transitions,
-                last_launch,
+                launches: Some(launches.clone()),
             };
             let written = match (&step, &read) {
                 (Step::Wait { holder, until }, _) => {
@@ -119,11 +118,11 @@ impl<S: LeaseStore> Elector<S> {
             };
             match written {
                 Ok(()) => {
-                    let earlier_launches_by = earlier_launches_by(current, &step, now);
+                    let earlier = earlier_launches(current, &step, now);
                     return Ok(Hold::Held {
                         until: now + self.duration,
                         how: step,
-                        earlier_launches_by,
+                        earlier,
                     });
                 }
                 Err(LeaseError::Conflict { .. }) => continue,
@@ -149,7 +148,12 @@ impl<S: LeaseStore> Elector<S> {
         let released = LeaseRecord {
             holder: None,
             renewed: Some(now),
-            last_launch: self.last_launch(Some(&read.record)),
+            launches: Some(to_write(
+                Some(&read.record),
+                &Step::Renew,
+                &self.mine(),
+                now,
+            )),
             ..read.record
         };
         match self

@@ -8,9 +8,9 @@ use kube::api::{Api, PostParams};
 
 use super::decide::LeaseRecord;
 
-/// Where a Lease carries [`LeaseRecord::last_launch`]: an annotation of nodewright's, so
+/// Where a Lease carries [`LeaseRecord::launches`] (JSON): an annotation of nodewright's, so
 /// the Lease stays a plain `coordination.k8s.io/v1` Lease for every other reader.
-pub const LAST_LAUNCH_ANNOTATION: &str = "nodewright.io/last-launch";
+pub const LAUNCHES_ANNOTATION: &str = "nodewright.io/launches";
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -95,9 +95,10 @@ impl KubeLeases {
                 .map(MicroTime)
         };
         let annotations = record
-            .last_launch
-            .and_then(|t| jiff::Timestamp::try_from(t).ok())
-            .map(|t| [(LAST_LAUNCH_ANNOTATION.to_string(), t.to_string())].into());
+            .launches
+            .as_ref()
+            .and_then(|l| serde_json::to_string(l).ok())
+            .map(|l| [(LAUNCHES_ANNOTATION.to_string(), l)].into());
         Lease {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -133,14 +134,13 @@ fn record_of(lease: &Lease) -> LeaseRecord {
             .and_then(|s| u64::try_from(s).ok())
             .map(Duration::from_secs),
         transitions: spec.lease_transitions.unwrap_or(0),
-        // Unreadable: as if none were recorded (the Lease's release time bounds it then).
-        last_launch: lease
+        // Unreadable: as if none were recorded (the Lease's release time bounds them then).
+        launches: lease
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(LAST_LAUNCH_ANNOTATION))
-            .and_then(|v| v.parse::<jiff::Timestamp>().ok())
-            .map(SystemTime::from),
+            .and_then(|a| a.get(LAUNCHES_ANNOTATION))
+            .and_then(|v| serde_json::from_str(v).ok()),
     }
 }
 

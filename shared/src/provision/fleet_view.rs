@@ -10,11 +10,11 @@
 //!   ([`super::owned_listing`]);
 //! - this container's own launches it lacks ([`UnseenLaunches`]): counted as pending,
 //!   unless EC2 says they are gone;
-//! - with a kept listing, the launches other functions made outside the Lease that it
-//!   lacks, described by id: replacements recorded on the node they replace
-//!   (`nodewright.io/replacement`) and every launch published in the cluster's
-//!   `nodewright-state` ConfigMap (replacements and capacity windows alike, see
-//!   [`super::shared_launches`]).
+//! - with a kept listing, the launches others made that it lacks, described by id: the
+//!   earlier holders' latest, which the Lease names ([`Turn::named`]); replacements
+//!   recorded on the node they replace (`nodewright.io/replacement`); and every launch
+//!   published in the cluster's `nodewright-state` ConfigMap (replacements and capacity
+//!   windows alike, see [`super::shared_launches`]).
 //!
 //! It also keeps which attempt each node claim is at ([`LaunchAttempts`]): the launches
 //! and their ClientTokens are this container's memory of the same fleet.
@@ -93,10 +93,16 @@ impl FleetView {
         }
     }
 
-    /// The ids others recorded as launched, recorded on `nodes` as their replacement or
-    /// published lately, that a kept `listing` lacks. (Only a kept listing is completed
-    /// so: one asked for now holds what EC2 lists.)
-    pub fn recorded_missing(&self, listing: &[OwnedInstance], nodes: &[Node]) -> Vec<InstanceId> {
+    /// The ids others recorded as launched, that a kept `listing` lacks: recorded on
+    /// `nodes` as their replacement, published lately, or `named` by the Lease as an
+    /// earlier holder's. (Only a kept listing is completed so: one asked for now holds
+    /// what EC2 lists.)
+    pub fn recorded_missing(
+        &self,
+        listing: &[OwnedInstance],
+        nodes: &[Node],
+        named: &[InstanceId],
+    ) -> Vec<InstanceId> {
         let on_nodes = nodes
             .iter()
             .filter_map(|n| n.metadata.annotations.as_ref()?.get(REPLACEMENT_ANNOTATION))
@@ -107,6 +113,7 @@ impl FleetView {
             });
         let mut missing: Vec<InstanceId> = on_nodes
             .chain(self.published.keys().cloned())
+            .chain(named.iter().cloned())
             .filter(|id| !listing.iter().any(|i| i.id == id.as_str()))
             .collect();
         missing.sort();

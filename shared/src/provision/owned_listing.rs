@@ -11,10 +11,10 @@
 //! happened without this container knowing:
 //! - its own launches since the listing are in [`super::unseen_launches`]' memory, merged
 //!   in as EC2 not listing them yet;
-//! - the earlier holders' launches were all made by the turn's bound (`Turn::since`: the
-//!   last launch the Lease records when its holder released it, else the moment the turn
-//!   began; each holder checks the Lease before CreateFleet), so a listing asked for after
-//!   it holds them;
+//! - the earlier holders' launches were made before the turn's bound (`Turn::since`, which
+//!   the Lease carries when its holder released it, else the moment the turn began; each
+//!   holder checks the Lease before CreateFleet), so a listing asked for after it holds
+//!   them, or they are among the launches the Lease names (`Turn::named`);
 //! - the launches of the interruption function and the sweeper (replacements, capacity
 //!   windows) are published in the `nodewright-state` ConfigMap, and a replacement is also
 //!   recorded on the node it replaces (`nodewright.io/replacement`) before that node's pods
@@ -73,8 +73,8 @@ pub fn refresh_due(
 }
 
 /// Whether an invocation standing by should list again at `now`: the listing it keeps is
-/// the one its first poll as holder plans with, when asked for after the last launch of
-/// the holder it takes over from.
+/// the one its first poll as holder plans with, when asked for after the bound the Lease
+/// carries (see `lease::launches`).
 pub fn standby_refresh_due(listing: Option<&OwnedListing>, now: SystemTime) -> bool {
     listing.is_none_or(|l| l.age(now) >= REFRESH_EVERY)
 }
@@ -102,7 +102,7 @@ mod tests {
             (100, Some(90), 120, true),
             // Older than MAX_AGE.
             (100, Some(90), 121, false),
-            // Asked for before this turn began: the previous holder's last launches may
+            // Asked for before this turn's bound: the previous holder's last launches may
             // be missing.
             (100, Some(101), 102, false),
             (100, Some(100), 102, true),

@@ -91,9 +91,6 @@ pub struct PollReport {
     /// Launching stopped for this poll because the [`Turn`] said no (the Lease is someone
     /// else's, or the deadline is too near): why.
     pub withheld: Option<String>,
-    /// A CreateFleet was sent (answered or not): EC2 may hold a launch of this poll's
-    /// (see `Turn::since`).
-    pub create_fleet_sent: bool,
     /// Per launched claim: from the first time one of its pods was seen pending to the
     /// moment CreateFleet was sent.
     pub pending_to_fleet: Vec<Duration>,
@@ -294,7 +291,6 @@ where
         report.failed_claims = tally.failed_claims;
         report.throttled = tally.throttled;
         report.withheld = tally.withheld;
-        report.create_fleet_sent = ctx.create_fleet_sent;
         report.pending_to_fleet = tally.pending_to_fleet;
         report.unschedulable_pods = tally.unschedulable.len();
         self.warn_unschedulable(&ctx.by_key, tally.unschedulable)

@@ -20,6 +20,14 @@ fn settings(lease: bool) -> Settings {
     }
 }
 
+/// A turn bounded at `since` with one earlier launch named.
+fn start_at(since: i64) -> TurnStart {
+    TurnStart {
+        since: t(since),
+        named: vec![InstanceId::new("i-0earlier")],
+    }
+}
+
 /// A loop that has just started at 0.
 fn fresh() -> State {
     start(&settings(true), t(0)).0
@@ -29,7 +37,7 @@ fn fresh() -> State {
 fn holder(polled: i64) -> State {
     State {
         acting: true,
-        turn: Some(t(0)),
+        turn: Some(start_at(0)),
         next_poll: t(polled) + POLL,
         refreshed_since_poll: true,
         prices_checked: true,
@@ -59,7 +67,7 @@ type Row = (
 
 #[test]
 fn each_step_of_an_invocation_follows_from_its_state_what_happened_and_the_time() {
-    let held = |since| Event::Lease(LeaseCheck::Held { since: t(since) });
+    let held = |since| Event::Lease(LeaseCheck::Held(start_at(since)));
     let rows: Vec<Row> = vec![
         (
             "a woken standby looks at the Lease first",
@@ -86,7 +94,7 @@ fn each_step_of_an_invocation_follows_from_its_state_what_happened_and_the_time(
             held(-7),
             0,
             Action::Poll,
-            |s| s.acting && s.turn == Some(t(-7)),
+            |s| s.acting && s.turn == Some(start_at(-7)),
         ),
         (
             "a renewal keeps the turn's bound",
@@ -98,7 +106,7 @@ fn each_step_of_an_invocation_follows_from_its_state_what_happened_and_the_time(
                 until: t(5),
                 watch: true,
             },
-            |s| s.turn == Some(t(0)),
+            |s| s.turn == Some(start_at(0)),
         ),
         (
             "another holder the first time: warm up, with prices",

@@ -61,12 +61,7 @@ fn a_read_plans_with_the_kept_listing_only_in_the_turn_it_holds_every_earlier_la
     // (case, turn since, read at, plans with the kept listing)
     let cases = [
         ("asked after the turn's bound, young", Some(5), 15, true),
-        (
-            "asked before the previous holder's last launch",
-            Some(11),
-            15,
-            false,
-        ),
+        ("asked before the turn's bound", Some(11), 15, false),
         ("too old", Some(5), 31, false),
         ("outside a turn every read lists", None, 15, false),
     ];
@@ -83,7 +78,8 @@ fn a_read_plans_with_the_kept_listing_only_in_the_turn_it_holds_every_earlier_la
 }
 
 #[test]
-fn a_kept_listing_is_completed_by_the_launches_others_recorded_on_nodes_or_published() {
+fn a_kept_listing_is_completed_by_the_launches_others_recorded_on_nodes_published_or_the_lease_named()
+ {
     let mut view = FleetView::default();
     view.adopt_published([
         (InstanceId::new("i-0floor"), at(12)),
@@ -94,12 +90,13 @@ fn a_kept_listing_is_completed_by_the_launches_others_recorded_on_nodes_or_publi
         node("plain", None, "i-0plain"),
     ];
     let listing = [listed("i-0listed"), listed("i-0going")];
+    let named = [InstanceId::new("i-0earlier"), InstanceId::new("i-0listed")];
     let missing: Vec<String> = view
-        .recorded_missing(&listing, &nodes)
+        .recorded_missing(&listing, &nodes, &named)
         .into_iter()
         .map(String::from)
         .collect();
-    assert_eq!(missing, ["i-0floor", "i-0replacement"]);
+    assert_eq!(missing, ["i-0earlier", "i-0floor", "i-0replacement"]);
 }
 
 #[test]

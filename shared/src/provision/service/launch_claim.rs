@@ -53,7 +53,6 @@ where
         if let Err(why) = self.may_launch(&ctx.turn).await {
             return ClaimOutcome::Withheld(why);
         }
-        ctx.create_fleet_sent = true;
         let (answered, sent, judgement) = self.send(&mut prepared, ctx).await;
         self.apply(claim, ctx, prepared, answered, sent, judgement)
             .await

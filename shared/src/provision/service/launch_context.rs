@@ -37,8 +37,6 @@ pub(super) struct LaunchContext<'a> {
     pub(super) started: SystemTime,
     /// The node whose pods a replacement launches for (`None` in a poll).
     pub(super) replacing: Option<&'a str>,
-    /// A CreateFleet was sent.
-    pub(super) create_fleet_sent: bool,
     /// Per class, what its claims launch with (or why they cannot), once resolved.
     resolved: HashMap<String, Result<ClassLaunch, Unresolved>>,
 }
@@ -112,7 +110,6 @@ impl<'a> LaunchContext<'a> {
             now,
             started,
             replacing,
-            create_fleet_sent: false,
             resolved: HashMap::new(),
         }
     }

@@ -98,7 +98,7 @@ where
             bound,
             owned,
         } = self.list_capacity(turn, now).await?;
-        let owned = self.capacity_on_its_way(owned, &nodes, now).await?;
+        let owned = self.capacity_on_its_way(turn, owned, &nodes, now).await?;
         let unlabelled = missing_nodeclaim_labels(&nodes, &owned);
         // This poll's snapshot sees the labels too, written or not: the instance tag
         // already says the node is ours, so a node that joined and is not Ready yet
@@ -178,6 +178,7 @@ where
     /// (unless EC2 says they are gone).
     pub(super) async fn capacity_on_its_way(
         &mut self,
+        turn: &Turn<'_>,
         listed: Listed,
         nodes: &[Node],
         now: SystemTime,
@@ -190,7 +191,7 @@ where
             Listed::Now(instances) => (instances, now, false),
         };
         if kept {
-            let missing: Vec<String> = (self.fleet.recorded_missing(&owned, nodes))
+            let missing: Vec<String> = (self.fleet.recorded_missing(&owned, nodes, turn.named))
                 .into_iter()
                 .map(String::from)
                 .collect();

@@ -133,7 +133,9 @@ where
             bound,
             owned,
         } = self.list_capacity(&Turn::OUTSIDE, now).await?;
-        let mut owned = self.capacity_on_its_way(owned, &nodes, now).await?;
+        let mut owned = self
+            .capacity_on_its_way(&Turn::OUTSIDE, owned, &nodes, now)
+            .await?;
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.

@@ -129,3 +129,35 @@ async fn the_fleets_cost_from_a_kept_listing_counts_the_launches_made_since_it_w
     assert_eq!(cost.instances, 1, "{cost:?}");
     assert_eq!(listings(&p), ["DescribeInstances"], "{:?}", p.aws().calls());
 }
+
+#[tokio::test]
+async fn a_new_holders_first_poll_plans_with_its_standby_listing_and_describes_the_launches_named_since()
+ {
+    // The listing was asked for at 10, standing by. (the Lease's bound on the earlier
+    // holders' launches, the launches it names, the calls the first poll makes, whether it
+    // launches: a named launch is capacity on its way for the pod)
+    let named = [crate::ids::InstanceId::new("i-0earlier")];
+    let cases: [(u64, &[crate::ids::InstanceId], &[&str], usize); 3] = [
+        (8, &[], &[], 1),
+        (8, &named, &["DescribeInstances i-0earlier"], 0),
+        (11, &[], &["DescribeInstances"], 1),
+    ];
+    for (bound, named, calls, launches) in cases {
+        let aws = FakeAws::new(&["m5.large"], vec![]);
+        let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+        refreshed(&mut p, at(10)).await;
+        let before = listings(&p).len();
+        let first_poll = Turn {
+            since: Some(at(bound)),
+            named,
+            ..Turn::OUTSIDE
+        };
+        let report = p.poll(&first_poll, at(12)).await;
+        assert_eq!(
+            listings(&p)[before..],
+            *calls,
+            "bound {bound}, named {named:?}"
+        );
+        assert_eq!(launched(report), launches, "bound {bound}, named {named:?}");
+    }
+}
