@@ -30,6 +30,13 @@ pub trait Clock: Send + Sync {
     fn sleep_until(&self, at: Timestamp) -> Sleep {
         self.sleep(until(self.now(), at))
     }
+
+    /// Waits until `at` with nothing to do meanwhile but watch for events (a handler
+    /// between polls), as opposed to a wait that bounds work in progress. The same wait as
+    /// [`Clock::sleep_until`] for every clock but [`SkippingClock`], which skips it.
+    fn idle_until(&self, at: Timestamp) -> Sleep {
+        self.sleep_until(at)
+    }
 }
 
 /// The time from `now` to `at`, zero when `at` has passed.
@@ -195,6 +202,40 @@ pub struct ClockSettingError {
     value: String,
 }
 
+/// For tests of a handler against a real world (moto, the simulated cluster): the system
+/// clock, except that an idle wait ([`Clock::idle_until`]) returns at once with this
+/// clock moved on to its end. Work takes the time it takes and counts as it does on the
+/// system clock (the AWS SDK's and the Kubernetes client's own timeouts stay real); only
+/// waiting for nothing is skipped, so a handler's budget passes as fast as its work.
+/// Events that would have come during a skipped wait (a pod turning pending) are seen by
+/// the next poll instead.
+#[derive(Debug, Default)]
+pub struct SkippingClock {
+    skipped: std::sync::Mutex<Duration>,
+}
+
+impl SkippingClock {
+    fn skipped(&self) -> Duration {
+        self.skipped.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
+impl Clock for SkippingClock {
+    fn now(&self) -> Timestamp {
+        let skipped = SignedDuration::try_from(self.skipped()).unwrap_or(SignedDuration::MAX);
+        let now = Timestamp::now();
+        now.checked_add(skipped).unwrap_or(now)
+    }
+
+    fn idle_until(&self, at: Timestamp) -> Sleep {
+        let wait = until(self.now(), at);
+        if let Ok(mut skipped) = self.skipped.lock() {
+            *skipped += wait;
+        }
+        Box::pin(std::future::ready(()))
+    }
+}
+
 /// The clock [`CLOCK_VARIABLE`] selects (`None`: unset, the system clock).
 pub fn from_setting(value: Option<&str>) -> Result<Arc<dyn Clock>, ClockSettingError> {
     let Some(value) = value else {
@@ -336,5 +377,33 @@ mod tests {
             .unwrap();
         assert!(clock.now() >= start + SignedDuration::from_secs(3600));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_skipping_clock_skips_idle_waits_and_only_those() {
+        let clock = SkippingClock::default();
+        let started = std::time::Instant::now();
+        let before = clock.now();
+        clock.idle_until(before + Duration::from_secs(3600)).await;
+        assert!(
+            clock.now() >= before + Duration::from_secs(3600),
+            "moved on"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "without waiting"
+        );
+        let idle_at = clock.now();
+        clock.idle_until(idle_at - Duration::from_secs(10)).await;
+        assert!(
+            clock.now() >= idle_at,
+            "a wait already over moves nothing back"
+        );
+        let sleeping = std::time::Instant::now();
+        clock.sleep(Duration::from_millis(50)).await;
+        assert!(
+            sleeping.elapsed() >= Duration::from_millis(50),
+            "a wait that bounds work is not skipped"
+        );
     }
 }

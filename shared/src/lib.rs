@@ -8,6 +8,7 @@ pub mod disruption;
 pub mod drain;
 pub mod eks;
 mod error_chain;
+pub mod ids;
 pub mod interruption;
 pub mod kube;
 pub mod lease;

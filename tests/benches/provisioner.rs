@@ -20,7 +20,8 @@
 //! simulated cluster answer on loopback, so EC2's and the API server's own latency are not
 //! in these figures.
 //!
-//! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`.
+//! The binary is `$NODEWRIGHT_PROVISIONER_BIN`, else `<target>/release/provisioner`. With
+//! `NODEWRIGHT_BENCH_KEEP_LOGS` set, the containers' logs are kept (their folder is printed).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -335,6 +336,9 @@ async fn latency(
         distinct.len(),
         samples.len()
     );
+    for line in repeated_tokens(&fleets, began, dir) {
+        println!("  {line}");
+    }
     println!("AWS calls by action, as the front timed them (moto's time and the front's):");
     let halfway = began + wall / 2;
     for (half, keep) in [
@@ -350,6 +354,55 @@ async fn latency(
     }
     samples.sort();
     Ok((samples, invocations, wall))
+}
+
+/// Each ClientToken CreateFleet received more than once: when each call came and how long
+/// it took, and the log lines of every container that name its node claim, so the retry
+/// that sent it again can be told (the SDK's own, the next poll's, another holder's).
+fn repeated_tokens(fleets: &[Call], began: Instant, dir: &Path) -> Vec<String> {
+    let mut by_token: std::collections::BTreeMap<String, Vec<&Call>> = Default::default();
+    for c in fleets {
+        by_token.entry(client_token(c)).or_default().push(c);
+    }
+    let logs: Vec<(String, String)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(e.path()).unwrap_or_default())
+        })
+        .collect();
+    let mut lines = vec![];
+    for (token, calls) in by_token.iter().filter(|(_, calls)| calls.len() > 1) {
+        let at: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                format!(
+                    "{:.2} s (took {:.2} s, {:?})",
+                    c.at.saturating_duration_since(began).as_secs_f64(),
+                    c.took.as_secs_f64(),
+                    c.handling
+                )
+            })
+            .collect();
+        lines.push(format!(
+            "ClientToken {token} sent {} times, at {}",
+            calls.len(),
+            at.join(", ")
+        ));
+        let claim = token.rsplit_once('-').map_or(token.as_str(), |(c, _)| c);
+        for (name, log) in &logs {
+            let about = |l: &&str| {
+                l.contains(claim) || (l.contains("CreateFleet") && !l.contains("\"INFO\""))
+            };
+            for line in log.lines().filter(about) {
+                lines.push(format!("    {name}: {line}"));
+            }
+        }
+    }
+    lines
 }
 
 /// The AWS call that took longest of those answered while a pod waited, so a slow sample
@@ -497,6 +550,11 @@ async fn main() -> anyhow::Result<()> {
         summary["claims"],
         summary["launchedInstances"].as_array().map_or(0, Vec::len)
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    // `NODEWRIGHT_BENCH_KEEP_LOGS` keeps the containers' logs for reading a slow sample.
+    if std::env::var_os("NODEWRIGHT_BENCH_KEEP_LOGS").is_some() {
+        println!("logs kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }

@@ -456,7 +456,7 @@ pub mod provisioner {
                 iam: IamAdapter::new(aws_sdk_iam::Client::new(&self.product_sdk), cluster),
             };
             let mut provisioner = Provisioner::new(kube, aws, settings)?;
-            provisioner.set_shared_exclusions(Some(shared));
+            provisioner.set_shared_state(Some(shared));
             Ok(ProvisionerState::with_provisioner(provisioner, config))
         }
     }

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use nodewright::lease::{Elector, Hold, KubeLeases, Step};
+use nodewright::lease::{Elector, Hold, KubeLeases, Launches, Step};
 use nodewright_world::kube_sim::{SimCluster, SimConfig};
 
 const NAME: &str = "nodewright-provisioner";
@@ -61,7 +61,8 @@ async fn the_first_contender_creates_the_lease_and_the_second_waits_until_it_is_
         a,
         Hold::Held {
             until: t0 + DURATION,
-            how: Step::Create
+            how: Step::Create,
+            earlier: Launches::bound(t0),
         }
     );
     let b = e[1].hold(t0 + secs(1)).await.expect("b reads");
@@ -105,7 +106,8 @@ async fn a_holder_that_stops_renewing_is_taken_over_only_after_its_lease_expires
         e[1].hold(t0 + secs(5)).await.expect("b takes over"),
         Hold::Held {
             until: t0 + secs(10),
-            how: Step::TakeOver { from: "a".into() }
+            how: Step::TakeOver { from: "a".into() },
+            earlier: Launches::bound(t0 + secs(5)),
         }
     );
     assert_eq!(holder(&api).await.as_deref(), Some("b"));
@@ -152,4 +154,36 @@ async fn of_contenders_racing_for_a_free_lease_exactly_one_wins() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_holders_launches_go_with_the_lease_it_releases_to_the_next_holder_and_the_one_after() {
+    let (_sim, e, api) = contenders(&["a", "b", "c"]).await;
+    let t0 = now();
+    e[0].hold(t0).await.expect("a holds");
+    e[0].note_launches(&["i-0a".to_string()], t0 + secs(2));
+    assert!(e[0].release(t0 + secs(4)).await.expect("a releases"));
+    let annotations = api.get(NAME).await.expect("the Lease").metadata.annotations;
+    assert!(
+        annotations.is_some_and(|a| a.contains_key(nodewright::lease::LAUNCHES_ANNOTATION)),
+        "the release records a's launches"
+    );
+    // b takes the released Lease: a's launch is named, the earlier ones bounded by a's
+    // acquisition.
+    let Ok(Hold::Held {
+        how: Step::Acquire,
+        earlier,
+        ..
+    }) = e[1].hold(t0 + secs(5)).await
+    else {
+        panic!("b acquires");
+    };
+    assert_eq!(earlier.since, t0);
+    assert_eq!(earlier.ids().collect::<Vec<_>>(), ["i-0a"]);
+    // b launches nothing and releases: a's launch is carried on to c.
+    assert!(e[1].release(t0 + secs(6)).await.expect("b releases"));
+    let Ok(Hold::Held { earlier, .. }) = e[2].hold(t0 + secs(7)).await else {
+        panic!("c acquires");
+    };
+    assert_eq!(earlier.ids().collect::<Vec<_>>(), ["i-0a"]);
 }

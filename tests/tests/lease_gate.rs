@@ -1,5 +1,5 @@
-//! The check right before CreateFleet (`Provisioner::set_may_act` with the provisioner
-//! handler's `InvocationGate`): a holder whose Lease was taken over while it was preparing
+//! The check right before CreateFleet (the poll's `Turn` with the provisioner handler's
+//! `InvocationGate`): a holder whose Lease was taken over while it was preparing
 //! a launch (frozen past its lease, or slower than it) sends no CreateFleet; once the Lease
 //! is its own again, the same launch goes out.
 //!
@@ -10,8 +10,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use nodewright::clock::SystemClock;
 use nodewright::lease::{Elector, KubeLeases};
-use nodewright::provision::{BatchWindow, PollReport};
+use nodewright::provision::{BatchWindow, PollReport, Turn};
 use nodewright_provisioner::coverage::InvocationGate;
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
@@ -20,14 +21,14 @@ use nodewright_world::world::provisioner::{ProvisionerState, quick};
 const NAME: &str = "nodewright-provisioner";
 const LEASE: Duration = Duration::from_secs(2);
 
-/// Polls until the batching window has closed and the poll planned something.
-async fn poll_until_planned(state: &ProvisionerState) -> PollReport {
+/// Polls in `turn` until the batching window has closed and the poll planned something.
+async fn poll_until_planned(state: &ProvisionerState, turn: &Turn<'_>) -> PollReport {
     for _ in 0..50 {
         let report = state
             .provisioner()
             .lock()
             .await
-            .poll(SystemTime::now())
+            .poll(turn, SystemTime::now())
             .await
             .expect("the poll");
         if report.waiting.is_none() && report.claims > 0 {
@@ -70,17 +71,16 @@ async fn a_holder_whose_lease_was_taken_over_withholds_its_launch_until_the_leas
     assert!(me.hold(t0).await.unwrap().is_held());
     // While "me" is frozen, its lease expires and "other" takes over.
     assert!(other.hold(t0 + LEASE).await.unwrap().is_held());
-    state
-        .provisioner()
-        .lock()
-        .await
-        .set_may_act(Some(Arc::new(InvocationGate {
-            elector: Some(me.clone()),
-            deadline: None,
-            margin: Duration::from_secs(15),
-        })));
+    let gate = InvocationGate {
+        elector: me.clone(),
+        clock: Arc::new(SystemClock),
+    };
+    let turn = Turn {
+        gate: Some(&gate),
+        ..Turn::OUTSIDE
+    };
 
-    let withheld = poll_until_planned(&state).await;
+    let withheld = poll_until_planned(&state, &turn).await;
     assert!(withheld.launched_instances.is_empty(), "{withheld:?}");
     assert!(
         withheld
@@ -97,7 +97,7 @@ async fn a_holder_whose_lease_was_taken_over_withholds_its_launch_until_the_leas
 
     // "other" ends and releases: the same claim is launched, once.
     assert!(other.release(SystemTime::now()).await.unwrap());
-    let launched = poll_until_planned(&state).await;
+    let launched = poll_until_planned(&state, &turn).await;
     assert_eq!(launched.launched_instances.len(), 1, "{launched:?}");
     assert_eq!(launched.withheld, None);
     assert_eq!(world.front.calls("CreateFleet").len(), 1);

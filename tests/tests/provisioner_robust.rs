@@ -1,5 +1,5 @@
 //! The provisioner against what a real cluster and a real account do that the happy path
-//! does not (issue 8): nodes that join but are not Ready yet, CreateFleet errors that call
+//! does not: nodes that join but are not Ready yet, CreateFleet errors that call
 //! for a fallback, NodePools deleted while the CRDs stay, repeated polls' API load, and
 //! Kubernetes API faults.
 //!
@@ -7,6 +7,9 @@
 //! with injected errors where a test says so) and Kubernetes is the simulated cluster; the
 //! provisioner handler, the AWS SDK and `kube::Client` are real.
 
+use std::sync::Arc;
+
+use nodewright::clock::{Clock, SkippingClock};
 use std::time::Duration;
 
 use nodewright_world::kit::{
@@ -16,6 +19,13 @@ use nodewright_world::kit::{
 use nodewright_world::kube_sim::SimConfig;
 use nodewright_world::world::provisioner::{invoke, quick};
 use nodewright_world::world::{Instance, World};
+
+/// The handler's idle waits skipped ([`SkippingClock`]): an invocation takes as long as its
+/// polls, not its whole budget. Tests where something happens while the handler waits
+/// keep the system clock.
+fn skipping() -> Arc<dyn Clock> {
+    Arc::new(SkippingClock::default())
+}
 
 async fn owned_instances(world: &World) -> Vec<Instance> {
     world
@@ -61,7 +71,8 @@ async fn a_node_that_joined_but_is_not_ready_yet_counts_as_capacity_and_is_not_l
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let first = owned_instances(&world).await;
     assert!(!first.is_empty(), "nothing launched: {summary}");
@@ -150,7 +161,8 @@ async fn without_the_spot_service_linked_role_the_same_poll_falls_back_to_on_dem
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert!(!launched.is_empty(), "nothing launched: {summary}");
@@ -231,7 +243,8 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
     let state = world
         .provisioner(quick(Duration::from_secs(2)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     assert!(
         owned_instances(&world).await.is_empty(),
@@ -259,7 +272,8 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert!(
@@ -292,7 +306,8 @@ async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothin
     let state = world
         .provisioner(quick(Duration::from_secs(20)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state)
         .await
         .expect("a failed poll does not fail the invocation");
@@ -365,7 +380,8 @@ async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_c
     let state = world
         .provisioner(quick(Duration::from_secs(8)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
 
     let before = mark(&world);
     let idle = invoke(&state).await.unwrap();
@@ -408,10 +424,11 @@ async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_c
 /// A holder's listing between polls, when the kept one is too old to plan with, is
 /// finished even if a pod wakes the holder meanwhile: the pod's poll would otherwise list
 /// again from scratch. While the kept one can still be planned with, a wake drops the new
-/// listing at once (issue 15). DescribeInstances is slowed by the AWS front, as a large
+/// listing at once. DescribeInstances is slowed by the AWS front, as a large
 /// fleet slows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_waking_the_holder_drops_its_listing_only_while_the_kept_one_can_be_planned_with() {
+    use nodewright::provision::Turn;
     use nodewright_provisioner::standby::refresh_between_polls;
     use std::time::{Instant, SystemTime};
 
@@ -425,19 +442,21 @@ async fn a_pod_waking_the_holder_drops_its_listing_only_while_the_kept_one_can_b
     // (age of the kept listing in seconds, whether the wake lets the new listing finish)
     for (age, finished) in [(30, true), (12, false)] {
         let now = SystemTime::now();
+        let turn = Turn {
+            since: Some(now - Duration::from_secs(60)),
+            ..Turn::OUTSIDE
+        };
         {
             let mut p = state.provisioner().lock().await;
-            p.set_acting_since(None);
-            p.set_acting_since(Some(now - Duration::from_secs(60)));
             p.refresh_owned_listing(now - Duration::from_secs(age))
                 .await
                 .unwrap_or_else(|e| panic!("listing: {e}"));
-            assert!(p.owned_listing_due(now), "age {age}");
-            assert_eq!(p.plans_with_listing(now), !finished, "age {age}");
+            assert!(p.owned_listing_due(&turn, false, now), "age {age}");
+            assert_eq!(p.plans_with_listing(&turn, now), !finished, "age {age}");
         }
         let started = Instant::now();
         let woken = tokio::time::sleep(Duration::from_millis(300));
-        let between = refresh_between_polls(state.provisioner(), woken, false).await;
+        let between = refresh_between_polls(state.provisioner(), &turn, woken, false).await;
         let took = started.elapsed();
         let p = state.provisioner().lock().await;
         let now = SystemTime::now();
@@ -445,18 +464,18 @@ async fn a_pod_waking_the_holder_drops_its_listing_only_while_the_kept_one_can_b
             assert!(took >= SLOW, "age {age}: returned after {took:?}");
             assert!(between.ran, "age {age}");
             assert!(
-                p.plans_with_listing(now),
+                p.plans_with_listing(&turn, now),
                 "age {age}: a fresh listing is kept"
             );
-            assert!(!p.owned_listing_due(now), "age {age}");
+            assert!(!p.owned_listing_due(&turn, false, now), "age {age}");
         } else {
             assert!(took < SLOW, "age {age}: waited {took:?} for the listing");
             assert!(
-                p.owned_listing_due(now),
+                p.owned_listing_due(&turn, false, now),
                 "age {age}: the new listing was dropped"
             );
             assert!(
-                p.plans_with_listing(now),
+                p.plans_with_listing(&turn, now),
                 "age {age}: the kept one is still planned with"
             );
         }

@@ -5,14 +5,23 @@
 //! Emulated here: AWS is moto's server and Kubernetes is the simulated cluster
 //! (`nodewright_world::kube_sim`); the provisioner, the AWS SDK and `kube::Client` are real.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use nodewright::clock::{Clock, SkippingClock};
 use nodewright_world::kit::{
     apply_getting_started, getting_started, log_to_test_output, manual_world, quick_batch,
 };
 use nodewright_world::world::provisioner::{invoke, quick};
 use nodewright_world::world::{Instance, World};
 use serde_json::Value;
+
+/// The handler's idle waits skipped ([`SkippingClock`]): an invocation takes as long as its
+/// polls, not its whole budget. Tests where something happens while the handler waits
+/// keep the system clock.
+fn skipping() -> Arc<dyn Clock> {
+    Arc::new(SkippingClock::default())
+}
 
 async fn owned_instances(world: &World) -> Vec<Instance> {
     world
@@ -63,7 +72,8 @@ async fn pending_pods_become_tagged_instances_then_ready_nodes_then_running_pods
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.expect("the handler succeeds");
     let launched = owned_instances(&world).await;
     assert!(!launched.is_empty(), "nothing launched: {summary}");
@@ -121,7 +131,8 @@ async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     invoke(&state).await.unwrap();
     let first = owned_instances(&world).await.len();
     assert!(first > 0);
@@ -136,7 +147,8 @@ async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     let cold = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     invoke(&cold).await.unwrap();
     assert_eq!(
         owned_instances(&world).await.len(),
@@ -160,7 +172,8 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert_eq!(launched.len(), 2, "{summary}");
@@ -234,7 +247,8 @@ async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     let catalog = nodewright::catalog::bundled_instance_types().unwrap();
@@ -307,7 +321,8 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
             }
         })
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert_eq!(launched.len(), 2, "{summary}");
@@ -344,7 +359,8 @@ async fn create_fleet_throttled_past_the_sdk_retries_is_tried_again_by_the_next_
     let state = world
         .provisioner(quick(Duration::from_secs(20)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&state).await.unwrap();
     let calls: Vec<Handling> = world
         .front
@@ -375,7 +391,8 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
     let state = world
         .provisioner(quick(Duration::from_secs(10)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     // The handler never learns what CreateFleet did: its future is dropped the moment moto
     // has answered, as a container killed mid-invocation would be.
     tokio::select! {
@@ -393,7 +410,8 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
     let cold = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     let summary = invoke(&cold).await.unwrap();
     assert_eq!(
         owned_instances(&world).await.len(),
@@ -486,7 +504,8 @@ async fn second_invocation_asks_for_nothing(cluster: &str, examples: &[&str]) {
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     invoke(&state).await.unwrap();
     let launched = owned_instances(&world).await;
     assert!(!launched.is_empty(), "nothing launched for {examples:?}");
@@ -565,7 +584,8 @@ spec:
     let state = world
         .provisioner(quick(Duration::from_secs(3)), quick_batch())
         .await
-        .unwrap();
+        .unwrap()
+        .with_clock(skipping());
     invoke(&state).await.expect("the handler succeeds");
     let_nodes_join(&world).await;
     assert_eq!(pods_of(&world, "data", "db"), (1, 1));

@@ -7,9 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use nodewright::lease::{Elector, Hold, KubeLeases, MayAct};
+use nodewright::clock::Clock;
+use nodewright::lease::{Elector, Hold, KubeLeases, MayAct, Refusal};
 
-use super::deadline::{DEFAULT_DEADLINE_MARGIN, may_start};
+use super::deadline::DEFAULT_DEADLINE_MARGIN;
 use super::parse_duration;
 
 /// `LEASE_DURATION`: how long a holder's claim stands after each renewal, so how long the
@@ -111,6 +112,7 @@ pub struct LeaseSetup {
 pub async fn while_holding<T>(
     elector: Option<&Elector<KubeLeases>>,
     every: Duration,
+    clock: &dyn Clock,
     work: impl std::future::Future<Output = T>,
 ) -> T {
     let Some(elector) = elector else {
@@ -118,14 +120,18 @@ pub async fn while_holding<T>(
     };
     tokio::select! {
         output = work => output,
-        never = renew_every(elector, every) => match never {},
+        never = renew_every(elector, every, clock) => match never {},
     }
 }
 
-async fn renew_every(elector: &Elector<KubeLeases>, every: Duration) -> std::convert::Infallible {
+async fn renew_every(
+    elector: &Elector<KubeLeases>,
+    every: Duration,
+    clock: &dyn Clock,
+) -> std::convert::Infallible {
     loop {
-        tokio::time::sleep(every).await;
-        match elector.hold(SystemTime::now()).await {
+        clock.sleep(every).await;
+        match elector.hold(SystemTime::from(clock.now())).await {
             Ok(Hold::Held { .. }) => {}
             Ok(Hold::Waiting { holder, .. }) => {
                 tracing::warn!(holder, "the Lease was taken over while this holder worked");
@@ -138,37 +144,21 @@ async fn renew_every(elector: &Elector<KubeLeases>, every: Duration) -> std::con
     }
 }
 
-/// The check asked right before each CreateFleet during one invocation: enough time left
-/// before the deadline, and (with a Lease) the Lease still this invocation's, renewed now.
+/// The check asked right before each CreateFleet during one invocation: the Lease still
+/// this invocation's, renewed now. (The deadline is the poll's `Turn`'s to check.)
 pub struct InvocationGate {
-    pub elector: Option<Arc<Elector<KubeLeases>>>,
-    pub deadline: Option<SystemTime>,
-    pub margin: Duration,
+    pub elector: Arc<Elector<KubeLeases>>,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl MayAct for InvocationGate {
-    fn may_act(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn may_act(&self) -> BoxFuture<'_, Result<(), Refusal>> {
         async move {
-            let now = SystemTime::now();
-            if !may_start(now, self.deadline, self.margin) {
-                return Err(format!(
-                    "within {:?} of the invocation's deadline: a launch might not finish",
-                    self.margin
-                ));
-            }
-            let Some(elector) = &self.elector else {
-                return Ok(());
-            };
-            match elector.hold(now).await {
+            let lease = self.elector.name().to_string();
+            match self.elector.hold(SystemTime::from(self.clock.now())).await {
                 Ok(Hold::Held { .. }) => Ok(()),
-                Ok(Hold::Waiting { holder, .. }) => Err(format!(
-                    "the Lease {} is now held by {holder}",
-                    elector.name()
-                )),
-                Err(e) => Err(format!(
-                    "the Lease could not be confirmed: {}",
-                    nodewright::error_chain(&e)
-                )),
+                Ok(Hold::Waiting { holder, .. }) => Err(Refusal::TakenOver { lease, holder }),
+                Err(source) => Err(Refusal::Unconfirmed { lease, source }),
             }
         }
         .boxed()

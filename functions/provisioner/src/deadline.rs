@@ -1,7 +1,11 @@
 //! When an invocation stops starting work: a margin before the Lambda deadline (and never
-//! past `INVOCATION_BUDGET`), so what it starts ends before Lambda kills it.
+//! past `INVOCATION_BUDGET`), so what it starts ends before Lambda kills it. Times are the
+//! invocation's clock's (`nodewright::clock`): Lambda's deadline is milliseconds since the
+//! epoch, compared with the clock's now.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
 
 /// `DEADLINE_MARGIN`: no poll starts, and no launch is sent, within this of the
 /// invocation's deadline. It must exceed the AWS SDK's operation timeout
@@ -20,32 +24,37 @@ pub fn sdk_timeouts(margin: Duration) -> (Duration, Duration) {
 
 /// The Lambda context's deadline; `None` when the runtime gave none (0, as in-process
 /// tests build their context): then only the budget bounds the invocation.
-pub fn deadline_of(deadline_ms: u64) -> Option<SystemTime> {
-    (deadline_ms > 0).then(|| SystemTime::UNIX_EPOCH + Duration::from_millis(deadline_ms))
+pub fn deadline_of(deadline_ms: u64) -> Option<Timestamp> {
+    let ms = i64::try_from(deadline_ms).ok().filter(|ms| *ms > 0)?;
+    Timestamp::from_millisecond(ms).ok()
+}
+
+/// The moment work (a poll, a launch) stops starting: `margin` before the deadline; `None`
+/// without a deadline.
+pub fn launch_by(deadline: Option<Timestamp>, margin: Duration) -> Option<Timestamp> {
+    let margin = SignedDuration::try_from(margin).ok()?;
+    Some(deadline?.checked_sub(margin).unwrap_or(Timestamp::MIN))
 }
 
 /// May work (a poll, a launch) start now? Only while more than `margin` is left before
 /// the deadline; always when there is none.
-pub fn may_start(now: SystemTime, deadline: Option<SystemTime>, margin: Duration) -> bool {
-    match deadline {
-        None => true,
-        Some(d) => now.checked_add(margin).is_some_and(|end| end < d),
+pub fn may_start(now: Timestamp, deadline: Option<Timestamp>, margin: Duration) -> bool {
+    match launch_by(deadline, margin) {
+        None => deadline.is_none(),
+        Some(by) => now < by,
     }
 }
 
 /// How long from `now` the invocation keeps working: until its budget is spent or the
 /// margin before its deadline begins, whichever comes first.
 pub fn working_time(
-    now: SystemTime,
+    now: Timestamp,
     budget: Duration,
-    deadline: Option<SystemTime>,
+    deadline: Option<Timestamp>,
     margin: Duration,
 ) -> Duration {
-    let before_deadline = deadline
-        .and_then(|d| d.checked_sub(margin))
-        .map_or(budget, |stop| {
-            stop.duration_since(now).unwrap_or(Duration::ZERO)
-        });
+    let before_deadline =
+        launch_by(deadline, margin).map_or(budget, |stop| nodewright::clock::until(now, stop));
     budget.min(before_deadline)
 }
 
@@ -53,8 +62,8 @@ pub fn working_time(
 mod tests {
     use super::*;
 
-    fn at(ms: u64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + ms)
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_700_000_000_000 + ms).unwrap()
     }
 
     const MARGIN: Duration = Duration::from_secs(15);

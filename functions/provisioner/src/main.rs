@@ -15,12 +15,15 @@
 //!   batching window, see the library's `batching`.
 //! - `DEADLINE_MARGIN`, `LEASE_DURATION`, `LEASE_NAME`, `LEASE_NAMESPACE`: see the
 //!   library's `coverage` and `deadline`; the AWS SDK's operation timeouts follow the margin.
+//! - `NODEWRIGHT_CLOCK`: unset in AWS; the local world's accelerated time otherwise (see
+//!   `nodewright::clock`).
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
 use nodewright::aws::{Ec2Adapter, IamAdapter, ImageAdapter, PricingAdapter};
+use nodewright::clock::CLOCK_VARIABLE;
 use nodewright::eks::{describe_cluster, function_client, install_crypto_provider};
 use nodewright::kube::{ClusterSettings, DEFAULT_CONFIG_TTL, KubeCluster, StateConfigMap};
 use nodewright::lease::KubeLeases;
@@ -51,6 +54,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         coverage,
         batch,
     } = ProvisionerEnv::from_lookup(|name| std::env::var(name).ok())?;
+    let clock = nodewright::clock::from_setting(std::env::var(CLOCK_VARIABLE).ok().as_deref())?;
     let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Provisioner)?;
 
@@ -81,7 +85,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // Exclusions are shared with the interruption function (a spot warning's reclaimed
     // offering) through the cluster's nodewright-state ConfigMap.
     let shared = Arc::new(StateConfigMap::new(client.clone()));
-    let kube = KubeCluster::new(client, settings);
+    let kube = KubeCluster::with_clock(client, settings, clock.clone());
     let ec2 = aws_sdk_ec2::Client::new(&aws);
     let state = State::new(
         kube,
@@ -97,6 +101,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         },
         handler_config,
     )?
+    .with_clock(clock)
     .with_coverage(
         coverage,
         Some(LeaseSetup {
@@ -108,7 +113,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .provisioner()
         .lock()
         .await
-        .set_shared_exclusions(Some(shared));
+        .set_shared_state(Some(shared));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         handler(event, state).await

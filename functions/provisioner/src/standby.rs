@@ -1,11 +1,14 @@
-//! What an invocation does while another holds the Lease: warm its provisioner, so that
-//! taking over costs a pending pod nothing (see `Provisioner::warm`), without ever
-//! delaying the takeover itself.
+//! Refreshing off a pending pod's path: what an invocation does while another holds the
+//! Lease (warm its provisioner, keep a listing of instances), so that taking over costs a
+//! pending pod nothing, and what the holder does between polls. Neither ever delays a
+//! takeover or a pod's poll.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
+use jiff::Timestamp;
+use nodewright::clock::Clock;
 use nodewright::lease::{Elector, Hold, KubeLeases};
-use nodewright::provision::{PriceRefresh, Provisioner};
+use nodewright::provision::{PriceRefresh, Provisioner, Turn};
 use tokio::sync::Mutex;
 
 /// How a standby warm-up ended.
@@ -29,7 +32,7 @@ pub async fn warm_while_standing_by<K, A>(
     provisioner: &Mutex<Provisioner<K, A>>,
     elector: &Elector<KubeLeases>,
     recheck: Duration,
-    until: Instant,
+    until: Timestamp,
     prices: bool,
 ) -> WarmUp
 where
@@ -39,9 +42,11 @@ where
         + nodewright::aws::ImageResolver
         + nodewright::aws::OnDemandPriceSource,
 {
+    let clock = provisioner.lock().await.clock().clone();
+    let now = || SystemTime::from(clock.now());
     let catalog = async {
         let mut provisioner = provisioner.lock().await;
-        match provisioner.warm(SystemTime::now()).await {
+        match provisioner.warm(now()).await {
             Ok(warmed) => tracing::debug!(?warmed, "warmed up while standing by"),
             Err(e) => tracing::warn!(
                 error = nodewright::error_chain(&e),
@@ -49,22 +54,40 @@ where
             ),
         }
     };
-    if !optional(catalog, elector, recheck, until).await {
+    if !optional(catalog, elector, recheck, until, clock.as_ref()).await {
         return WarmUp::Interrupted;
     }
     if prices {
         let refresh = async {
-            provisioner
-                .lock()
-                .await
-                .refresh_prices(SystemTime::now())
-                .await;
+            provisioner.lock().await.refresh_prices(now()).await;
         };
-        if !optional(refresh, elector, recheck, until).await {
+        if !optional(refresh, elector, recheck, until, clock.as_ref()).await {
             return WarmUp::Interrupted;
         }
     }
     WarmUp::Done
+}
+
+/// Lists this cluster's instances while standing by, when the last listing is
+/// [`nodewright::provision::owned_listing::REFRESH_EVERY`] old: taking over a Lease that
+/// its holder released (see `nodewright::lease::launches`), this invocation's first poll
+/// plans with it instead of waiting for DescribeInstances. Whether it ran.
+pub async fn list_standing_by<K, A>(provisioner: &Mutex<Provisioner<K, A>>) -> bool
+where
+    A: nodewright::aws::InstanceInventory + Sync,
+{
+    let mut provisioner = provisioner.lock().await;
+    let now = SystemTime::from(provisioner.clock().now());
+    if !provisioner.owned_listing_due(&Turn::OUTSIDE, true, now) {
+        return false;
+    }
+    if let Err(e) = provisioner.refresh_owned_listing(now).await {
+        tracing::debug!(
+            error = nodewright::error_chain(&e),
+            "listing owned instances while standing by failed; the first poll as holder lists"
+        );
+    }
+    true
 }
 
 /// What the holder's refresh between polls did.
@@ -78,8 +101,8 @@ pub struct BetweenPolls {
     pub prices_checked: bool,
 }
 
-/// The holder's refresh between polls: its listing of this cluster's instances when
-/// [`Provisioner::owned_listing_due`] (a pending pod's poll then plans with it, see
+/// The holder's refresh between polls: its listing of this cluster's instances when due
+/// in `turn` (a pending pod's poll then plans with it, see
 /// `nodewright::provision::owned_listing`); when [`Provisioner::warm_up_due`] (the catalog
 /// past half its TTL, a class's subnets, security groups or AMIs past theirs, and no
 /// failed refresh backing off), warms `provisioner` as a standby invocation would, then,
@@ -99,6 +122,7 @@ pub struct BetweenPolls {
 /// Lambda between invocations, its SDK calls timing out on thaw.
 pub async fn refresh_between_polls<K, A>(
     provisioner: &Mutex<Provisioner<K, A>>,
+    turn: &Turn<'_>,
     woken: impl Future<Output = ()>,
     prices: bool,
 ) -> BetweenPolls
@@ -112,12 +136,13 @@ where
         + Sync,
 {
     tokio::pin!(woken);
+    let clock = provisioner.lock().await.clock().clone();
+    let now = || SystemTime::from(clock.now());
     let (listing_due, poll_would_list) = {
         let provisioner = provisioner.lock().await;
-        let now = SystemTime::now();
         (
-            provisioner.owned_listing_due(now),
-            !provisioner.plans_with_listing(now),
+            provisioner.owned_listing_due(turn, false, now()),
+            !provisioner.plans_with_listing(turn, now()),
         )
     };
     let mut listed = false;
@@ -126,7 +151,7 @@ where
         // waiting for DescribeInstances.
         let listing = async {
             let mut provisioner = provisioner.lock().await;
-            if let Err(e) = provisioner.refresh_owned_listing(SystemTime::now()).await {
+            if let Err(e) = provisioner.refresh_owned_listing(now()).await {
                 tracing::warn!(
                     error = nodewright::error_chain(&e),
                     "listing owned instances between polls failed; the polls list for themselves"
@@ -150,12 +175,12 @@ where
             ran: listed,
             prices_checked: false,
         };
-        if provisioner.warm_up_due(SystemTime::now()) {
-            let started = Instant::now();
-            match provisioner.warm(SystemTime::now()).await {
+        if provisioner.warm_up_due(now()) {
+            let started = clock.now();
+            match provisioner.warm(now()).await {
                 Ok(warmed) => tracing::debug!(
                     ?warmed,
-                    ms = started.elapsed().as_millis(),
+                    ms = clock.now().duration_since(started).as_millis(),
                     "refreshed between polls"
                 ),
                 Err(e) => tracing::warn!(
@@ -166,7 +191,7 @@ where
             done.ran = true;
         }
         if prices {
-            let refresh = provisioner.refresh_prices(SystemTime::now()).await;
+            let refresh = provisioner.refresh_prices(now()).await;
             done.ran |= !matches!(refresh, PriceRefresh::NotDue);
             done.prices_checked = true;
         }
@@ -185,12 +210,13 @@ async fn optional(
     work: impl Future<Output = ()>,
     elector: &Elector<KubeLeases>,
     recheck: Duration,
-    until: Instant,
+    until: Timestamp,
+    clock: &dyn Clock,
 ) -> bool {
     let held = async {
         loop {
-            tokio::time::sleep(recheck).await;
-            if let Ok(Hold::Held { .. }) = elector.hold(SystemTime::now()).await {
+            clock.sleep(recheck).await;
+            if let Ok(Hold::Held { .. }) = elector.hold(SystemTime::from(clock.now())).await {
                 return;
             }
         }
@@ -198,6 +224,6 @@ async fn optional(
     tokio::select! {
         () = work => true,
         () = held => false,
-        () = tokio::time::sleep_until(until.into()) => false,
+        () = clock.sleep_until(until) => false,
     }
 }

@@ -46,6 +46,6 @@ pub fn replacement_core(
             batch: BatchWindow::default(),
         },
     )?;
-    provisioner.set_shared_exclusions(Some(shared));
+    provisioner.set_shared_state(Some(shared));
     Ok(provisioner)
 }

@@ -70,7 +70,7 @@ pub struct FleetOutcome {
 /// The capacity type of an instance from its lifecycle: spot if EC2 says so, otherwise
 /// on-demand (capacity blocks and scheduled instances are paid like on-demand).
 pub fn capacity_type_of(lifecycle: Option<&str>) -> CapacityType {
-    if lifecycle == Some("spot") {
+    if lifecycle.and_then(CapacityType::parse) == Some(CapacityType::Spot) {
         CapacityType::Spot
     } else {
         CapacityType::OnDemand

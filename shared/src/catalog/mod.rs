@@ -39,6 +39,16 @@ impl CapacityType {
             CapacityType::OnDemand => crate::api::labels::ON_DEMAND,
         }
     }
+
+    /// The capacity type a label value (`karpenter.sh/capacity-type`) or an EC2
+    /// lifecycle names; `None` for anything else.
+    pub fn parse(text: &str) -> Option<CapacityType> {
+        match text {
+            crate::api::labels::SPOT => Some(CapacityType::Spot),
+            crate::api::labels::ON_DEMAND => Some(CapacityType::OnDemand),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for CapacityType {

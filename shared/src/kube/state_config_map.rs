@@ -1,6 +1,7 @@
 //! nodewright's own ConfigMap of short-lived facts (`kube-system/nodewright-state`, the one
-//! the least-privilege RBAC lets the functions create and update), as the store of shared
-//! unavailable offerings ([`SharedExclusions`]). Writes are read-merge-replace with the
+//! the least-privilege RBAC lets the functions create and update), as the store of what
+//! the functions share ([`SharedState`]): unavailable offerings, and launches made outside
+//! the provisioner's Lease. Writes are read-merge-replace with the
 //! read's resourceVersion: a 409 (another function wrote in between, or created the map
 //! first) is re-read, merged again and retried, so no writer's exclusion is lost.
 
@@ -14,7 +15,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::error::{KubeError, RetryPolicy};
-use crate::provision::{SharedExclusion, SharedExclusions, merge_shared, read_shared};
+use crate::provision::{
+    SharedFacts, SharedState, merge_shared, merge_shared_launches, read_shared,
+    read_shared_launches,
+};
 
 pub const STATE_CONFIG_MAP_NAMESPACE: &str = "kube-system";
 pub const STATE_CONFIG_MAP_NAME: &str = "nodewright-state";
@@ -47,22 +51,32 @@ impl StateConfigMap {
             .await
     }
 
-    async fn load_now(&self, now: SystemTime) -> Result<Vec<SharedExclusion>, KubeError> {
+    async fn load_now(&self, now: SystemTime) -> Result<SharedFacts, KubeError> {
         let Some(cm) = self.get().await? else {
-            return Ok(Vec::new());
+            return Ok(SharedFacts::default());
         };
-        let (found, problems) = read_shared(&cm.data.unwrap_or_default(), now);
+        let data = cm.data.unwrap_or_default();
+        let (exclusions, mut problems) = read_shared(&data, now);
+        let (launches, more) = read_shared_launches(&data, now);
+        problems.extend(more);
         for p in problems {
             tracing::warn!(
                 config_map = self.resource,
                 problem = p,
-                "an unreadable shared exclusion is ignored (the next write prunes it)"
+                "an unreadable shared fact is ignored (the next write prunes it)"
             );
         }
-        Ok(found)
+        Ok(SharedFacts {
+            exclusions,
+            launches,
+        })
     }
 
-    async fn publish_now(&self, add: &[SharedExclusion], now: SystemTime) -> Result<(), KubeError> {
+    async fn publish_now(&self, add: &SharedFacts, now: SystemTime) -> Result<(), KubeError> {
+        let merged = |data: &BTreeMap<String, String>| {
+            let data = merge_shared(data, &add.exclusions, now);
+            merge_shared_launches(&data, &add.launches, now)
+        };
         let pp = PostParams::default();
         let mut conflicts = 0;
         loop {
@@ -75,13 +89,13 @@ impl StateConfigMap {
                             namespace: Some(STATE_CONFIG_MAP_NAMESPACE.into()),
                             ..ObjectMeta::default()
                         },
-                        data: Some(merge_shared(&BTreeMap::new(), add, now)),
+                        data: Some(merged(&BTreeMap::new())),
                         ..ConfigMap::default()
                     };
                     self.api.create(&pp, &cm).await.map(|_| ())
                 }
                 Some(mut cm) => {
-                    let data = merge_shared(&cm.data.clone().unwrap_or_default(), add, now);
+                    let data = merged(&cm.data.clone().unwrap_or_default());
                     if cm.data.as_ref() == Some(&data) {
                         return Ok(());
                     }
@@ -118,20 +132,12 @@ impl StateConfigMap {
     }
 }
 
-impl SharedExclusions for StateConfigMap {
-    fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<SharedExclusion>, String>> {
-        Box::pin(async move { self.load_now(now).await.map_err(|e| crate::error_chain(&e)) })
+impl SharedState for StateConfigMap {
+    fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<SharedFacts, KubeError>> {
+        Box::pin(self.load_now(now))
     }
 
-    fn publish(
-        &self,
-        add: Vec<SharedExclusion>,
-        now: SystemTime,
-    ) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            self.publish_now(&add, now)
-                .await
-                .map_err(|e| crate::error_chain(&e))
-        })
+    fn publish(&self, add: SharedFacts, now: SystemTime) -> BoxFuture<'_, Result<(), KubeError>> {
+        Box::pin(async move { self.publish_now(&add, now).await })
     }
 }

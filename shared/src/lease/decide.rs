@@ -15,6 +15,9 @@ pub struct LeaseRecord {
     pub duration: Option<Duration>,
     /// `leaseTransitions`: how many times the holder changed.
     pub transitions: i32,
+    /// The holders' launches, carried from holder to holder (nodewright's annotation
+    /// `nodewright.io/launches`, see [`super::launches`]); `None`: none recorded.
+    pub launches: Option<super::Launches>,
 }
 
 /// What to do about a Lease.
@@ -78,6 +81,7 @@ mod tests {
             acquired: Some(at(0)),
             duration: Some(Duration::from_secs(duration)),
             transitions: 0,
+            launches: None,
         }
     }
 

@@ -1,9 +1,11 @@
 //! One contender for one Lease: read it, decide, write; a write that conflicts means
 //! another contender won the race, so read again and decide again.
 
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use super::decide::{LeaseRecord, Step, decide};
+use super::launches::{Launches, Named, earlier_launches, to_write};
 use super::store::{LeaseError, LeaseStore};
 
 /// Reads and writes per call to [`Elector::hold`]: a conflict is followed by one more read,
@@ -14,8 +16,14 @@ const WRITE_ATTEMPTS: u32 = 3;
 /// Where this contender stands after [`Elector::hold`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hold {
-    /// I hold the Lease until `until` (as written, measured from the `now` passed in).
-    Held { until: SystemTime, how: Step },
+    /// I hold the Lease until `until` (as written, measured from the `now` passed in);
+    /// `earlier`: the earlier holders' launches as far as a listing of instances needs them
+    /// (see [`super::launches`]).
+    Held {
+        until: SystemTime,
+        how: Step,
+        earlier: Launches,
+    },
     /// `holder` does, until `until` unless it renews or releases first.
     Waiting { holder: String, until: SystemTime },
 }
@@ -31,6 +39,9 @@ pub struct Elector<S> {
     name: String,
     identity: String,
     duration: Duration,
+    /// The launches this contender made while holding, written with its next renewal or
+    /// release (see [`LeaseRecord::launches`]).
+    launched: Mutex<Vec<Named>>,
 }
 
 impl<S: LeaseStore> Elector<S> {
@@ -42,7 +53,20 @@ impl<S: LeaseStore> Elector<S> {
             name: name.to_string(),
             identity: identity.to_string(),
             duration,
+            launched: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Notes that this holder launched `instances`, answered by `at`: the Lease carries
+    /// them from the next write on, so whoever takes it next knows of them.
+    pub fn note_launches(&self, instances: &[String], at: SystemTime) {
+        if let Ok(mut l) = self.launched.lock() {
+            l.extend(instances.iter().map(|id| Named { id: id.clone(), at }));
+        }
+    }
+
+    fn mine(&self) -> Vec<Named> {
+        self.launched.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     pub fn identity(&self) -> &str {
@@ -64,12 +88,14 @@ impl<S: LeaseStore> Elector<S> {
             let read = self.store.read(&self.name).await?;
             let current = read.as_ref().map(|v| &v.record);
             let step = decide(current, &self.identity, now);
+            let launches = to_write(current, &step, &self.mine(), now);
             let mine = |acquired: Option<SystemTime>, transitions: i32| LeaseRecord {
                 holder: Some(self.identity.clone()),
                 renewed: Some(now),
                 acquired,
                 duration: Some(self.duration),
                 transitions,
+                launches: Some(launches.clone()),
             };
             let written = match (&step, &read) {
                 (Step::Wait { holder, until }, _) => {
@@ -92,9 +118,11 @@ impl<S: LeaseStore> Elector<S> {
             };
             match written {
                 Ok(()) => {
+                    let earlier = earlier_launches(current, &step, now);
                     return Ok(Hold::Held {
                         until: now + self.duration,
                         how: step,
+                        earlier,
                     });
                 }
                 Err(LeaseError::Conflict { .. }) => continue,
@@ -120,6 +148,12 @@ impl<S: LeaseStore> Elector<S> {
         let released = LeaseRecord {
             holder: None,
             renewed: Some(now),
+            launches: Some(to_write(
+                Some(&read.record),
+                &Step::Renew,
+                &self.mine(),
+                now,
+            )),
             ..read.record
         };
         match self

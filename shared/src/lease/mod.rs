@@ -21,9 +21,11 @@
 mod decide;
 mod elector;
 mod gate;
+pub mod launches;
 mod store;
 
 pub use decide::{LeaseRecord, Step, decide, expires};
 pub use elector::{Elector, Hold};
-pub use gate::MayAct;
-pub use store::{KubeLeases, LeaseError, LeaseStore, Versioned};
+pub use gate::{MayAct, Refusal};
+pub use launches::{Launches, Named};
+pub use store::{KubeLeases, LAUNCHES_ANNOTATION, LeaseError, LeaseStore, Versioned};

@@ -8,6 +8,10 @@ use kube::api::{Api, PostParams};
 
 use super::decide::LeaseRecord;
 
+/// Where a Lease carries [`LeaseRecord::launches`] (JSON): an annotation of nodewright's, so
+/// the Lease stays a plain `coordination.k8s.io/v1` Lease for every other reader.
+pub const LAUNCHES_ANNOTATION: &str = "nodewright.io/launches";
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
     /// Someone else wrote the Lease between our read and our write (409), or created it
@@ -90,11 +94,17 @@ impl KubeLeases {
             t.and_then(|t| jiff::Timestamp::try_from(t).ok())
                 .map(MicroTime)
         };
+        let annotations = record
+            .launches
+            .as_ref()
+            .and_then(|l| serde_json::to_string(l).ok())
+            .map(|l| [(LAUNCHES_ANNOTATION.to_string(), l)].into());
         Lease {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 namespace: Some(self.namespace.clone()),
                 resource_version: version.map(str::to_string),
+                annotations,
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -124,6 +134,13 @@ fn record_of(lease: &Lease) -> LeaseRecord {
             .and_then(|s| u64::try_from(s).ok())
             .map(Duration::from_secs),
         transitions: spec.lease_transitions.unwrap_or(0),
+        // Unreadable: as if none were recorded (the Lease's release time bounds them then).
+        launches: lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LAUNCHES_ANNOTATION))
+            .and_then(|v| serde_json::from_str(v).ok()),
     }
 }
 

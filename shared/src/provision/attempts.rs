@@ -27,6 +27,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use crate::ids::NodeClaimId;
+
 /// How long a token mismatch without any live instance of the claim must last before the
 /// earlier attempt counts as failed: well past the seconds EC2 takes to list a new instance
 /// in DescribeInstances, and short against the pods' wait.
@@ -74,7 +76,7 @@ struct Entry {
 /// Per node claim, the attempt this container is at.
 #[derive(Debug, Default, Clone)]
 pub struct LaunchAttempts {
-    claims: HashMap<String, Entry>,
+    claims: HashMap<NodeClaimId, Entry>,
 }
 
 impl LaunchAttempts {
@@ -89,11 +91,14 @@ impl LaunchAttempts {
 
     /// Records EC2's answer to the current attempt and says what follows.
     pub fn judge(&mut self, nodeclaim: &str, answer: Answer, now: SystemTime) -> Next {
-        let entry = self.claims.entry(nodeclaim.to_string()).or_insert(Entry {
-            attempt: 0,
-            mismatch_since: None,
-            touched: now,
-        });
+        let entry = self
+            .claims
+            .entry(NodeClaimId::new(nodeclaim))
+            .or_insert(Entry {
+                attempt: 0,
+                mismatch_since: None,
+                touched: now,
+            });
         entry.touched = now;
         let next = match answer {
             Answer::Instances { all_dead: false }

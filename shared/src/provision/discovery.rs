@@ -3,13 +3,14 @@
 //! each time for things that change in minutes, not seconds, costs API calls (and
 //! throttling headroom) for nothing.
 //!
-//! An answer is fresh for [`DISCOVERY_TTL`] (one minute: karpenter-provider-aws's
-//! `cache.DefaultTTL`, which its subnet and security group providers use). Past that a
+//! Each answer is a [`Swr`] with [`DISCOVERY_POLICY`]: fresh for [`DISCOVERY_TTL`] (one
+//! minute: karpenter-provider-aws's `cache.DefaultTTL`, which its subnet and security
+//! group providers use). Past that a
 //! warm-up (off any pending pod's path: a standby invocation, a holder between polls)
 //! asks again, while a poll keeps using the answer up to [`DISCOVERY_MAX_STALENESS`]
-//! rather than wait on EC2 with pods pending: when EC2 is slow (BENCHMARKS.md, issue 15:
-//! a loaded moto timing out after 10 s) a lookup on the poll's path is that pod's wait, and
-//! a failed one dropped the class for the poll. A warm-up whose lookup fails waits
+//! rather than wait on EC2 with pods pending: when EC2 is slow (a loaded endpoint timing
+//! out after 10 s) a lookup on the poll's path is that pod's wait, and a failed one would
+//! drop the class for the poll. A warm-up whose lookup fails waits
 //! [`DISCOVERY_RETRY_AFTER`] before the next. A class whose launch fails is looked up
 //! afresh on the next poll (see [`Discovered::forget_class`]), so a deleted subnet or group
 //! costs at most one failed launch.
@@ -17,69 +18,62 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
-use super::live_catalog::freshness::Purpose;
+use super::swr::{BackOff, Policy, Purpose, Swr};
 use crate::aws::{Image, SecurityGroup, Subnet};
 
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(60);
 /// How old an answer a poll still uses rather than ask EC2 with pods pending.
 pub const DISCOVERY_MAX_STALENESS: Duration = Duration::from_secs(600);
-/// After a warm-up's lookup failed, how long until warm-ups look up again.
+/// After a warm-up's lookup failed, how long until warm-ups look it up again.
 pub const DISCOVERY_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// One cached answer per EC2NodeClass, with when it was fetched.
-#[derive(Debug, Clone)]
-struct Entry<V> {
-    at: SystemTime,
-    /// The class's selector terms it answers, serialized: an edited class misses.
-    terms: String,
-    value: V,
-}
+/// How a class's subnets, security groups and AMIs age: a warm-up asks again at the TTL,
+/// a poll uses an answer up to [`DISCOVERY_MAX_STALENESS`], a failed lookup waits a fixed
+/// [`DISCOVERY_RETRY_AFTER`].
+pub const DISCOVERY_POLICY: Policy = Policy {
+    ttl: DISCOVERY_TTL,
+    refresh_after: DISCOVERY_TTL,
+    max_staleness: DISCOVERY_MAX_STALENESS,
+    warn_after: None,
+    back_off: BackOff {
+        first: DISCOVERY_RETRY_AFTER,
+        max: DISCOVERY_RETRY_AFTER,
+    },
+};
 
+/// One cached answer per EC2NodeClass and kind, for the class's selector terms (an edited
+/// class misses).
 #[derive(Debug, Default)]
 pub struct Discovered {
-    subnets: HashMap<String, Entry<Vec<Subnet>>>,
-    groups: HashMap<String, Entry<Vec<SecurityGroup>>>,
-    images: HashMap<String, Entry<Vec<Image>>>,
-    /// Set when a warm-up's lookup failed: warm-ups wait until then.
-    retry_at: Option<SystemTime>,
-}
-
-/// How old an answer `purpose` accepts.
-fn max_age(purpose: Purpose) -> Duration {
-    match purpose {
-        Purpose::Poll => DISCOVERY_MAX_STALENESS,
-        Purpose::WarmUp => DISCOVERY_TTL,
-    }
+    subnets: HashMap<String, Swr<Vec<Subnet>>>,
+    groups: HashMap<String, Swr<Vec<SecurityGroup>>>,
+    images: HashMap<String, Swr<Vec<Image>>>,
 }
 
 fn usable<'a, V>(
-    map: &'a HashMap<String, Entry<V>>,
+    map: &'a HashMap<String, Swr<V>>,
     purpose: Purpose,
     class: &str,
     terms: &str,
     now: SystemTime,
 ) -> Option<&'a V> {
-    let e = map.get(class)?;
-    let age = now.duration_since(e.at).ok()?;
-    (age < max_age(purpose) && e.terms == terms).then_some(&e.value)
+    map.get(class)?.usable(purpose, terms, now)
 }
 
-fn put<V>(map: &mut HashMap<String, Entry<V>>, class: &str, terms: String, at: SystemTime, v: V) {
-    map.insert(
-        class.to_string(),
-        Entry {
-            at,
-            terms,
-            value: v,
-        },
-    );
+fn put<V>(map: &mut HashMap<String, Swr<V>>, class: &str, terms: String, at: SystemTime, v: V) {
+    map.entry(class.to_string())
+        .or_insert_with(|| Swr::new(DISCOVERY_POLICY))
+        .store(terms, v, at);
 }
 
-fn any_expired<V>(map: &HashMap<String, Entry<V>>, now: SystemTime) -> bool {
-    map.values().any(|e| {
-        now.duration_since(e.at)
-            .is_ok_and(|age| age >= DISCOVERY_TTL)
-    })
+fn any_due<V>(map: &HashMap<String, Swr<V>>, now: SystemTime) -> bool {
+    map.values().any(|e| e.refresh_due(now))
+}
+
+fn failed<V>(map: &mut HashMap<String, Swr<V>>, now: SystemTime) {
+    for e in map.values_mut().filter(|e| e.refresh_due(now)) {
+        e.failed(now);
+    }
 }
 
 impl Discovered {
@@ -150,22 +144,18 @@ impl Discovered {
         self.images.retain(|c, _| classes.contains(c.as_str()));
     }
 
-    /// A warm-up's lookup failed at `now`: warm-ups wait [`DISCOVERY_RETRY_AFTER`].
+    /// A warm-up's lookups failed at `now`: the answers it was refreshing wait
+    /// [`DISCOVERY_RETRY_AFTER`] before the next try.
     pub fn failed(&mut self, now: SystemTime) {
-        self.retry_at = Some(now + DISCOVERY_RETRY_AFTER);
+        failed(&mut self.subnets, now);
+        failed(&mut self.groups, now);
+        failed(&mut self.images, now);
     }
 
     /// Whether a warm-up at `now` has an answer to refresh: one is past
-    /// [`DISCOVERY_TTL`] and no failure is backing off.
+    /// [`DISCOVERY_TTL`] and its last failure is not backing off.
     pub fn refresh_due(&self, now: SystemTime) -> bool {
-        let backing_off = self
-            .retry_at
-            .and_then(|at| at.duration_since(now).ok())
-            .is_some_and(|left| !left.is_zero() && left <= DISCOVERY_RETRY_AFTER);
-        !backing_off
-            && (any_expired(&self.subnets, now)
-                || any_expired(&self.groups, now)
-                || any_expired(&self.images, now))
+        any_due(&self.subnets, now) || any_due(&self.groups, now) || any_due(&self.images, now)
     }
 }
 

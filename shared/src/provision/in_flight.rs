@@ -11,16 +11,17 @@ use super::launch::{NODECLAIM_TAG, NODEPOOL_TAG};
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{InstanceState, OwnedInstance};
 use crate::catalog::Catalog;
+use crate::ids::InstanceId;
 use crate::kube::{InFlight, parse_provider_id};
 use crate::scheduling::{PodDemand, Template};
 
 /// The EC2 instance ids behind `nodes`, from their provider IDs.
-pub(crate) fn node_instance_ids(nodes: &[Node]) -> HashSet<String> {
+pub(crate) fn node_instance_ids(nodes: &[Node]) -> HashSet<InstanceId> {
     nodes
         .iter()
         .filter_map(|n| n.spec.as_ref()?.provider_id.as_deref())
         .filter_map(parse_provider_id)
-        .map(|p| p.instance_id)
+        .map(|p| InstanceId::new(p.instance_id))
         .collect()
 }
 
@@ -53,7 +54,7 @@ pub fn in_flight(
     owned
         .iter()
         .filter(|i| matches!(i.state, InstanceState::Pending | InstanceState::Running))
-        .filter(|i| !registered.contains(&i.id))
+        .filter(|i| !registered.contains(i.id.as_str()))
         .filter(|i| match (i.launch_time, deadline) {
             (Some(launched), Some(deadline)) => launched > deadline,
             _ => true,

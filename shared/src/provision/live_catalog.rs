@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use self::freshness::{Purpose, Step};
 use super::on_demand_prices::{OnDemandPrices, PriceRefresh};
+use super::swr::Swr;
 use crate::aws::{AwsError, InstanceTypeSource, OnDemandPriceSource, SpotPrice, TypeOffering};
 use crate::catalog::{
     CapacityType, Catalog, CatalogEntry, DEFAULT_SPOT_DISCOUNT, InstanceType, Offering,
@@ -121,22 +122,17 @@ fn offering(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
     }
 }
 
-/// What EC2 said, as of `at` (the types as of `types_at`, see [`TYPES_TTL`]).
+/// What EC2 said (the types as of `types_at`, see [`TYPES_TTL`]).
 #[derive(Debug, Clone)]
 struct Fetched {
-    at: SystemTime,
     types_at: SystemTime,
     types: Vec<InstanceType>,
     offerings: Vec<TypeOffering>,
     spot_prices: Vec<SpotPrice>,
 }
 
-/// The refreshes that failed in a row, and when the next may be tried.
-#[derive(Debug, Clone, Copy)]
-struct Failures {
-    consecutive: u32,
-    retry_at: SystemTime,
-}
+/// The catalog's data is one answer (no key to tell answers apart).
+const ONE: &str = "";
 
 /// EC2's instance data, kept fresh off the pod's path and used stale rather than waited
 /// for (see [`freshness`]): a poll asks EC2 only when the container has no catalog yet (or
@@ -145,11 +141,10 @@ struct Failures {
 /// first load that fails is an error.
 #[derive(Debug)]
 pub struct LiveCatalog {
-    ttl: Duration,
     on_demand_prices: OnDemandPrices,
-    fetched: Option<Fetched>,
-    failures: Option<Failures>,
-    /// The catalog last built, and the zones it was built for.
+    /// EC2's answers, kept with [`freshness::policy`].
+    fetched: Swr<Fetched>,
+    /// The catalog last built, the zones it was built for and when its data was fetched.
     built: Option<(Vec<String>, SystemTime, Catalog)>,
 }
 
@@ -171,10 +166,8 @@ impl LiveCatalog {
 
     pub fn with_ttl(on_demand_prices: HashMap<String, f64>, ttl: Duration) -> LiveCatalog {
         LiveCatalog {
-            ttl,
             on_demand_prices: OnDemandPrices::new(on_demand_prices),
-            fetched: None,
-            failures: None,
+            fetched: Swr::new(freshness::policy(ttl)),
             built: None,
         }
     }
@@ -236,23 +229,10 @@ impl LiveCatalog {
             .map(|(_, refresh)| refresh)
     }
 
+    /// A clock that went backwards makes the data's age unknown: it counts as just expired
+    /// (a poll uses it, a warm-up refreshes it).
     fn step(&self, purpose: Purpose, now: SystemTime) -> Step {
-        // A clock that went backwards makes the data's age unknown: treat it as just
-        // expired (a poll uses it, a warm-up refreshes it).
-        let age = self
-            .fetched
-            .as_ref()
-            .map(|f| now.duration_since(f.at).unwrap_or(self.ttl));
-        freshness::step(purpose, age, self.backing_off(now).is_some(), self.ttl)
-    }
-
-    /// When the next refresh may be tried, while a failure's back-off runs. A retry time
-    /// further away than the longest back-off means the clock went backwards: not waited.
-    fn backing_off(&self, now: SystemTime) -> Option<SystemTime> {
-        let f = self.failures?;
-        let left = f.retry_at.duration_since(now).ok()?;
-        (!left.is_zero() && left <= self.ttl.max(freshness::FIRST_RETRY_AFTER))
-            .then_some(f.retry_at)
+        self.fetched.step(purpose, ONE, now)
     }
 
     async fn get_for<S: InstanceTypeSource>(
@@ -276,32 +256,29 @@ impl LiveCatalog {
                     );
                 }
             }
-            Step::Fetch => match fetch(source, self.fetched.as_ref(), now).await {
+            Step::Fetch => match fetch(source, self.fetched.value(ONE), now).await {
                 Ok(f) => {
-                    self.fetched = Some(f);
-                    self.failures = None;
+                    self.fetched.store(ONE.to_string(), f, now);
                     self.built = None;
                 }
-                Err(e) if self.fetched.is_some() => {
-                    let consecutive = self.failures.map_or(0, |f| f.consecutive) + 1;
-                    self.failures = Some(Failures {
-                        consecutive,
-                        retry_at: now + freshness::retry_after(consecutive, self.ttl),
-                    });
+                Err(e) if self.fetched.value(ONE).is_some() => {
+                    self.fetched.failed(now);
                     refresh.stale_because = Some(e);
-                    refresh.stale_for = self.age(now).filter(|age| *age >= self.ttl);
+                    let ttl = self.fetched.policy().ttl;
+                    refresh.stale_for = self.age(now).filter(|age| *age >= ttl);
                 }
                 Err(e) => return Err(e),
             },
         }
-        refresh.retry_at = self.backing_off(now);
-        let Some(f) = &self.fetched else {
+        refresh.retry_at = self.fetched.backing_off(now);
+        let (Some(f), Some(fetched_at)) = (self.fetched.value(ONE), self.fetched.fetched_at(ONE))
+        else {
             // Unreachable: without data the step is Fetch, which stored data or returned.
             return Ok((Catalog::default(), refresh));
         };
         if let Some((z, at, c)) = &self.built
             && z == zones
-            && *at == f.at
+            && *at == fetched_at
         {
             return Ok((c.clone(), refresh));
         }
@@ -312,13 +289,12 @@ impl LiveCatalog {
             self.on_demand_prices.current(),
             zones,
         );
-        self.built = Some((zones.to_vec(), f.at, catalog.clone()));
+        self.built = Some((zones.to_vec(), fetched_at, catalog.clone()));
         Ok((catalog, refresh))
     }
 
     fn age(&self, now: SystemTime) -> Option<Duration> {
-        let f = self.fetched.as_ref()?;
-        Some(now.duration_since(f.at).unwrap_or(self.ttl))
+        self.fetched.age(ONE, now)
     }
 }
 
@@ -338,7 +314,6 @@ async fn fetch<S: InstanceTypeSource>(
         None => (source.instance_types().await?, now),
     };
     Ok(Fetched {
-        at: now,
         types_at,
         types,
         offerings: source.offerings().await?,

@@ -6,8 +6,10 @@ mod aws_ports;
 mod batch;
 mod discovery;
 pub mod fleet_cost;
+pub mod fleet_view;
 pub mod in_flight;
 pub mod launch;
+pub mod launch_judgement;
 pub mod live_catalog;
 pub mod next_round;
 pub mod node_template;
@@ -17,9 +19,12 @@ pub mod owned_listing;
 pub mod planning_order;
 mod profiles;
 pub mod service;
+mod shared_launches;
 mod shared_unavailable;
 mod spoken_for;
+pub mod swr;
 pub mod template_gc;
+mod turn;
 mod unavailable;
 pub mod unseen_launches;
 
@@ -37,7 +42,11 @@ pub use service::replace::{Offering, ReplaceReport, Replacement};
 pub use service::{
     MAX_LAUNCH_ROUNDS, PollReport, ProvisionError, Provisioner, ProvisionerSettings, Warmed,
 };
-pub use shared_unavailable::{
-    SharedExclusion, SharedExclusions, merge as merge_shared, read as read_shared,
+pub use shared_launches::{
+    PUBLISHED_FOR, SharedLaunch, merge as merge_shared_launches, read as read_shared_launches,
 };
+pub use shared_unavailable::{
+    SharedExclusion, SharedFacts, SharedState, merge as merge_shared, read as read_shared,
+};
+pub use turn::Turn;
 pub use unavailable::{Exclusion, UNAVAILABLE_TTL, UnavailableOfferings};

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use super::swr::{BackOff, Policy, Purpose, Step, Swr};
 use crate::aws::{AwsError, OnDemandPriceSource};
 
 /// How long a Price List answer is used before asking again. AWS changes on-demand prices
@@ -50,16 +51,37 @@ pub enum LastAsk {
     Failed(SystemTime),
 }
 
+/// How the Price List's answer ages: asked again after [`PRICE_TTL`], or a fixed
+/// [`PRICE_RETRY_AFTER`] after a failure. Polls never ask for prices (they use what is
+/// kept, the bundled table at worst), so there is no bound on staleness.
+pub const PRICE_POLICY: Policy = Policy {
+    ttl: PRICE_TTL,
+    refresh_after: PRICE_TTL,
+    max_staleness: Duration::MAX,
+    warn_after: None,
+    back_off: BackOff {
+        first: PRICE_RETRY_AFTER,
+        max: PRICE_RETRY_AFTER,
+    },
+};
+
+/// The last ask as an answer kept by [`PRICE_POLICY`]: the bundled table counts as an
+/// answer as old as can be, so prices are asked for at first.
+fn kept(last: Option<LastAsk>) -> Swr<()> {
+    let mut asked = Swr::seeded(PRICE_POLICY, (), SystemTime::UNIX_EPOCH);
+    match last {
+        None => {}
+        Some(LastAsk::Answered(at)) => asked.store(String::new(), (), at),
+        Some(LastAsk::Failed(at)) => asked.failed(at),
+    }
+    asked
+}
+
 /// Whether to ask for prices at `now`: never asked yet, the answer is [`PRICE_TTL`] old,
 /// the failure [`PRICE_RETRY_AFTER`] old, or the clock went back past the last ask (an
 /// age we cannot trust).
 pub fn refresh_due(last: Option<LastAsk>, now: SystemTime) -> bool {
-    let (at, wait) = match last {
-        None => return true,
-        Some(LastAsk::Answered(at)) => (at, PRICE_TTL),
-        Some(LastAsk::Failed(at)) => (at, PRICE_RETRY_AFTER),
-    };
-    now.duration_since(at).map_or(true, |age| age >= wait)
+    kept(last).step(Purpose::WarmUp, "", now) == Step::Fetch
 }
 
 /// Where the prices in use came from.
@@ -91,7 +113,8 @@ pub struct OnDemandPrices {
     bundled: HashMap<String, f64>,
     current: HashMap<String, f64>,
     origin: PriceOrigin,
-    last: Option<LastAsk>,
+    /// When the Price List last answered, and how asking it has been failing.
+    asked: Swr<()>,
 }
 
 impl OnDemandPrices {
@@ -101,7 +124,7 @@ impl OnDemandPrices {
             current: bundled.clone(),
             bundled,
             origin: PriceOrigin::Bundled,
-            last: None,
+            asked: kept(None),
         }
     }
 
@@ -115,7 +138,7 @@ impl OnDemandPrices {
     }
 
     pub fn due(&self, now: SystemTime) -> bool {
-        refresh_due(self.last, now)
+        self.asked.step(Purpose::WarmUp, "", now) == Step::Fetch
     }
 
     /// Takes in one answer of the price source, asked at `now`.
@@ -126,11 +149,11 @@ impl OnDemandPrices {
     ) -> PriceRefresh {
         match answer {
             Err(e) => {
-                self.last = Some(LastAsk::Failed(now));
+                self.asked.failed(now);
                 PriceRefresh::Failed(e)
             }
             Ok(fetched) => {
-                self.last = Some(LastAsk::Answered(now));
+                self.asked.store(String::new(), (), now);
                 let priced = fetched.values().filter(|p| usable(**p)).count();
                 if priced == 0 {
                     // Nothing usable: a region the Price List does not cover (yet), or a

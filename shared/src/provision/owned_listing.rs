@@ -1,26 +1,29 @@
-//! This cluster's instances as the acting provisioner last listed them, so that a poll
-//! with pods pending need not wait for DescribeInstances.
+//! This cluster's instances as a listing kept between polls, so that a poll with pods
+//! pending need not wait for DescribeInstances; the pure rules of when a poll may plan with
+//! it and when to list again. [`super::fleet_view`] owns the listing and completes it.
 //!
 //! A launching poll needs the instances on their way (launched, no Node yet) to count them
 //! as capacity. Listing every owned instance on every such poll puts DescribeInstances on
 //! each pending pod's path, and its time grows with the fleet (EC2 pages 1,000 instances at
 //! a time; in the local world moto takes about a second at 200). So the holder lists
-//! between polls and a poll uses that listing while it is young and certain to hold every
-//! launch that could have happened without this container knowing:
+//! between polls (and an invocation standing by, for the turn it may take) and a poll uses
+//! that listing while it is young and certain to hold every launch that could have
+//! happened without this container knowing:
 //! - its own launches since the listing are in [`super::unseen_launches`]' memory, merged
 //!   in as EC2 not listing them yet;
-//! - the previous holder's launches all came before this container took the Lease (each
-//!   is checked against the Lease right before CreateFleet), so a listing asked for after
-//!   that holds them;
-//! - a replacement the interruption function or the sweeper launched is recorded on the
-//!   node it replaces (`nodewright.io/replacement`) before that node's pods move; a
-//!   recorded id the listing lacks is described by id before the poll plans.
+//! - the earlier holders' launches were made before the turn's bound (`Turn::since`, which
+//!   the Lease carries when its holder released it, else the moment the turn began; each
+//!   holder checks the Lease before CreateFleet), so a listing asked for after it holds
+//!   them, or they are among the launches the Lease names (`Turn::named`);
+//! - the launches of the interruption function and the sweeper (replacements, capacity
+//!   windows) are published in the `nodewright-state` ConfigMap, and a replacement is also
+//!   recorded on the node it replaces (`nodewright.io/replacement`) before that node's pods
+//!   move; an id the listing lacks is described by id before the poll plans.
 //!
-//! What the listing can miss is bounded by [`MAX_AGE`]: an instance terminated since (it
-//! counts as on its way until the next listing, so pods may wait on it that long) and the
-//! sweeper's capacity-window launches (pods pending then may get a node of their own that
-//! consolidation takes back later). Outside a Lease turn (the interruption function's and
-//! the sweeper's replacements, a provisioner without a Lease) every read lists anew.
+//! What the listing can be behind on is bounded by [`MAX_AGE`]: an instance terminated
+//! since counts as on its way until the next listing, so pods may wait on it that long.
+//! Outside a Lease turn (the interruption function's and the sweeper's replacements, a
+//! provisioner without a Lease) every read lists anew.
 
 use std::time::{Duration, SystemTime};
 
@@ -69,6 +72,13 @@ pub fn refresh_due(
     }
 }
 
+/// Whether an invocation standing by should list again at `now`: the listing it keeps is
+/// the one its first poll as holder plans with, when asked for after the bound the Lease
+/// carries (see `lease::launches`).
+pub fn standby_refresh_due(listing: Option<&OwnedListing>, now: SystemTime) -> bool {
+    listing.is_none_or(|l| l.age(now) >= REFRESH_EVERY)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,7 +102,7 @@ mod tests {
             (100, Some(90), 120, true),
             // Older than MAX_AGE.
             (100, Some(90), 121, false),
-            // Asked for before this turn began: the previous holder's last launches may
+            // Asked for before this turn's bound: the previous holder's last launches may
             // be missing.
             (100, Some(101), 102, false),
             (100, Some(100), 102, true),
@@ -104,6 +114,24 @@ mod tests {
                 usable(&listing(asked), since.map(at), at(now)),
                 want,
                 "asked {asked}, since {since:?}, now {now}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_invocation_standing_by_lists_as_often_as_a_holder_whatever_the_turn() {
+        // (listing asked at, now, due)
+        let cases = [
+            (None, 100, true),
+            (Some(100), 109, false),
+            (Some(100), 110, true),
+        ];
+        for (asked, now, want) in cases {
+            let l = asked.map(listing);
+            assert_eq!(
+                standby_refresh_due(l.as_ref(), at(now)),
+                want,
+                "asked {asked:?}, now {now}"
             );
         }
     }

@@ -11,16 +11,16 @@ use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::service::pod_uid;
+use crate::ids::PodUid;
 
 /// Sorts `pending` into planning order (stable: ties keep the API server's order).
 pub fn sort_for_planning(
     pending: &mut [Pod],
-    planned: &HashSet<String>,
-    first_seen: &HashMap<String, SystemTime>,
+    planned: &HashSet<PodUid>,
+    first_seen: &HashMap<PodUid, SystemTime>,
 ) {
     pending.sort_by_cached_key(|p| {
-        let uid = pod_uid(p);
+        let uid = PodUid::of(p);
         (
             !planned.contains(&uid),
             p.metadata.creation_timestamp.as_ref().map(|t| t.0),
@@ -62,7 +62,7 @@ mod tests {
     fn pods_already_planned_for_come_before_a_pod_that_just_arrived() {
         // The API server lists by name: latency-10 before latency-9.
         let mut pending = vec![pod("latency-10", 100), pod("latency-9", 100)];
-        let planned = HashSet::from(["uid-latency-9".to_string()]);
+        let planned = HashSet::from([PodUid::new("uid-latency-9")]);
         sort_for_planning(&mut pending, &planned, &HashMap::new());
         assert_eq!(names(&pending), ["latency-9", "latency-10"]);
     }
@@ -77,8 +77,8 @@ mod tests {
             pod("a", 100),
         ];
         let first_seen = HashMap::from([
-            ("uid-b-seen-later".to_string(), at(20)),
-            ("uid-b-seen-first".to_string(), at(10)),
+            (PodUid::new("uid-b-seen-later"), at(20)),
+            (PodUid::new("uid-b-seen-first"), at(10)),
         ]);
         sort_for_planning(&mut pending, &HashSet::new(), &first_seen);
         assert_eq!(names(&pending), ["a", "b-seen-first", "b-seen-later", "c"]);

@@ -8,26 +8,26 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::attempts::LaunchAttempts;
 use super::batch::{Batch, BatchWindow};
 use super::discovery::Discovered;
+use super::fleet_view::FleetView;
 use super::in_flight::in_flight;
 use super::live_catalog::LiveCatalog;
 use super::node_template::ClusterFacts;
-use super::owned_listing::OwnedListing;
 use super::profiles::ProfileCache;
-use super::shared_unavailable::SharedExclusions;
+use super::shared_unavailable::SharedState;
 use super::template_gc::TemplateGc;
+use super::turn::Turn;
 use super::unavailable::UnavailableOfferings;
-use super::unseen_launches::UnseenLaunches;
 use crate::aws::{AwsError, Cloud};
 use crate::catalog::CatalogError;
+use crate::clock::{Clock, SystemClock};
+use crate::ids::PodUid;
 use crate::kube::{Cluster, ConfigOrigin, KubeError, existing_nodes};
-use crate::lease::MayAct;
 use crate::scheduling::Snapshot;
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
@@ -88,8 +88,8 @@ pub struct PollReport {
     pub unschedulable_pods: usize,
     /// CreateFleet was throttled: launching stopped for this poll.
     pub throttled: bool,
-    /// Launching stopped for this poll because [`Provisioner::set_may_act`]'s check said
-    /// no (the Lease is someone else's, or the deadline is too near): why.
+    /// Launching stopped for this poll because the [`Turn`] said no (the Lease is someone
+    /// else's, or the deadline is too near): why.
     pub withheld: Option<String>,
     /// Per launched claim: from the first time one of its pods was seen pending to the
     /// moment CreateFleet was sent.
@@ -100,39 +100,35 @@ pub struct PollReport {
     pub launch_templates_deleted: Vec<String>,
 }
 
+/// The provisioning core of a warm container. What it remembers between polls, each
+/// piece with one owner (ARCHITECTURE.md, "The provisioner's state"):
 pub struct Provisioner<K, A> {
     kube: K,
     aws: A,
     settings: ProvisionerSettings,
+    /// Time, for what a poll measures (when a CreateFleet was sent); decisions take `now`.
+    clock: Arc<dyn Clock>,
     catalog: LiveCatalog,
     unavailable: UnavailableOfferings,
-    /// Pending pod uid -> when this container first saw it pending.
-    first_seen: HashMap<String, SystemTime>,
+    /// Pending pod -> when this container first saw it pending.
+    first_seen: HashMap<PodUid, SystemTime>,
     /// Pending pods some solve already planned for; only others open the batching window.
-    handled: HashSet<String>,
+    handled: HashSet<PodUid>,
     /// (what, reason) already reported, so each poll does not repeat them.
     warned: HashSet<(Warned, String)>,
     template_gc: TemplateGc,
     profiles: ProfileCache,
-    /// Per node claim, which launch attempt (ClientToken) this container is at.
-    attempts: LaunchAttempts,
-    /// Launches DescribeInstances does not list yet.
-    unseen: UnseenLaunches,
+    /// This cluster's instances: the kept listing, this container's launches and their
+    /// attempts, the launches others published.
+    fleet: FleetView,
     /// Subnets and security groups per class, reused across polls for a while.
     discovered: Discovered,
-    /// Asked right before each CreateFleet (see [`Provisioner::set_may_act`]).
-    may_act: Option<Arc<dyn MayAct>>,
-    /// Where exclusions are shared with the other functions (see
-    /// [`Provisioner::set_shared_exclusions`]).
-    shared_unavailable: Option<Arc<dyn SharedExclusions>>,
+    /// Where the functions share exclusions and launches (see
+    /// [`Provisioner::set_shared_state`]).
+    shared: Option<Arc<dyn SharedState>>,
     /// NodePool -> its template's drift hash, as of the last `launchable` (each launch
     /// tags its instance with it, `disruption::drift`).
     pool_hashes: HashMap<String, String>,
-    /// This cluster's instances as last listed, for the polls of a Lease turn (see
-    /// [`super::owned_listing`]).
-    owned_listing: Option<OwnedListing>,
-    /// When this container's current Lease turn began; `None`: not in one.
-    acting_since: Option<SystemTime>,
 }
 
 /// Accessors that need none of the ports' capabilities.
@@ -149,6 +145,21 @@ impl<K, A> Provisioner<K, A> {
     pub fn cluster(&self) -> &ClusterFacts {
         &self.settings.cluster
     }
+
+    /// Measures with `clock` (the system clock by default).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// This container's view of the cluster's instances.
+    pub fn fleet(&self) -> &FleetView {
+        &self.fleet
+    }
 }
 
 pub(super) enum ClaimOutcome {
@@ -157,13 +168,13 @@ pub(super) enum ClaimOutcome {
         nodeclaim: String,
         sent: SystemTime,
     },
-    /// No instance: these (type, zone) offerings lacked capacity.
+    /// No instance: the offerings it was asked on are excluded for a while.
     NoCapacity,
     /// An earlier attempt of this claim already launched its instance (EC2 told us through
     /// its ClientToken); the next poll counts it in flight.
     AlreadyLaunched,
     Throttled,
-    /// Not launched: the [`MayAct`] check said no, for this reason.
+    /// Not launched: the [`Turn`] said no (its gate, or its time), for this reason.
     Withheld(String),
     /// Nothing launched for a reason that passes by itself (an instance profile EC2 cannot
     /// see yet, a launch template deleted meanwhile): the next poll tries again, and no
@@ -200,6 +211,7 @@ where
             kube,
             aws,
             settings,
+            clock: Arc::new(SystemClock),
             catalog,
             unavailable: UnavailableOfferings::default(),
             first_seen: HashMap::new(),
@@ -207,31 +219,24 @@ where
             warned: HashSet::new(),
             template_gc: TemplateGc::default(),
             profiles: ProfileCache::default(),
-            attempts: LaunchAttempts::default(),
-            unseen: UnseenLaunches::default(),
+            fleet: FleetView::default(),
             discovered: Discovered::default(),
-            may_act: None,
-            shared_unavailable: None,
+            shared: None,
             pool_hashes: HashMap::new(),
-            owned_listing: None,
-            acting_since: None,
         }
     }
 
-    /// A check asked right before each CreateFleet; `None` (the default) launches without
-    /// asking. The provisioner's handler sets one per invocation: its Lease still held,
-    /// its deadline still far enough.
-    pub fn set_may_act(&mut self, check: Option<Arc<dyn MayAct>>) {
-        self.may_act = check;
-    }
-
-    /// One poll: launch for pending pods, then, at most every
+    /// One poll of `turn`: launch for pending pods, then, at most every
     /// [`super::template_gc::TEMPLATE_GC_INTERVAL`], collect old launch templates. Launch
     /// latency comes first: collection runs after launching and never while the batching
     /// window is open, and its failure is logged, never the poll's.
-    pub async fn poll(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
-        self.attempts.forget_old(now);
-        let mut report = self.poll_pods(now).await?;
+    pub async fn poll(
+        &mut self,
+        turn: &Turn<'_>,
+        now: SystemTime,
+    ) -> Result<PollReport, ProvisionError> {
+        self.fleet.attempts_mut().forget_old(now);
+        let mut report = self.poll_pods(turn, now).await?;
         if report.waiting.is_none() && self.template_gc.due(now) {
             report.launch_templates_deleted = self.collect_launch_templates(now).await;
         }
@@ -241,8 +246,12 @@ where
     /// Read (the configuration and pending pods; then, when a plan is due, the capacity
     /// side), decide (solve) and act (labels, launches, events). Nothing in the read phase
     /// writes; see [`read`].
-    async fn poll_pods(&mut self, now: SystemTime) -> Result<PollReport, ProvisionError> {
-        let started = Instant::now();
+    async fn poll_pods(
+        &mut self,
+        turn: &Turn<'_>,
+        now: SystemTime,
+    ) -> Result<PollReport, ProvisionError> {
+        let started = SystemTime::from(self.clock.now());
         let pending = self.read_pending().await?;
         for (object, why) in &pending.dropped {
             self.report_dropped(object, why).await;
@@ -269,10 +278,10 @@ where
             }
             Admit::Plan => {}
         }
-        let capacity = self.read_capacity(now).await?;
+        let capacity = self.read_capacity(turn, now).await?;
         report.nodes_labelled = self.label_nodes(&capacity.unlabelled).await;
         let launchable = self.launchable(pending.pools, pending.classes, now).await?;
-        let mut ctx = LaunchContext::new(launchable, &pending.pods, now, started, None);
+        let mut ctx = LaunchContext::new(launchable, &pending.pods, *turn, now, started, None);
         let mut snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
         self.read_namespace_labels(&mut snapshot).await?;
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
@@ -292,7 +301,7 @@ where
     /// Whether this poll plans: forgets what it remembered of pods no longer pending,
     /// notes when new ones were first seen, and keeps the batching window.
     fn admit(&mut self, pending: &read::Pending, now: SystemTime) -> Admit {
-        let uids: HashSet<String> = pending.pods.iter().map(pod_uid).collect();
+        let uids: HashSet<PodUid> = pending.pods.iter().map(PodUid::of).collect();
         self.first_seen.retain(|uid, _| uids.contains(uid));
         self.handled.retain(|uid| uids.contains(uid));
         self.warned.retain(|(about, _)| match about {
@@ -315,7 +324,7 @@ where
     }
 
     /// `Some(wait)` while the batching window over pods no solve has planned for is open.
-    fn batch_wait(&self, uids: &HashSet<String>, now: SystemTime) -> Option<Duration> {
+    fn batch_wait(&self, uids: &HashSet<PodUid>, now: SystemTime) -> Option<Duration> {
         let fresh: Vec<SystemTime> = uids
             .iter()
             .filter(|u| !self.handled.contains(*u))
@@ -385,10 +394,6 @@ fn no_pool_reason(origin: &ConfigOrigin) -> String {
     }
 }
 
-pub(super) fn pod_uid(p: &Pod) -> String {
-    p.metadata.uid.clone().unwrap_or_else(|| pod_key(p))
-}
-
 pub(super) fn pod_key(p: &Pod) -> String {
     format!(
         "{}/{}",
@@ -397,6 +402,7 @@ pub(super) fn pod_key(p: &Pod) -> String {
     )
 }
 
+mod launch_answer;
 mod launch_claim;
 
 mod launchable;

@@ -21,6 +21,7 @@ use futures::future::BoxFuture;
 
 use super::unavailable::Exclusion;
 use crate::catalog::CapacityType;
+use crate::kube::KubeError;
 
 /// Every key this module owns starts with it; other keys of the ConfigMap are left alone.
 pub const KEY_PREFIX: &str = "unavailable.";
@@ -32,16 +33,21 @@ pub struct SharedExclusion {
     pub until: SystemTime,
 }
 
-/// Where the exclusions are shared (the port; `kube::StateConfigMap` is the adapter).
-pub trait SharedExclusions: Send + Sync {
-    /// The exclusions in force at `now`.
-    fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<Vec<SharedExclusion>, String>>;
+/// What the functions share through nodewright's ConfigMap: exclusions, and launches
+/// made outside the provisioner's Lease (see [`super::shared_launches`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SharedFacts {
+    pub exclusions: Vec<SharedExclusion>,
+    pub launches: Vec<super::shared_launches::SharedLaunch>,
+}
+
+/// Where the functions share what they learn (the port; `kube::StateConfigMap` is the
+/// adapter).
+pub trait SharedState: Send + Sync {
+    /// What is shared and still in force at `now`.
+    fn load(&self, now: SystemTime) -> BoxFuture<'_, Result<SharedFacts, KubeError>>;
     /// Adds `add` to what is shared, pruning what has expired at `now`.
-    fn publish(
-        &self,
-        add: Vec<SharedExclusion>,
-        now: SystemTime,
-    ) -> BoxFuture<'_, Result<(), String>>;
+    fn publish(&self, add: SharedFacts, now: SystemTime) -> BoxFuture<'_, Result<(), KubeError>>;
 }
 
 /// The ConfigMap key of an exclusion; None for one that is not shared (a quota group) or
@@ -71,11 +77,7 @@ pub fn key_of(exclusion: &Exclusion) -> Option<String> {
 }
 
 fn capacity_type(s: &str) -> Result<CapacityType, String> {
-    match s {
-        "spot" => Ok(CapacityType::Spot),
-        "on-demand" => Ok(CapacityType::OnDemand),
-        other => Err(format!("unknown capacity type {other:?}")),
-    }
+    CapacityType::parse(s).ok_or_else(|| format!("unknown capacity type {s:?}"))
 }
 
 /// The exclusion a key names (the key without [`KEY_PREFIX`] is `rest`).
@@ -151,11 +153,7 @@ pub fn merge(
     now: SystemTime,
 ) -> BTreeMap<String, String> {
     let (live, _) = read(current, now);
-    let mut out: BTreeMap<String, String> = current
-        .iter()
-        .filter(|(k, _)| !k.starts_with(KEY_PREFIX))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut out = others(current, KEY_PREFIX);
     let mut until: BTreeMap<String, SystemTime> = BTreeMap::new();
     for x in live.iter().chain(add.iter().filter(|x| now < x.until)) {
         let Some(key) = key_of(&x.exclusion) else {
@@ -170,6 +168,14 @@ pub fn merge(
         }
     }
     out
+}
+
+/// The keys of `data` that do not start with `prefix`: another module's, kept as they are.
+pub(super) fn others(data: &BTreeMap<String, String>, prefix: &str) -> BTreeMap<String, String> {
+    data.iter()
+        .filter(|(k, _)| !k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 #[cfg(test)]

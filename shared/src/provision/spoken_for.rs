@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::drain::reschedulable;
+use crate::ids::InstanceId;
 use crate::kube::{InFlight, in_flight_name, parse_provider_id, tainted_for_disruption};
 use crate::scheduling::{ExistingNode, Nomination, PodDemand};
 
@@ -27,7 +28,7 @@ pub struct SpokenFor {
     /// recorded replacement, unbound as the scheduler will see them.
     pub pods: Vec<Pod>,
     /// Instances recorded as another node's replacement: no room for this node's pods.
-    pub instances: HashSet<String>,
+    pub instances: HashSet<InstanceId>,
 }
 
 /// See the module documentation. `replacing` are the nodes whose replacement is planned:
@@ -50,7 +51,7 @@ pub fn spoken_for(
         let annotations = node.metadata.annotations.clone().unwrap_or_default();
         match crate::removal::replacement_on(&annotations) {
             Some(crate::removal::Replacement::Launched { instances, .. }) => {
-                out.instances.extend(instances)
+                out.instances.extend(instances.iter().filter_map(|i| InstanceId::parse(i)))
             }
             Some(_) => {}
             None => {
@@ -79,7 +80,7 @@ impl SpokenFor {
     pub fn withhold(&self, flying: &[InFlight], registered: &[Node], nodes: &mut [ExistingNode]) {
         let in_flight = flying
             .iter()
-            .filter(|f| self.instances.contains(&f.instance_id))
+            .filter(|f| self.instances.contains(f.instance_id.as_str()))
             .map(in_flight_name);
         let joined = registered
             .iter()
@@ -88,7 +89,7 @@ impl SpokenFor {
                     .as_ref()
                     .and_then(|s| s.provider_id.as_deref())
                     .and_then(parse_provider_id)
-                    .is_some_and(|p| self.instances.contains(&p.instance_id))
+                    .is_some_and(|p| self.instances.contains(p.instance_id.as_str()))
             })
             .filter_map(|n| n.metadata.name.clone());
         let names: HashSet<String> = in_flight.chain(joined).collect();
@@ -223,7 +224,8 @@ mod tests {
                 vec![pod("p1", "", "ReplicaSet")],
             );
             assert_eq!(names(&out.pods), want_pods, "{case}");
-            let want: HashSet<String> = want_instances.iter().map(|s| s.to_string()).collect();
+            let want: HashSet<InstanceId> =
+                want_instances.iter().map(|s| InstanceId::new(*s)).collect();
             assert_eq!(out.instances, want, "{case}");
             assert!(
                 out.pods
@@ -238,7 +240,10 @@ mod tests {
     fn another_nodes_replacement_takes_no_new_pod_whether_in_flight_or_registered() {
         let spoken = SpokenFor {
             pods: vec![],
-            instances: HashSet::from(["i-flying".to_string(), instance_of("joined")]),
+            instances: HashSet::from([
+                InstanceId::new("i-flying"),
+                InstanceId::new(instance_of("joined")),
+            ]),
         };
         let flight = |id: &str| InFlight {
             instance_id: id.into(),

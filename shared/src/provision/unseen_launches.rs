@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime};
 
 use crate::aws::{InstanceState, LaunchedInstance, OwnedInstance};
+use crate::ids::InstanceId;
 
 /// How long a launch counts without being listed. EC2 propagates within seconds; past
 /// this, an instance still unlisted is taken as gone (a spot instance reclaimed at once).
@@ -18,7 +19,7 @@ pub const VISIBILITY_WINDOW: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Default)]
 pub struct UnseenLaunches {
-    launched: HashMap<String, (OwnedInstance, SystemTime)>,
+    launched: HashMap<InstanceId, (OwnedInstance, SystemTime)>,
 }
 
 impl UnseenLaunches {
@@ -40,7 +41,8 @@ impl UnseenLaunches {
             private_dns_name: None,
             subnet_id: None,
         };
-        self.launched.insert(instance.id.clone(), (owned, at));
+        self.launched
+            .insert(InstanceId::new(instance.id.clone()), (owned, at));
     }
 
     /// `listed` (DescribeInstances' owned instances) with each remembered launch it lacks
@@ -48,7 +50,7 @@ impl UnseenLaunches {
     pub fn merge(&mut self, mut listed: Vec<OwnedInstance>, now: SystemTime) -> Vec<OwnedInstance> {
         self.launched.retain(|id, (_, at)| {
             let young = now.duration_since(*at).unwrap_or_default() < VISIBILITY_WINDOW;
-            young && !listed.iter().any(|i| &i.id == id)
+            young && !listed.iter().any(|i| i.id == id.as_str())
         });
         listed.extend(self.launched.values().map(|(i, _)| i.clone()));
         listed
@@ -72,8 +74,8 @@ impl UnseenLaunches {
         let mut ids: Vec<String> = self
             .launched
             .keys()
-            .filter(|id| !listed.iter().any(|i| &i.id == *id))
-            .cloned()
+            .filter(|id| !listed.iter().any(|i| i.id == id.as_str()))
+            .map(|id| id.as_str().to_string())
             .collect();
         ids.sort();
         ids
@@ -84,7 +86,7 @@ impl UnseenLaunches {
     /// listing shows it or shows it gone.
     pub fn unlisted_before(&self, listed: &[OwnedInstance], asked_at: SystemTime) -> Vec<String> {
         let mut ids = self.unlisted(listed);
-        ids.retain(|id| self.launched.get(id).is_some_and(|(_, at)| *at < asked_at));
+        ids.retain(|id| (self.launched.get(id.as_str())).is_some_and(|(_, at)| *at < asked_at));
         ids
     }
 
@@ -103,7 +105,7 @@ impl UnseenLaunches {
     /// Forgets the launches EC2 describes as terminated: they were seen, and are gone.
     pub fn forget_terminated(&mut self, states: &HashMap<String, InstanceState>) {
         self.launched
-            .retain(|id, _| states.get(id) != Some(&InstanceState::Terminated));
+            .retain(|id, _| states.get(id.as_str()) != Some(&InstanceState::Terminated));
     }
 
     pub fn len(&self) -> usize {

@@ -7,8 +7,11 @@
 //!
 //! A refresh that fails is remembered: the next attempt waits [`retry_after`] (30 s,
 //! doubling per consecutive failure, up to [`CATALOG_TTL`]). Without it, an EC2 endpoint
-//! that times out (BENCHMARKS.md, issue 15: a loaded moto, 10 s per attempt) was asked
-//! again by every poll once the catalog expired, and each pending pod paid the timeout.
+//! that times out (10 s per attempt) would be asked again by every poll once the catalog
+//! expired, and each pending pod would pay the timeout.
+//!
+//! The catalog is one [`crate::provision::swr::Swr`] with [`policy`]; the rules below are
+//! that policy's.
 //!
 //! The bound: a catalog older than [`STALE_WARN_AFTER`] is used with a warning (spot
 //! prices and offerings age: a removed offering costs a launch that fails over to the next
@@ -19,6 +22,8 @@
 use std::time::Duration;
 
 use super::CATALOG_TTL;
+use crate::provision::swr::{BackOff, Policy};
+pub use crate::provision::swr::{Purpose, Step};
 
 /// Past this age a stale catalog is used with a warning.
 pub const STALE_WARN_AFTER: Duration = Duration::from_secs(3 * CATALOG_TTL.as_secs());
@@ -27,60 +32,32 @@ pub const MAX_STALENESS: Duration = Duration::from_secs(12 * CATALOG_TTL.as_secs
 /// The wait after the first failed refresh; it doubles with each consecutive failure.
 pub const FIRST_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// Who asks for the catalog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// A poll with pods pending: latency first.
-    Poll,
-    /// A refresh ahead of need, off any pod's path: data past half its TTL is fetched
-    /// again, so the polls after it find it fresh.
-    WarmUp,
-}
-
-/// What to do with the data at hand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// The data is fresh enough: use it.
-    Use,
-    /// Use the data past its TTL; `warn` when older than [`STALE_WARN_AFTER`].
-    UseStale { warn: bool },
-    /// Ask EC2 now (and keep the last good data if that fails).
-    Fetch,
+/// How a catalog whose data is fresh for `ttl` ages: a warm-up refreshes it past half its
+/// TTL, a poll uses it stale (warned past [`STALE_WARN_AFTER`]) up to [`MAX_STALENESS`],
+/// and a failed refresh waits from [`FIRST_RETRY_AFTER`] doubling up to the TTL.
+pub fn policy(ttl: Duration) -> Policy {
+    Policy {
+        ttl,
+        refresh_after: ttl / 2,
+        max_staleness: MAX_STALENESS,
+        warn_after: Some(STALE_WARN_AFTER),
+        back_off: BackOff {
+            first: FIRST_RETRY_AFTER,
+            max: ttl.max(FIRST_RETRY_AFTER),
+        },
+    }
 }
 
 /// The step for `purpose`, given the age of the last good data (`None`: there is none)
 /// and whether a failed refresh's back-off is still running.
 pub fn step(purpose: Purpose, age: Option<Duration>, backing_off: bool, ttl: Duration) -> Step {
-    let Some(age) = age else {
-        // Nothing to solve with: whoever asks builds it, back-off or not.
-        return Step::Fetch;
-    };
-    let stale = Step::UseStale {
-        warn: age >= STALE_WARN_AFTER,
-    };
-    match purpose {
-        Purpose::Poll if age < ttl => Step::Use,
-        Purpose::Poll if age >= MAX_STALENESS && !backing_off => Step::Fetch,
-        Purpose::Poll => stale,
-        Purpose::WarmUp if age < ttl / 2 => Step::Use,
-        Purpose::WarmUp if backing_off => {
-            if age < ttl {
-                Step::Use
-            } else {
-                stale
-            }
-        }
-        Purpose::WarmUp => Step::Fetch,
-    }
+    policy(ttl).step(purpose, age, backing_off)
 }
 
 /// How long to wait before the next refresh after `consecutive` failed ones (1 = the
 /// first): 30 s, 60 s, 120 s, ... up to `ttl`.
 pub fn retry_after(consecutive: u32, ttl: Duration) -> Duration {
-    let doublings = consecutive.saturating_sub(1).min(16);
-    FIRST_RETRY_AFTER
-        .saturating_mul(1 << doublings)
-        .min(ttl.max(FIRST_RETRY_AFTER))
+    policy(ttl).back_off.after(consecutive)
 }
 
 #[cfg(test)]

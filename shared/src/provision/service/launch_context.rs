@@ -4,7 +4,7 @@
 //! first time a claim needs it, not once per claim.
 
 use std::collections::HashMap;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -12,6 +12,7 @@ use super::super::discovery::{images_key, terms_key};
 use super::super::live_catalog::freshness::Purpose;
 use super::super::node_template::{ProfileChoice, profile_choice};
 use super::super::profiles::Cached;
+use super::super::turn::Turn;
 use super::launch_claim::describe;
 use super::{ClaimOutcome, ClassNetwork, Launchable, Provisioner, pod_key};
 use crate::api::{EC2NodeClass, NodePool};
@@ -28,9 +29,12 @@ pub(super) struct LaunchContext<'a> {
     pub(super) catalog: Catalog,
     /// The pods the claims name, by `namespace/name`.
     pub(super) by_key: HashMap<String, &'a Pod>,
+    /// The poll's turn: its gate and its time to launch by.
+    pub(super) turn: Turn<'a>,
     pub(super) now: SystemTime,
-    /// When the poll started: `now + started.elapsed()` is when a CreateFleet is sent.
-    pub(super) started: Instant,
+    /// When the poll started, by the provisioner's clock: `now` plus the clock's time
+    /// since then is when a CreateFleet is sent.
+    pub(super) started: SystemTime,
     /// The node whose pods a replacement launches for (`None` in a poll).
     pub(super) replacing: Option<&'a str>,
     /// Per class, what its claims launch with (or why they cannot), once resolved.
@@ -85,8 +89,9 @@ impl<'a> LaunchContext<'a> {
     pub(super) fn new(
         launchable: Launchable,
         pods: &'a [Pod],
+        turn: Turn<'a>,
         now: SystemTime,
-        started: Instant,
+        started: SystemTime,
         replacing: Option<&'a str>,
     ) -> Self {
         let Launchable {
@@ -101,6 +106,7 @@ impl<'a> LaunchContext<'a> {
             networks,
             catalog,
             by_key: pods.iter().map(|p| (pod_key(p), p)).collect(),
+            turn,
             now,
             started,
             replacing,

@@ -58,7 +58,7 @@ where
         if let Some(e) = refresh.stale_because {
             tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
         }
-        self.adopt_shared_exclusions(now).await;
+        // Others' exclusions were adopted with the capacity side's reads.
         self.unavailable.apply(&mut catalog, now);
         self.pool_hashes = pools
             .iter()

@@ -9,8 +9,10 @@ use std::time::SystemTime;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use super::super::fleet_view::Source;
 use super::super::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
 use super::super::planning_order::sort_for_planning;
+use super::super::turn::Turn;
 use super::{ProvisionError, Provisioner, aws_err, kube_err};
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::aws::{Cloud, OwnedInstance};
@@ -38,12 +40,23 @@ pub(super) struct Capacity {
     pub(super) unlabelled: Vec<(String, String)>,
 }
 
-/// The capacity side as listed, before this container's memory of unlisted launches.
+/// The capacity side as listed, before what the listing may lack is added.
 pub(super) struct CapacityLists {
     pub(super) nodes: Vec<Node>,
     pub(super) daemon_sets: Vec<DaemonSet>,
     pub(super) bound: HashMap<String, Vec<Pod>>,
-    pub(super) owned: Vec<OwnedInstance>,
+    pub(super) owned: Listed,
+}
+
+/// This cluster's instances as one read got them.
+pub(super) enum Listed {
+    /// The listing kept between polls, asked for at `asked_at`.
+    Kept {
+        instances: Vec<OwnedInstance>,
+        asked_at: SystemTime,
+    },
+    /// Listed now.
+    Now(Vec<OwnedInstance>),
 }
 
 impl<K, A> Provisioner<K, A>
@@ -72,41 +85,20 @@ where
         })
     }
 
-    /// Reads the capacity side. It writes nothing; it updates this container's memory of
-    /// the launches EC2 does not list yet (those that registered, or were seen
-    /// terminated, are forgotten).
+    /// Reads the capacity side for a poll of `turn`. It writes nothing to the cluster; it
+    /// updates this container's view of the fleet (see [`Self::capacity_on_its_way`]).
     pub(super) async fn read_capacity(
         &mut self,
+        turn: &Turn<'_>,
         now: SystemTime,
     ) -> Result<Capacity, ProvisionError> {
-        // The holder's listing when it is young enough (no DescribeInstances on this
-        // pod's path), else a listing asked for now, kept for the next polls.
-        let kept = self.usable_listing(now).cloned();
-        let from_listing = kept.is_some();
-        let listed_at = kept.as_ref().map_or(now, |l| l.asked_at);
         let CapacityLists {
             mut nodes,
             daemon_sets,
             bound,
-            mut owned,
-        } = self.list_capacity(kept.map(|l| l.instances)).await?;
-        if from_listing {
-            self.add_recorded_replacements(&nodes, &mut owned).await?;
-        } else {
-            self.keep_listing(owned.clone(), now);
-        }
-        self.unseen.forget_registered(&nodes);
-        // A launch after the listing was asked for is missing from it as a rule: in flight
-        // until a listing shows it (or shows it gone). Only older ones are asked about.
-        let unlisted = self.unseen.unlisted_before(&owned, listed_at);
-        if !unlisted.is_empty() {
-            // A launch that joined and was terminated before any poll listed it is not in
-            // flight; one EC2 does not describe yet is (on error, keep counting it).
-            if let Ok(states) = self.aws.states(&unlisted).await {
-                self.unseen.forget_terminated(&states);
-            }
-        }
-        let owned = self.unseen.merge(owned, now);
+            owned,
+        } = self.list_capacity(turn, now).await?;
+        let owned = self.capacity_on_its_way(turn, owned, &nodes, now).await?;
         let unlabelled = missing_nodeclaim_labels(&nodes, &owned);
         // This poll's snapshot sees the labels too, written or not: the instance tag
         // already says the node is ours, so a node that joined and is not Ready yet
@@ -125,15 +117,17 @@ where
     }
 
     /// The capacity side as the cluster and EC2 list it, for a poll and for a replacement
-    /// alike: nodes, DaemonSets, bound pods by node, and this cluster's instances (without
-    /// the launches EC2 does not list yet; the caller merges those in), or `owned` when
-    /// the caller has a listing already. The lists are independent, so they are asked at
-    /// once: a pending pod waits for the slowest, not for their sum. The first to fail
-    /// fails it.
+    /// alike: nodes, DaemonSets, bound pods by node, and this cluster's instances (the
+    /// listing `turn` may plan with, else one asked for now), with what the functions
+    /// share adopted (exclusions, launches made outside the Lease). The reads are
+    /// independent, so they are asked at once: a pending pod waits for the slowest, not
+    /// for their sum. The first to fail fails it.
     pub(super) async fn list_capacity(
-        &self,
-        owned: Option<Vec<OwnedInstance>>,
+        &mut self,
+        turn: &Turn<'_>,
+        now: SystemTime,
     ) -> Result<CapacityLists, ProvisionError> {
+        let source = self.fleet.source(turn, now);
         let nodes = async { self.kube.nodes().await.map_err(kube_err("nodes")) };
         let daemon_sets = async {
             self.kube
@@ -148,19 +142,76 @@ where
                 .map_err(kube_err("bound pods"))
         };
         let owned = async {
-            match owned {
-                Some(kept) => Ok(kept),
-                None => (self.aws.list_owned().await).map_err(aws_err("listing owned instances")),
+            match &source {
+                Source::Kept(kept) => Ok(kept.instances.clone()),
+                Source::List => {
+                    (self.aws.list_owned().await).map_err(aws_err("listing owned instances"))
+                }
             }
         };
-        let (nodes, daemon_sets, bound, owned) =
-            tokio::try_join!(nodes, daemon_sets, bound, owned)?;
+        let shared = self.load_shared(now);
+        let (nodes, daemon_sets, bound, owned, shared) =
+            tokio::try_join!(nodes, daemon_sets, bound, owned, async { Ok(shared.await) })?;
+        self.adopt_shared(shared);
+        let owned = match source {
+            Source::Kept(kept) => Listed::Kept {
+                instances: owned,
+                asked_at: kept.asked_at,
+            },
+            Source::List => {
+                self.fleet
+                    .keep_listing(owned.clone(), now, turn.since.is_some());
+                Listed::Now(owned)
+            }
+        };
         Ok(CapacityLists {
             nodes,
             daemon_sets,
             bound,
             owned,
         })
+    }
+
+    /// Capacity on its way, the one rule a poll and a replacement count by (see
+    /// [`super::super::fleet_view`]): the listing, the launches others recorded that a
+    /// kept listing lacks (described by id), and this container's launches it lacks
+    /// (unless EC2 says they are gone).
+    pub(super) async fn capacity_on_its_way(
+        &mut self,
+        turn: &Turn<'_>,
+        listed: Listed,
+        nodes: &[Node],
+        now: SystemTime,
+    ) -> Result<Vec<OwnedInstance>, ProvisionError> {
+        let (mut owned, asked_at, kept) = match listed {
+            Listed::Kept {
+                instances,
+                asked_at,
+            } => (instances, asked_at, true),
+            Listed::Now(instances) => (instances, now, false),
+        };
+        if kept {
+            let missing: Vec<String> = (self.fleet.recorded_missing(&owned, nodes, turn.named))
+                .into_iter()
+                .map(String::from)
+                .collect();
+            if !missing.is_empty() {
+                let found = (self.aws.list_owned_ids(&missing).await)
+                    .map_err(aws_err("describing launches recorded by others"))?;
+                owned.extend(found);
+            }
+        }
+        // A launch after the listing was asked for is missing from it as a rule: in flight
+        // until a listing shows it (or shows it gone). Only older ones are asked about.
+        let unlisted = self.fleet.own_unlisted(&owned, asked_at, nodes);
+        if !unlisted.is_empty() {
+            // A launch that joined and was terminated before any read listed it is not in
+            // flight; one EC2 does not describe yet is (on error, keep counting it).
+            if let Ok(states) = self.aws.states(&unlisted).await {
+                self.fleet.forget_terminated(&states);
+            }
+        }
+        Ok(self.fleet.on_its_way(owned, now))
     }
 
     /// The act phase's first writes: the node-claim labels [`Self::read_capacity`] found

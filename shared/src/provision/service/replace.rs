@@ -6,12 +6,14 @@
 //! Idempotent across retries and duplicate events: the claim ids derive from the pods'
 //! uids, so asking again for the same pods sends CreateFleet the same ClientToken.
 
-use std::time::{Instant, SystemTime};
+use std::collections::HashSet;
+use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::super::in_flight::in_flight;
+use super::super::in_flight::{in_flight, node_instance_ids};
 use super::super::spoken_for;
+use super::super::turn::Turn;
 use super::super::unavailable::Exclusion;
 use super::launch_context::LaunchContext;
 use super::read::CapacityLists;
@@ -19,6 +21,7 @@ use super::rounds::Tally;
 use super::{ProvisionError, Provisioner, kube_err};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
+use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
 use crate::scheduling::{Snapshot, solve};
 
@@ -107,7 +110,7 @@ where
         ceiling: Option<f64>,
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
-        let started = Instant::now();
+        let started = SystemTime::from(self.clock.now());
         let mut report = ReplaceReport::default();
         let excluded: Vec<Exclusion> = reclaimed
             .iter()
@@ -130,26 +133,25 @@ where
         }
         let config = self.kube.load().await.map_err(kube_err("NodePools"))?;
         let (pools, classes, _dropped) = usable(&config.inputs, &config.problems);
+        // Outside any Lease turn: listed now, by the same rule as a poll's.
         let CapacityLists {
             nodes,
             daemon_sets,
             bound,
-            mut owned,
-        } = self.list_capacity(None).await?;
+            owned,
+        } = self.list_capacity(&Turn::OUTSIDE, now).await?;
+        let mut owned = self
+            .capacity_on_its_way(&Turn::OUTSIDE, owned, &nodes, now)
+            .await?;
         // The node being replaced is not capacity for its own pods, whether or not the
         // caller's taint is visible yet; nor is its instance, which without its Node would
         // otherwise count as capacity in flight.
-        let (going, nodes): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| {
-            n.metadata
-                .name
-                .as_deref()
-                .is_some_and(|name| nodes_going.iter().any(|g| g == name))
-        });
-        let going_instances = crate::provision::in_flight::node_instance_ids(&going);
-        self.unseen.forget_registered(&nodes);
-        self.unseen.forget_registered(&going);
-        owned = self.unseen.merge(owned, now);
-        owned.retain(|i| !going_instances.contains(&i.id));
+        let going_names: HashSet<NodeName> = nodes_going.iter().map(NodeName::new).collect();
+        let (going, nodes): (Vec<_>, Vec<_>) = nodes
+            .into_iter()
+            .partition(|n| NodeName::of(n).is_some_and(|name| going_names.contains(&name)));
+        let going_instances = node_instance_ids(&going);
+        owned.retain(|i| !going_instances.contains(i.id.as_str()));
         // The interruption and sweeper functions have no idle moment between polls to
         // refresh in, as the provisioner's holder has: a replacement refreshes what is due
         // first (the catalog, a class's lookups), backing off after a failure as they do.
@@ -161,7 +163,14 @@ where
         let launchable = self.launchable(pools, classes, now).await?;
         // One node keeps its claim ids as they were; several are one decision, named by all.
         let replacing = nodes_going.join(",");
-        let mut ctx = LaunchContext::new(launchable, pods, now, started, Some(&replacing));
+        let mut ctx = LaunchContext::new(
+            launchable,
+            pods,
+            Turn::OUTSIDE,
+            now,
+            started,
+            Some(&replacing),
+        );
         let (catalog, pools, classes) = (&ctx.catalog, &ctx.pools, &ctx.classes);
 
         let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
@@ -234,6 +243,9 @@ where
         report.launched_instances = tally.launched_instances;
         report.failed_claims = tally.failed_claims;
         report.throttled = tally.throttled;
+        // The holder of the provisioner's Lease may plan with a listing asked for before
+        // these launches: it learns of them here.
+        self.share_launches(&report.launched_instances, now).await;
         Ok(report)
     }
 }

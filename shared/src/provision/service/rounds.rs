@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use super::super::next_round::{launched_in_flight, next_round};
 use super::launch_context::LaunchContext;
-use super::{ClaimOutcome, MAX_LAUNCH_ROUNDS, Provisioner, pod_uid};
+use super::{ClaimOutcome, MAX_LAUNCH_ROUNDS, Provisioner};
 use crate::aws::Cloud;
+use crate::ids::PodUid;
 use crate::kube::{Cluster, InFlight};
 use crate::scheduling::{PlannedClaim, Snapshot, solve};
 use crate::telemetry::{self, LaunchFailure};
@@ -24,7 +25,7 @@ pub(super) struct Tally {
     pub(super) failed_claims: usize,
     /// CreateFleet was throttled: launching stopped.
     pub(super) throttled: bool,
-    /// The [`crate::lease::MayAct`] check said no: launching stopped, for this reason.
+    /// The turn said no (its gate, or its time): launching stopped, for this reason.
     pub(super) withheld: Option<String>,
     /// Per launched claim: from the first time one of its pods was seen pending to the
     /// moment CreateFleet was sent.
@@ -68,7 +69,7 @@ where
                 .chain(plan.nominations.iter().flat_map(|n| &n.pods))
             {
                 if let Some(p) = ctx.by_key.get(key) {
-                    self.handled.insert(pod_uid(p));
+                    self.handled.insert(PodUid::of(p));
                 }
             }
             tally.unschedulable.extend(
@@ -112,8 +113,8 @@ where
         tally: &mut Tally,
     ) -> ControlFlow<()> {
         let replacing = ctx.replacing.is_some();
-        // A replacement runs in the interruption function or the sweeper, which set no
-        // check; were one set, its refusal is a failure the follow-up retries.
+        // A replacement runs outside any Lease turn, with no gate; were one set, its
+        // refusal is a failure the follow-up retries.
         let outcome = match outcome {
             ClaimOutcome::Withheld(why) if replacing => ClaimOutcome::Failed(why),
             outcome => outcome,
@@ -136,7 +137,7 @@ where
                     .pods
                     .iter()
                     .filter_map(|k| ctx.by_key.get(k))
-                    .filter_map(|p| self.first_seen.get(&pod_uid(p)))
+                    .filter_map(|p| self.first_seen.get(&PodUid::of(p)))
                     .min()
                     .copied()
                     .unwrap_or(ctx.now);

@@ -506,7 +506,7 @@ async fn after_insufficient_capacity_the_same_poll_relaunches_on_other_offerings
     );
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-    let report = match p.poll(now).await {
+    let report = match p.poll(&Turn::OUTSIDE, now).await {
         Ok(r) => r,
         Err(e) => panic!("poll: {e}"),
     };
@@ -548,7 +548,10 @@ async fn a_throttled_create_fleet_stops_launching_for_this_poll() {
     let pending = vec![pod("a", "1500m"), pod("b", "1500m"), pod("c", "1500m")];
     let mut p = provisioner(pending, aws);
     let report = match p
-        .poll(SystemTime::UNIX_EPOCH + Duration::from_secs(1))
+        .poll(
+            &Turn::OUTSIDE,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1),
+        )
         .await
     {
         Ok(r) => r,
@@ -566,7 +569,10 @@ async fn capacity_that_never_comes_is_reported_once_per_pod_not_every_poll() {
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
     for i in 0..2 {
-        if let Err(e) = p.poll(t0 + Duration::from_secs(5 * i)).await {
+        if let Err(e) = p
+            .poll(&Turn::OUTSIDE, t0 + Duration::from_secs(5 * i))
+            .await
+        {
             panic!("poll: {e}")
         }
     }
@@ -612,7 +618,7 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
             let refresh = p.refresh_prices(t0).await;
             assert!(matches!(refresh, PriceRefresh::Updated { priced: 1, .. }));
         }
-        if let Err(e) = p.poll(t0).await {
+        if let Err(e) = p.poll(&Turn::OUTSIDE, t0).await {
             panic!("poll: {e}")
         }
         let first_choice: Vec<String> = p
@@ -663,3 +669,4 @@ async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_
 
 mod listing;
 mod profile_and_gc;
+mod tokens;

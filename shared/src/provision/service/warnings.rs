@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{Provisioner, pod_uid};
+use super::Provisioner;
+use crate::ids::PodUid;
 use crate::kube::{Cluster, EventType, ObjectRef, PodRef};
 use crate::telemetry;
 
@@ -14,7 +15,7 @@ use crate::telemetry;
 /// no longer pending) or a configuration object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum Warned {
-    Pod { uid: String },
+    Pod { uid: PodUid },
     Object(ObjectRef),
 }
 
@@ -29,7 +30,7 @@ impl<K: Cluster, A> Provisioner<K, A> {
             let Some(pod) = by_key.get(&key) else {
                 continue;
             };
-            let uid = pod_uid(pod);
+            let uid = PodUid::of(pod);
             if self.warned.insert((Warned::Pod { uid }, reason.clone())) {
                 tracing::warn!(pod = key, reason, "pod cannot be provisioned for");
                 telemetry::pod_not_provisioned();

@@ -24,6 +24,14 @@ fn listings(p: &Provisioner<FakeCluster, FakeAws>) -> Vec<String> {
         .collect()
 }
 
+/// The turn of a holder whose listing holds every earlier launch from `since` on.
+fn turn(since: Option<SystemTime>) -> Turn<'static> {
+    Turn {
+        since,
+        ..Turn::OUTSIDE
+    }
+}
+
 async fn refreshed(p: &mut Provisioner<FakeCluster, FakeAws>, now: SystemTime) {
     if let Err(e) = p.refresh_owned_listing(now).await {
         panic!("refresh: {e}");
@@ -34,13 +42,13 @@ async fn refreshed(p: &mut Provisioner<FakeCluster, FakeAws>, now: SystemTime) {
 async fn a_holders_poll_plans_with_the_listing_kept_between_polls_and_lists_nothing() {
     let aws = FakeAws::new(&["m5.large"], vec![]);
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
-    p.set_acting_since(Some(at(0)));
-    assert!(p.owned_listing_due(at(0)));
+    let turn = turn(Some(at(0)));
+    assert!(p.owned_listing_due(&turn, false, at(0)));
     refreshed(&mut p, at(1)).await;
-    assert!(!p.owned_listing_due(at(2)));
+    assert!(!p.owned_listing_due(&turn, false, at(2)));
     assert_eq!(listings(&p), ["DescribeInstances"]);
 
-    assert_eq!(launched(p.poll(at(5)).await), 1);
+    assert_eq!(launched(p.poll(&turn, at(5)).await), 1);
     assert_eq!(listings(&p), ["DescribeInstances"], "{:?}", p.aws().calls());
 }
 
@@ -57,16 +65,15 @@ async fn a_poll_lists_for_itself_outside_a_lease_turn_past_max_age_or_with_an_ea
     for (since, asked, poll_at, restarted, lists) in cases {
         let aws = FakeAws::new(&["m5.large"], vec![]);
         let mut p = provisioner(vec![pod("web-1", "500m")], aws);
-        p.set_acting_since(since.map(at));
+        let mut this_turn = turn(since.map(at));
         if let Some(asked) = asked {
             refreshed(&mut p, at(asked)).await;
         }
         if let Some(restart) = restarted {
-            p.set_acting_since(None);
-            p.set_acting_since(Some(at(restart)));
+            this_turn = turn(Some(at(restart)));
         }
         let before = listings(&p).len();
-        assert_eq!(launched(p.poll(at(poll_at)).await), 1);
+        assert_eq!(launched(p.poll(&this_turn, at(poll_at)).await), 1);
         let listed = listings(&p).len() > before;
         assert_eq!(
             listed,
@@ -91,10 +98,10 @@ async fn a_replacement_recorded_on_a_node_and_missing_from_the_listing_is_descri
         .into(),
     );
     p.kube.nodes = vec![node];
-    p.set_acting_since(Some(at(0)));
+    let turn = turn(Some(at(0)));
     refreshed(&mut p, at(1)).await;
 
-    p.poll(at(5))
+    p.poll(&turn, at(5))
         .await
         .map(|_| ())
         .unwrap_or_else(|e| panic!("poll: {e}"));
@@ -111,9 +118,9 @@ async fn a_replacement_recorded_on_a_node_and_missing_from_the_listing_is_descri
 async fn the_fleets_cost_from_a_kept_listing_counts_the_launches_made_since_it_was_asked_for() {
     let aws = FakeAws::new(&["m5.large"], vec![]);
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
-    p.set_acting_since(Some(at(0)));
+    let turn = turn(Some(at(0)));
     refreshed(&mut p, at(1)).await;
-    assert_eq!(launched(p.poll(at(5)).await), 1);
+    assert_eq!(launched(p.poll(&turn, at(5)).await), 1);
 
     let cost = p
         .fleet_cost(at(6))
@@ -121,4 +128,36 @@ async fn the_fleets_cost_from_a_kept_listing_counts_the_launches_made_since_it_w
         .unwrap_or_else(|e| panic!("fleet cost: {e}"));
     assert_eq!(cost.instances, 1, "{cost:?}");
     assert_eq!(listings(&p), ["DescribeInstances"], "{:?}", p.aws().calls());
+}
+
+#[tokio::test]
+async fn a_new_holders_first_poll_plans_with_its_standby_listing_and_describes_the_launches_named_since()
+ {
+    // The listing was asked for at 10, standing by. (the Lease's bound on the earlier
+    // holders' launches, the launches it names, the calls the first poll makes, whether it
+    // launches: a named launch is capacity on its way for the pod)
+    let named = [crate::ids::InstanceId::new("i-0earlier")];
+    let cases: [(u64, &[crate::ids::InstanceId], &[&str], usize); 3] = [
+        (8, &[], &[], 1),
+        (8, &named, &["DescribeInstances i-0earlier"], 0),
+        (11, &[], &["DescribeInstances"], 1),
+    ];
+    for (bound, named, calls, launches) in cases {
+        let aws = FakeAws::new(&["m5.large"], vec![]);
+        let mut p = provisioner(vec![pod("web-1", "500m")], aws);
+        refreshed(&mut p, at(10)).await;
+        let before = listings(&p).len();
+        let first_poll = Turn {
+            since: Some(at(bound)),
+            named,
+            ..Turn::OUTSIDE
+        };
+        let report = p.poll(&first_poll, at(12)).await;
+        assert_eq!(
+            listings(&p)[before..],
+            *calls,
+            "bound {bound}, named {named:?}"
+        );
+        assert_eq!(launched(report), launches, "bound {bound}, named {named:?}");
+    }
 }

@@ -35,7 +35,7 @@ fn seed_template(aws: &FakeAws, name: &str, created: SystemTime) {
 async fn a_class_naming_the_stack_role_uses_the_stack_profile_without_iam() {
     let aws = FakeAws::new(&["m5.large"], vec![]);
     let mut p = provisioner_with_role(vec![pod("web-1", "500m")], aws, "demo-node");
-    let report = poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0).await);
+    let report = poll_ok(p.poll(&Turn::OUTSIDE, SystemTime::UNIX_EPOCH + T0).await);
 
     assert_eq!(report.launched_instances.len(), 1);
     let profiles: Vec<String> = p
@@ -63,7 +63,10 @@ async fn a_class_naming_another_role_gets_its_profile_ensured_once_per_container
     // so each poll past the last launch's visibility window launches for it again.
     let apart = crate::provision::unseen_launches::VISIBILITY_WINDOW + Duration::from_secs(5);
     for i in 0..3 {
-        poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0 + apart * i).await);
+        poll_ok(
+            p.poll(&Turn::OUTSIDE, SystemTime::UNIX_EPOCH + T0 + apart * i)
+                .await,
+        );
     }
 
     let ensured: Vec<String> = p
@@ -90,10 +93,13 @@ async fn a_profile_ec2_cannot_see_yet_is_retried_next_poll_on_the_same_offerings
         vec![Answer::ProfileNotVisible, Answer::Launch],
     );
     let mut p = provisioner_with_role(vec![pod("web-1", "500m")], aws, "gpu-nodes");
-    let first = poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0).await);
+    let first = poll_ok(p.poll(&Turn::OUTSIDE, SystemTime::UNIX_EPOCH + T0).await);
     let second = poll_ok(
-        p.poll(SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(5))
-            .await,
+        p.poll(
+            &Turn::OUTSIDE,
+            SystemTime::UNIX_EPOCH + T0 + Duration::from_secs(5),
+        )
+        .await,
     );
 
     // One CreateFleet in the first poll: a profile that is not visible yet is no reason to
@@ -140,7 +146,7 @@ async fn old_templates_are_collected_after_launching_and_fresh_or_used_ones_are_
     seed_template(&aws, "nodewright/demo-2/stale", stale);
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
 
-    let report = poll_ok(p.poll(now).await);
+    let report = poll_ok(p.poll(&Turn::OUTSIDE, now).await);
 
     let launched = p
         .aws()
@@ -169,7 +175,7 @@ async fn old_templates_are_collected_after_launching_and_fresh_or_used_ones_are_
     assert_eq!(p.aws().template_names(), kept);
 
     // Within the interval no collection runs, however many polls.
-    poll_ok(p.poll(now + Duration::from_secs(60)).await);
+    poll_ok(p.poll(&Turn::OUTSIDE, now + Duration::from_secs(60)).await);
     let lists = |p: &Provisioner<FakeCluster, FakeAws>| {
         p.aws()
             .calls()
@@ -183,7 +189,7 @@ async fn old_templates_are_collected_after_launching_and_fresh_or_used_ones_are_
     // one the still-pending pod keeps launching from is in use, though as old.
     let later = now + TEMPLATE_GC_INTERVAL + TEMPLATE_GRACE;
     p.aws().set_clock(later);
-    let report = poll_ok(p.poll(later).await);
+    let report = poll_ok(p.poll(&Turn::OUTSIDE, later).await);
     assert_eq!(lists(&p), 2);
     assert_eq!(report.launch_templates_deleted, ["nodewright/demo/fresh"]);
     assert_eq!(
@@ -197,7 +203,7 @@ async fn a_failing_collection_is_logged_and_never_fails_the_poll() {
     let mut aws = FakeAws::new(&["m5.large"], vec![]);
     aws.listing_fails = true;
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
-    let report = poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0).await);
+    let report = poll_ok(p.poll(&Turn::OUTSIDE, SystemTime::UNIX_EPOCH + T0).await);
     assert_eq!(report.launched_instances.len(), 1);
     assert!(report.launch_templates_deleted.is_empty());
     assert!(p.aws().calls().contains(&"ListLaunchTemplates".to_string()));
@@ -209,7 +215,7 @@ async fn no_collection_while_the_batching_window_is_open() {
     let settings_batch = BatchWindow::fixed(Duration::from_secs(1), Duration::from_secs(10));
     let mut p = provisioner(vec![pod("web-1", "500m")], aws);
     p.settings.batch = settings_batch;
-    let report = poll_ok(p.poll(SystemTime::UNIX_EPOCH + T0).await);
+    let report = poll_ok(p.poll(&Turn::OUTSIDE, SystemTime::UNIX_EPOCH + T0).await);
     assert!(report.waiting.is_some());
     assert!(p.aws().calls().is_empty(), "{:?}", p.aws().calls());
 }
