@@ -97,7 +97,13 @@ fn inputs(text: &str) -> Vec<Input> {
         return records
             .iter()
             .enumerate()
-            .map(|(i, r)| message(Some(id(r, i, "messageId")), "sqs-event", text_of(&r["body"])))
+            .map(|(i, r)| {
+                message(
+                    Some(id(r, i, "messageId")),
+                    "sqs-event",
+                    text_of(&r["body"]),
+                )
+            })
             .collect();
     }
     if let Some(received) = value.get("Messages").and_then(Value::as_array) {
@@ -105,7 +111,11 @@ fn inputs(text: &str) -> Vec<Input> {
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                message(Some(id(r, i, "MessageId")), "receive-message", text_of(&r["Body"]))
+                message(
+                    Some(id(r, i, "MessageId")),
+                    "receive-message",
+                    text_of(&r["Body"]),
+                )
             })
             .collect();
     }
@@ -178,7 +188,7 @@ fn next_step(m: &nodewright::interruption::Message, objects: &Objects) -> Option
         offering: offering_of(node),
     };
     let wanted = match intent_for(m, Some(&facts), m.time) {
-        Intent::Remove(r) => Some(r),
+        Intent::Remove(r) => Some(*r),
         Intent::Continue { .. } => None,
         other => return Some(json!({"node": facts.node, "instance": id, "state": other.as_str()})),
     };
@@ -191,8 +201,10 @@ fn next_step(m: &nodewright::interruption::Message, objects: &Objects) -> Option
             "note": next.note,
             "recheck": next.recheck.map(|t| t.to_string()),
         })),
-        Err(e) => Some(json!({"node": facts.node, "instance": id, "state": "unreadable record",
-            "note": e.to_string()})),
+        Err(e) => Some(
+            json!({"node": facts.node, "instance": id, "state": "unreadable record",
+            "note": e.to_string()}),
+        ),
     }
 }
 
@@ -362,14 +374,31 @@ mod tests {
 
     #[test]
     fn every_wrapper_a_user_pastes_is_taken_off_and_named() {
-        let sns = json!({"Type": "Notification", "MessageId": "sns-1", "Message": EVENT}).to_string();
+        let sns =
+            json!({"Type": "Notification", "MessageId": "sns-1", "Message": EVENT}).to_string();
         let cases = [
             (EVENT.to_string(), "none", None),
-            (json!({"Records": [{"messageId": "m1", "body": EVENT}]}).to_string(), "sqs-event", Some("m1")),
-            (json!({"messageId": "m2", "body": EVENT, "eventSource": "aws:sqs"}).to_string(), "sqs-record", Some("m2")),
-            (json!({"Messages": [{"MessageId": "m3", "Body": EVENT}]}).to_string(), "receive-message", Some("m3")),
+            (
+                json!({"Records": [{"messageId": "m1", "body": EVENT}]}).to_string(),
+                "sqs-event",
+                Some("m1"),
+            ),
+            (
+                json!({"messageId": "m2", "body": EVENT, "eventSource": "aws:sqs"}).to_string(),
+                "sqs-record",
+                Some("m2"),
+            ),
+            (
+                json!({"Messages": [{"MessageId": "m3", "Body": EVENT}]}).to_string(),
+                "receive-message",
+                Some("m3"),
+            ),
             (sns.clone(), "sns", None),
-            (json!({"Records": [{"messageId": "m4", "body": sns}]}).to_string(), "sqs-event+sns", Some("m4")),
+            (
+                json!({"Records": [{"messageId": "m4", "body": sns}]}).to_string(),
+                "sqs-event+sns",
+                Some("m4"),
+            ),
         ];
         for (text, wrapper, id) in cases {
             let got = inputs(&text);
@@ -383,9 +412,16 @@ mod tests {
 
     #[test]
     fn a_message_that_cannot_be_read_says_what_wrapped_it() {
-        let text = json!({"Messages": [{"MessageId": "m1", "Body": "{\"detail-type\": 1}"}]}).to_string();
+        let text =
+            json!({"Messages": [{"MessageId": "m1", "Body": "{\"detail-type\": 1}"}]}).to_string();
         let row = explain(&inputs(&text)[0], None, None);
         assert_eq!(row["kind"], "invalid");
-        assert!(row["reason"].as_str().unwrap().starts_with("read as a message of receive-message"), "{row}");
+        assert!(
+            row["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("read as a message of receive-message"),
+            "{row}"
+        );
     }
 }

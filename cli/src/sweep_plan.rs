@@ -138,14 +138,109 @@ pub fn run(args: &Args) -> Exit {
         return Exit::Problems;
     }
     let plan = plan_disruption(&snapshot, now);
+    let steps = next_steps(&plan, &objects, &inputs, now);
     if args.output.is_data() {
-        if !print_data(&to_json(&plan), args.output) {
+        let mut data = to_json(&plan);
+        data["next"] = steps
+            .iter()
+            .map(|s| json!({"node": s.node, "state": s.state, "acts": s.acts}))
+            .collect();
+        if !print_data(&data, args.output) {
             return Exit::Usage;
         }
     } else {
         print!("{}", to_table(&plan, args.output == Output::Wide));
+        print!("{}", steps_table(&steps));
     }
     Exit::Ok
+}
+
+/// The next step of the removal path for one node.
+struct Step {
+    node: String,
+    state: String,
+    acts: String,
+}
+
+/// The next step of the one removal decision (`nodewright::removal`) for each node a
+/// command would take, and for each node whose removal is under way, as the sweeper would
+/// take it now.
+fn next_steps(plan: &Plan, objects: &Objects, inputs: &Inputs, now: Timestamp) -> Vec<Step> {
+    use nodewright::removal::{Cause, Record, offline, record_of};
+    let planned: std::collections::BTreeMap<&str, Cause> = plan
+        .commands
+        .iter()
+        .flat_map(|c| {
+            c.nodes
+                .iter()
+                .map(move |n| (n.as_str(), Cause::from(c.reason)))
+        })
+        .collect();
+    let grace = |node: &Node| {
+        let pool = node
+            .metadata
+            .labels
+            .as_ref()?
+            .get(nodewright::api::labels::NODEPOOL)?;
+        let pool = inputs
+            .node_pools
+            .iter()
+            .find(|p| p.metadata.name == *pool)?;
+        pool.spec
+            .template
+            .spec
+            .termination_grace_period
+            .map(|d| d.0)
+    };
+    let mut steps = Vec::new();
+    for node in &objects.nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let wanted = planned
+            .get(name.as_str())
+            .map(|c| Record::new(*c, now, None));
+        let under_way = matches!(record_of(node), Ok(Some(_)) | Err(_));
+        if wanted.is_none() && !under_way {
+            continue;
+        }
+        let step = match offline::next_for(
+            node,
+            &objects.nodes,
+            &objects.pods,
+            wanted,
+            grace(node),
+            now,
+        ) {
+            Ok(next) => Step {
+                node: name,
+                state: next.note.clone().map_or_else(
+                    || next.state.to_string(),
+                    |n| format!("{}: {n}", next.state),
+                ),
+                acts: offline::summary(&next),
+            },
+            Err(e) => Step {
+                node: name,
+                state: "unreadable removal record".into(),
+                acts: e.to_string(),
+            },
+        };
+        steps.push(step);
+    }
+    steps
+}
+
+fn steps_table(steps: &[Step]) -> String {
+    if steps.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<Vec<String>> = steps
+        .iter()
+        .map(|s| vec![s.node.clone(), s.state.clone(), s.acts.clone()])
+        .collect();
+    format!(
+        "\n{}",
+        table::render(&["NODE", "STATE", "NEXT"], &rows, &[])
+    )
 }
 
 /// Reads one input: the cluster's objects into `objects`, the configuration's into `inputs`

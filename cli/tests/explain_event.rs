@@ -235,7 +235,10 @@ fn with_the_cluster_objects_the_next_step_of_the_named_nodes_removal_is_shown() 
     assert_eq!(next["node"], "ip-10-0-1-5.ec2.internal");
     assert_eq!(next["state"], "draining", "{next}");
     let acts = next["acts"].as_str().unwrap();
-    assert!(acts.contains("evict 1"), "a spot warning drains at once: {acts}");
+    assert!(
+        acts.contains("evict 1"),
+        "a spot warning drains at once: {acts}"
+    );
 
     let rebalance = sample("rebalance-recommendation.json");
     let objects = objects_for("i-0f2e6c3b1a9d84c77");
@@ -252,9 +255,16 @@ fn with_the_cluster_objects_the_next_step_of_the_named_nodes_removal_is_shown() 
 
     let (_, v) = explain_json(
         rebalance.to_str().unwrap(),
-        &["--objects", objects_for("i-0000000000000000f").to_str().unwrap()],
+        &[
+            "--objects",
+            objects_for("i-0000000000000000f").to_str().unwrap(),
+        ],
     );
-    assert_eq!(v["events"][0]["next"], Value::Null, "no node runs the instance");
+    assert_eq!(
+        v["events"][0]["next"],
+        Value::Null,
+        "no node runs the instance"
+    );
 
     let out = nodewright(&[
         "explain-event",

@@ -429,3 +429,66 @@ items:
     // A node of a Provisioner not in the input is not nodewright's to judge.
     assert!(!plan.to_string().contains("ip-10-0-5-5"), "{plan}");
 }
+
+#[test]
+fn the_next_step_of_the_removal_path_is_shown_for_planned_nodes_and_removals_under_way() {
+    let under_way = r#"
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: ip-10-0-3-7.ec2.internal
+    creationTimestamp: "2026-03-02T09:00:00Z"
+    labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m5.large, karpenter.sh/capacity-type: spot}
+    annotations:
+      nodewright.io/removal: '{"cause":"spot-interrupted","started":"2026-03-02T09:59:30Z","deadline":"2026-03-02T10:01:30Z","progress":"2026-03-02T09:59:30Z"}'
+  spec:
+    providerID: aws:///us-east-1a/i-0123456789abcdef0
+    taints: [{key: nodewright.io/disrupted, effect: NoSchedule}]
+  status: {conditions: [{type: Ready, status: "True"}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web, namespace: default}
+  spec: {nodeName: ip-10-0-3-7.ec2.internal, containers: [{name: c, image: i}]}
+  status: {phase: Running}
+"#;
+    let file = write(
+        "under-way.yaml",
+        &format!("{}{under_way}", CLUSTER.trim_end()),
+    );
+    let out = nodewright(&[
+        "sweep-plan",
+        "-f",
+        &file,
+        "--now",
+        "2026-03-02T10:00:00Z",
+        "--output",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let next = plan["next"].as_array().unwrap();
+    let of = |node: &str| next.iter().find(|s| s["node"] == node).cloned();
+    let empty = of("ip-10-0-1-5.ec2.internal").expect("the planned node's next step");
+    assert_eq!(empty["acts"], "take, terminate", "{plan}");
+    let spot = of("ip-10-0-3-7.ec2.internal").expect("the removal under way");
+    assert_eq!(spot["state"], "draining", "{plan}");
+    assert!(
+        spot["acts"].as_str().unwrap().contains("drain (evict 1"),
+        "{plan}"
+    );
+    assert!(
+        of("ip-10-0-2-9.ec2.internal").is_none(),
+        "a kept node has no next step"
+    );
+
+    let table = nodewright(&["sweep-plan", "-f", &file, "--now", "2026-03-02T10:00:00Z"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("NODE") && text.contains("NEXT") && text.contains("take, terminate"),
+        "{text}"
+    );
+}

@@ -372,7 +372,10 @@ async fn a_poison_message_comes_back_in_seconds_is_dead_lettered_and_holds_back_
             world.dead_letters().await.unwrap()
         );
         step(&world, 5).await;
-        world.deliver(&state, Duration::from_millis(200)).await.unwrap();
+        world
+            .deliver(&state, Duration::from_millis(200))
+            .await
+            .unwrap();
     }
     let dead: Vec<(String, u32)> = world.queue.with(|q, _| {
         q.dead_letters()
@@ -383,9 +386,15 @@ async fn a_poison_message_comes_back_in_seconds_is_dead_lettered_and_holds_back_
     assert_eq!(dead.len(), 2, "{dead:?}");
     for (body, receives) in &dead {
         assert!(body.contains(&instance_id), "{body}");
-        assert_eq!(*receives, 5, "five receives, then the dead-letter queue: {body}");
+        assert_eq!(
+            *receives, 5,
+            "five receives, then the dead-letter queue: {body}"
+        );
     }
-    assert_eq!(deliver_all(&world, &state, Duration::from_millis(200)).await, 0);
+    assert_eq!(
+        deliver_all(&world, &state, Duration::from_millis(200)).await,
+        0
+    );
 }
 
 /// `inflate` pods that a PodDisruptionBudget counts as healthy: Ready and not deleting.
@@ -499,7 +508,10 @@ async fn an_invocation_that_dies_once_its_first_look_is_queued_is_resumed_by_tha
     let mut moved = false;
     for _ in 0..40 {
         step(&world, 5).await;
-        world.deliver(&state, Duration::from_millis(300)).await.unwrap();
+        world
+            .deliver(&state, Duration::from_millis(300))
+            .await
+            .unwrap();
         let pods = inflate_pods(&world);
         if !pods.is_empty()
             && pods.iter().all(|p| {
@@ -513,7 +525,10 @@ async fn an_invocation_that_dies_once_its_first_look_is_queued_is_resumed_by_tha
         }
     }
     assert!(moved, "the look did not finish the drain");
-    assert!(world.clock().now() < deadline, "finished after the deadline");
+    assert!(
+        world.clock().now() < deadline,
+        "finished after the deadline"
+    );
     let replacements: Vec<Instance> = owned(&world)
         .await
         .into_iter()

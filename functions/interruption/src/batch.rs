@@ -12,12 +12,12 @@ use nodewright::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use nodewright::aws::{FollowUpQueue, OwnedInstance, OwnedInstances, is_owned};
 use nodewright::disruption::pool_budgets;
 use nodewright::interruption::{
-    Detail, Gate, Intent, NodeFacts, REBALANCE_ANNOTATION, Reason, RebalancePolicy,
-    intent_for, pool_nodes, rebalance_gate,
+    Detail, Gate, Intent, NodeFacts, REBALANCE_ANNOTATION, Reason, RebalancePolicy, intent_for,
+    pool_nodes, rebalance_gate,
 };
 use nodewright::kube::{ConfigSource, EventType, NodeDisruption, ObjectKind, usable};
 use nodewright::removal::{
-    Advanced, Ask, Avoid, Budget, Capacity, Cause, Context, Record, RemovalError, advance,
+    Advanced, Ask, Avoid, Budget, Capacity, Cause, Context, Ports, Record, RemovalError, advance,
     instance_of, record_of, record_replacement,
 };
 
@@ -116,7 +116,10 @@ where
     let (nodes, described) = match read.await {
         Ok(r) => r,
         Err(why) => {
-            tracing::error!(error = why, "reading the batch's nodes and instances failed");
+            tracing::error!(
+                error = why,
+                "reading the batch's nodes and instances failed"
+            );
             for (h, m) in handled.iter_mut().zip(messages) {
                 h.failed = !matches!(m.read, Read::Done);
             }
@@ -139,7 +142,17 @@ where
     }
     let pools = pools_if_needed(state, messages).await;
     let work = gather(state, messages, &nodes, &owned, &pools, now);
-    act(state, work, &nodes, &pools, messages, &mut handled, now, answer_by).await;
+    act(
+        state,
+        work,
+        &nodes,
+        &pools,
+        messages,
+        &mut handled,
+        now,
+        answer_by,
+    )
+    .await;
     handled
 }
 
@@ -155,7 +168,10 @@ async fn pools_if_needed<K: ConfigSource, E, R, Q>(
     match state.kube.load().await {
         Ok(config) => usable(&config.inputs, &config.problems).0,
         Err(e) => {
-            tracing::warn!(error = nodewright::error_chain(&e), "loading NodePools failed; defaults apply");
+            tracing::warn!(
+                error = nodewright::error_chain(&e),
+                "loading NodePools failed; defaults apply"
+            );
             Vec::new()
         }
     }
@@ -172,7 +188,9 @@ fn gather<K, E, R, Q>(
     let _ = state;
     let mut work: BTreeMap<String, Work> = BTreeMap::new();
     for (i, m) in messages.iter().enumerate() {
-        let Read::Act(message) = &m.read else { continue };
+        let Read::Act(message) = &m.read else {
+            continue;
+        };
         for id in &message.instance_ids {
             let node = nodes.iter().find(|n| instance_of(n).as_deref() == Some(id));
             let facts = node.map(|n| NodeFacts {
@@ -183,7 +201,11 @@ fn gather<K, E, R, Q>(
             });
             let intent = intent_for(message, facts.as_ref(), now);
             let Some(facts) = facts else {
-                tracing::info!(message_id = m.id, instance_id = id, "no node for this instance");
+                tracing::info!(
+                    message_id = m.id,
+                    instance_id = id,
+                    "no node for this instance"
+                );
                 continue;
             };
             let w = work.entry(facts.node.clone()).or_default();
@@ -191,7 +213,7 @@ fn gather<K, E, R, Q>(
             w.instance_id = id.clone();
             match intent {
                 Intent::Remove(r) => {
-                    w.wanted = nodewright::removal::merge(w.wanted.take(), Some(r));
+                    w.wanted = nodewright::removal::merge(w.wanted.take(), Some(*r));
                     w.first_delivery |= m.receives == "1";
                 }
                 Intent::Continue { due } => {
@@ -203,7 +225,8 @@ fn gather<K, E, R, Q>(
                 Intent::None { why, event } => {
                     tracing::info!(message_id = m.id, instance_id = id, why, "nothing to do");
                     if let Some(reason) = event {
-                        w.notes.push((reason, format!("{}: {why}", message.kind().as_str())));
+                        w.notes
+                            .push((reason, format!("{}: {why}", message.kind().as_str())));
                     }
                 }
             }
@@ -262,20 +285,34 @@ async fn act<K, E, R, Q>(
     R: Capacity,
     Q: FollowUpQueue,
 {
-    let node_of = |name: &str| nodes.iter().find(|n| n.metadata.name.as_deref() == Some(name));
+    let node_of = |name: &str| {
+        nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+    };
     let mut removals = Vec::new();
     for (name, w) in &work {
         let Some(node) = node_of(name) else { continue };
         for (reason, note) in &w.notes {
             state
                 .kube
-                .object_event(ObjectKind::Node, name, reason.event_reason(), note, EventType::Normal)
+                .object_event(
+                    ObjectKind::Node,
+                    name,
+                    reason.event_reason(),
+                    note,
+                    EventType::Normal,
+                )
                 .await;
         }
         if w.cordon {
             let cordoned = state.kube.cordon(name).await;
             if let Err(e) = &cordoned {
-                tracing::warn!(node = name, error = nodewright::error_chain(e), "cordoning failed");
+                tracing::warn!(
+                    node = name,
+                    error = nodewright::error_chain(e),
+                    "cordoning failed"
+                );
                 mark_failed(handled, &w.messages, None);
             }
             continue;
@@ -288,7 +325,10 @@ async fn act<K, E, R, Q>(
                 // again, unless a voluntary one was given up since.
                 wanted = restart(node, &w.looks, now);
             } else if !looks_expected(node, &w.looks, now) {
-                tracing::info!(node = name, "a follow-up of a chain the node's removal no longer expects; dropped");
+                tracing::info!(
+                    node = name,
+                    "a follow-up of a chain the node's removal no longer expects; dropped"
+                );
                 continue;
             }
         }
@@ -309,10 +349,16 @@ async fn act<K, E, R, Q>(
     // message itself would come back only after the visibility timeout).
     let mut early: BTreeMap<String, Timestamp> = BTreeMap::new();
     for (name, w, node, wanted, _) in &removals {
-        let Some(r) = wanted.as_ref().filter(|r| r.deadline.is_some() && w.first_delivery) else {
+        let Some(r) = wanted
+            .as_ref()
+            .filter(|r| r.deadline.is_some() && w.first_delivery)
+        else {
             continue;
         };
-        let taken = record_of(node).ok().flatten().is_some_and(|r| r.next_look.is_some());
+        let taken = record_of(node)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.next_look.is_some());
         if taken {
             continue;
         }
@@ -331,16 +377,30 @@ async fn act<K, E, R, Q>(
                 early.insert(name.clone(), at);
             }
             Err(e) => {
-                tracing::error!(node = name, error = nodewright::error_chain(&e), "queueing the first look failed");
+                tracing::error!(
+                    node = name,
+                    error = nodewright::error_chain(&e),
+                    "queueing the first look failed"
+                );
                 mark_failed(handled, &w.messages, r.deadline);
             }
         }
     }
     // Every node at once: no node's first evictions wait on another's calls.
-    let advanced = futures::future::join_all(removals.iter().map(|(name, _, node, wanted, ctx)| {
-        advance_with_retries(state, node, nodes, wanted.clone(), ctx, now, answer_by, name)
-    }))
-    .await;
+    let advanced =
+        futures::future::join_all(removals.iter().map(|(name, _, node, wanted, ctx)| {
+            advance_with_retries(
+                state,
+                node,
+                nodes,
+                wanted.clone(),
+                ctx,
+                now,
+                answer_by,
+                name,
+            )
+        }))
+        .await;
     let mut asks: Vec<Ask> = Vec::new();
     let mut looks: Vec<(String, String, Advanced, u32, Option<Record>)> = Vec::new();
     for ((name, w, node, wanted, _), result) in removals.iter().zip(advanced) {
@@ -358,15 +418,20 @@ async fn act<K, E, R, Q>(
                 looks.push((name.clone(), w.instance_id.clone(), a, round, record));
             }
             Err(e) => {
-                tracing::error!(node = name, error = nodewright::error_chain(&e),
-                    "advancing the removal failed; the message will be delivered again");
+                tracing::error!(
+                    node = name,
+                    error = nodewright::error_chain(&e),
+                    "advancing the removal failed; the message will be delivered again"
+                );
                 mark_failed(handled, &w.messages, deadline);
             }
         }
     }
     replace_together(state, &asks, now).await;
     for (name, instance_id, a, round, record) in looks {
-        let (Some(at), Some(r)) = (a.recheck, record) else { continue };
+        let (Some(at), Some(r)) = (a.recheck, record) else {
+            continue;
+        };
         // The first look already queued is the one the record expects.
         if early.get(&name) == Some(&at) {
             continue;
@@ -381,7 +446,11 @@ async fn act<K, E, R, Q>(
             round,
         };
         if let Err(e) = follow::send(state, &look, now).await {
-            tracing::error!(node = name, error = nodewright::error_chain(&e), "queueing the follow-up failed");
+            tracing::error!(
+                node = name,
+                error = nodewright::error_chain(&e),
+                "queueing the follow-up failed"
+            );
             let w = &work[&name];
             mark_failed(handled, &w.messages, r.deadline);
         }
@@ -437,11 +506,21 @@ where
     E: OwnedInstances,
 {
     let cluster = &state.settings.cluster;
-    let mut result = advance(&state.kube, &state.ec2, cluster, node, nodes, wanted.clone(), ctx, now).await;
+    let ports = Ports {
+        kube: &state.kube,
+        ec2: &state.ec2,
+        cluster,
+    };
+    let mut result = advance(ports, node, nodes, wanted.clone(), ctx, now).await;
     for wait in RETRIES {
         match &result {
             Err(e) if e.is_transient() && state.clock.now() + wait < answer_by => {
-                tracing::warn!(node = name, error = nodewright::error_chain(e), ?wait, "retrying the removal's step");
+                tracing::warn!(
+                    node = name,
+                    error = nodewright::error_chain(e),
+                    ?wait,
+                    "retrying the removal's step"
+                );
                 state.clock.sleep(wait).await;
                 // The node as it is now: the failed step may have half happened.
                 let fresh = state.kube.nodes().await;
@@ -450,7 +529,7 @@ where
                     .ok()
                     .and_then(|ns| ns.iter().find(|n| n.metadata.name.as_deref() == Some(name)))
                     .unwrap_or(node);
-                result = advance(&state.kube, &state.ec2, cluster, node, nodes, wanted.clone(), ctx, state.clock.now()).await;
+                result = advance(ports, node, nodes, wanted.clone(), ctx, state.clock.now()).await;
             }
             _ => break,
         }
@@ -482,8 +561,11 @@ where
         let recorded = record_replacement(&state.kube, ask, answer.clone(), now).await;
         match recorded {
             Ok(r) => tracing::info!(node = ask.node, replacement = ?r, "replacement recorded"),
-            Err(e) => tracing::warn!(node = ask.node, error = nodewright::error_chain(&e),
-                "recording the replacement failed; the next look asks again (the launch is idempotent)"),
+            Err(e) => tracing::warn!(
+                node = ask.node,
+                error = nodewright::error_chain(&e),
+                "recording the replacement failed; the next look asks again (the launch is idempotent)"
+            ),
         }
     }
 }

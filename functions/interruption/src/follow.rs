@@ -46,14 +46,20 @@ pub async fn send<K, E, R, Q: FollowUpQueue>(
     let origin = &state.settings.origin;
     let body = follow_up.envelope(&origin.account, &origin.region, now);
     state.queue.send_delayed(&body.to_string(), delay).await?;
-    tracing::debug!(node = look.node, ?delay, round = follow_up.round, "follow-up queued");
+    tracing::debug!(
+        node = look.node,
+        ?delay,
+        round = follow_up.round,
+        "follow-up queued"
+    );
     Ok(())
 }
 
 /// How soon a failed message whose node has a deadline comes back: a quarter of the time
 /// left, between 2 and 20 seconds (a spot warning's two minutes allow several tries).
 pub fn retry_delay(deadline: Timestamp, now: Timestamp) -> Duration {
-    (nodewright::clock::until(now, deadline) / 4).clamp(Duration::from_secs(2), Duration::from_secs(20))
+    (nodewright::clock::until(now, deadline) / 4)
+        .clamp(Duration::from_secs(2), Duration::from_secs(20))
 }
 
 /// Makes a failed message visible again soon when its node has a deadline; others come

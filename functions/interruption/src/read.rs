@@ -24,7 +24,10 @@ pub enum Read {
     /// Nothing to do (ignored, suspicious): acknowledged.
     Done,
     /// Not readable: acknowledged unless it names an instance of this cluster.
-    Unreadable { why: String, instance_ids: Vec<String> },
+    Unreadable {
+        why: String,
+        instance_ids: Vec<String>,
+    },
 }
 
 /// The instance ids a text seems to name (`i-` and 8 or 17 hex digits).
@@ -51,8 +54,15 @@ pub fn messages<K, E, R, Q>(
     records.iter().map(|r| one(r, state, now)).collect()
 }
 
-fn one<K, E, R, Q>(record: &SqsMessage, state: &State<K, E, R, Q>, now: jiff::Timestamp) -> Incoming {
-    let id = record.message_id.clone().unwrap_or_else(|| "(no id)".into());
+fn one<K, E, R, Q>(
+    record: &SqsMessage,
+    state: &State<K, E, R, Q>,
+    now: jiff::Timestamp,
+) -> Incoming {
+    let id = record
+        .message_id
+        .clone()
+        .unwrap_or_else(|| "(no id)".into());
     let receives = record
         .attributes
         .get("ApproximateReceiveCount")
@@ -118,8 +128,14 @@ mod tests {
     #[test]
     fn instance_ids_are_found_in_text_that_does_not_parse() {
         let cases = [
-            (r#"{"detail": {"instance-id": "i-0b662ef9931388ba0""#, vec!["i-0b662ef9931388ba0"]),
-            ("entities: i-1234abcd, i-1234abcd and vol-0aaa", vec!["i-1234abcd"]),
+            (
+                r#"{"detail": {"instance-id": "i-0b662ef9931388ba0""#,
+                vec!["i-0b662ef9931388ba0"],
+            ),
+            (
+                "entities: i-1234abcd, i-1234abcd and vol-0aaa",
+                vec!["i-1234abcd"],
+            ),
             ("i-123 i-zzzzzzzz ami-0b662ef9931388ba0", vec![]),
         ];
         for (text, want) in cases {

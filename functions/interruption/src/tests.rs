@@ -106,7 +106,9 @@ fn server_error() -> KubeError {
         verb: "patch",
         resource: "nodes".into(),
         source: ::kube::Error::Api(
-            ::kube::core::Status::failure("injected", "InternalError").with_code(500).boxed(),
+            ::kube::core::Status::failure("injected", "InternalError")
+                .with_code(500)
+                .boxed(),
         ),
     }
 }
@@ -165,7 +167,13 @@ impl RemovalMarks for Fake {
         _: &Taint,
         tainted: bool,
     ) -> Result<(), KubeError> {
-        if let Some(left) = self.failing.lock().unwrap().get_mut(node).filter(|n| **n > 0) {
+        if let Some(left) = self
+            .failing
+            .lock()
+            .unwrap()
+            .get_mut(node)
+            .filter(|n| **n > 0)
+        {
             *left -= 1;
             self.log.push(format!("mark {node} failed"));
             return Err(server_error());
@@ -270,7 +278,11 @@ impl InstanceInventory for Fake {
             ..TerminateOutcome::default()
         })
     }
-    async fn create_tags(&self, _: &[String], _: &BTreeMap<String, String>) -> Result<(), AwsError> {
+    async fn create_tags(
+        &self,
+        _: &[String],
+        _: &BTreeMap<String, String>,
+    ) -> Result<(), AwsError> {
         Ok(())
     }
     async fn states(&self, _: &[String]) -> Result<HashMap<String, InstanceState>, AwsError> {
@@ -314,7 +326,8 @@ impl FollowUpQueue for Fake {
         Ok(())
     }
     async fn retry_soon(&self, handle: &str, after: Duration) -> Result<(), AwsError> {
-        self.log.push(format!("retry {handle} in {}s", after.as_secs()));
+        self.log
+            .push(format!("retry {handle} in {}s", after.as_secs()));
         Ok(())
     }
 }
@@ -362,8 +375,10 @@ fn batch(bodies: &[(&str, String)]) -> LambdaEvent<SqsEvent> {
 fn batch_from(bodies: &[(&str, String)], sender: &str) -> LambdaEvent<SqsEvent> {
     let records: Vec<_> = bodies
         .iter()
-        .map(|(id, body)| json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
-            "attributes": {"ApproximateReceiveCount": "1", "SenderId": sender}}))
+        .map(|(id, body)| {
+            json!({"messageId": id, "receiptHandle": format!("rh-{id}"), "body": body,
+            "attributes": {"ApproximateReceiveCount": "1", "SenderId": sender}})
+        })
         .collect();
     LambdaEvent::new(
         serde_json::from_value(json!({ "Records": records })).unwrap(),
@@ -394,7 +409,10 @@ async fn only_the_message_whose_handling_failed_is_returned_for_retry() {
             ),
         ),
         ("stuck", spot(1)),
-        ("unknown", envelope("EC2 AMI State Change", json!({}), "123456789012")),
+        (
+            "unknown",
+            envelope("EC2 AMI State Change", json!({}), "123456789012"),
+        ),
     ]);
     let response = handler(event, &state(&f)).await.unwrap();
     assert_eq!(failed(&response), ["stuck"]);
@@ -411,23 +429,45 @@ async fn only_the_message_whose_handling_failed_is_returned_for_retry() {
 #[tokio::test]
 async fn a_spot_warning_takes_the_node_evicts_at_once_then_asks_for_capacity_once() {
     let f = fake(1);
-    let response = handler(batch(&[("m1", spot(0))]), &state(&f)).await.unwrap();
+    let response = handler(batch(&[("m1", spot(0))]), &state(&f))
+        .await
+        .unwrap();
     assert!(response.batch_item_failures.is_empty());
     let l = &f.log;
     // The first look is queued before the node is touched: a crash from here on is
     // resumed in seconds.
-    assert!(l.position("follow-up n0") < l.position("mark n0 tainted=true"), "{:?}", l.all());
-    assert!(l.position("mark n0 tainted=true") < l.position("evict a0"), "{:?}", l.all());
-    assert!(l.position("evict a0") < l.position("replace n0"), "{:?}", l.all());
-    assert_eq!(l.count("follow-up n0"), 1, "one look, one chain: {:?}", l.all());
     assert!(
+        l.position("follow-up n0") < l.position("mark n0 tainted=true"),
+        "{:?}",
         l.all()
-            .contains(&r#"replace n0 for 2 pods, avoiding ["m5.large us-east-1b spot"]"#.to_string()),
+    );
+    assert!(
+        l.position("mark n0 tainted=true") < l.position("evict a0"),
+        "{:?}",
+        l.all()
+    );
+    assert!(
+        l.position("evict a0") < l.position("replace n0"),
+        "{:?}",
+        l.all()
+    );
+    assert_eq!(
+        l.count("follow-up n0"),
+        1,
+        "one look, one chain: {:?}",
+        l.all()
+    );
+    assert!(
+        l.all().contains(
+            &r#"replace n0 for 2 pods, avoiding ["m5.large us-east-1b spot"]"#.to_string()
+        ),
         "{:?}",
         l.all()
     );
     // Delivered again (at least once): no second replacement.
-    handler(batch(&[("m1", spot(0))]), &state(&f)).await.unwrap();
+    handler(batch(&[("m1", spot(0))]), &state(&f))
+        .await
+        .unwrap();
     assert_eq!(l.count("replace"), 1, "{:?}", l.all());
 }
 
@@ -435,14 +475,21 @@ async fn a_spot_warning_takes_the_node_evicts_at_once_then_asks_for_capacity_onc
 async fn ten_warnings_in_a_batch_each_evict_before_one_request_asks_capacity_for_all() {
     let f = fake(10);
     let bodies: Vec<(String, String)> = (0..10).map(|i| (format!("m{i}"), spot(i))).collect();
-    let bodies: Vec<(&str, String)> = bodies.iter().map(|(id, b)| (id.as_str(), b.clone())).collect();
+    let bodies: Vec<(&str, String)> = bodies
+        .iter()
+        .map(|(id, b)| (id.as_str(), b.clone()))
+        .collect();
     let response = handler(batch(&bodies), &state(&f)).await.unwrap();
     assert!(response.batch_item_failures.is_empty(), "{response:?}");
     let l = &f.log;
     assert_eq!(l.count("replace"), 1, "{:?}", l.all());
     let ask = l.position("replace");
     for i in 0..10 {
-        assert!(l.position(&format!("evict a{i}")) < ask, "node {i}: {:?}", l.all());
+        assert!(
+            l.position(&format!("evict a{i}")) < ask,
+            "node {i}: {:?}",
+            l.all()
+        );
     }
     let request = &l.all()[ask];
     assert!(request.contains("for 20 pods"), "{request}");
@@ -459,14 +506,19 @@ async fn two_warnings_for_one_node_in_a_batch_take_it_once() {
     assert_eq!(f.log.count("replace"), 1, "{:?}", f.log.all());
     assert_eq!(f.log.count("follow-up"), 1, "{:?}", f.log.all());
     let record = f.nodes.lock().unwrap()["n0"].annotations["nodewright.io/removal"].clone();
-    assert!(record.contains("i-0ccccccccccccccc1"), "the launch is recorded: {record}");
+    assert!(
+        record.contains("i-0ccccccccccccccc1"),
+        "the launch is recorded: {record}"
+    );
 }
 
 #[tokio::test]
 async fn a_step_that_fails_once_is_tried_again_within_the_invocation() {
     let f = fake(1);
     f.failing.lock().unwrap().insert("n0".into(), 1);
-    let response = handler(batch(&[("m1", spot(0))]), &state(&f)).await.unwrap();
+    let response = handler(batch(&[("m1", spot(0))]), &state(&f))
+        .await
+        .unwrap();
     assert!(response.batch_item_failures.is_empty(), "{:?}", f.log.all());
     let l = &f.log;
     assert!(l.position("mark n0 failed") < l.position("mark n0 tainted=true"));
@@ -489,7 +541,11 @@ async fn a_look_at_a_node_no_removal_records_begins_the_removal_again() {
     let response = handler(batch(&[("m1", look)]), &state(&f)).await.unwrap();
     assert!(response.batch_item_failures.is_empty());
     let l = &f.log;
-    assert!(l.position("mark n0 tainted=true") < l.position("evict a0"), "{:?}", l.all());
+    assert!(
+        l.position("mark n0 tainted=true") < l.position("evict a0"),
+        "{:?}",
+        l.all()
+    );
     assert_eq!(l.count("replace n0"), 1, "{:?}", l.all());
 }
 
@@ -501,7 +557,9 @@ async fn a_stopping_instance_loses_its_node_and_pods_at_once() {
         json!({"instance-id": instance(0), "state": "stopping"}),
         "123456789012",
     );
-    let response = handler(batch(&[("m1", stopping)]), &state(&f)).await.unwrap();
+    let response = handler(batch(&[("m1", stopping)]), &state(&f))
+        .await
+        .unwrap();
     assert!(response.batch_item_failures.is_empty());
     let log = f.log.all();
     for want in [
@@ -517,11 +575,17 @@ async fn a_stopping_instance_loses_its_node_and_pods_at_once() {
 #[tokio::test]
 async fn an_unreadable_message_naming_this_cluster_s_instance_is_retried_not_dropped() {
     let f = fake(1);
-    let truncated = format!(r#"{{"detail-type": "EC2 Spot Instance Interruption Warning", "detail": {{"instance-id": "{}""#, instance(0));
+    let truncated = format!(
+        r#"{{"detail-type": "EC2 Spot Instance Interruption Warning", "detail": {{"instance-id": "{}""#,
+        instance(0)
+    );
     let stranger = r#"{"detail": {"instance-id": "i-0000000000000dead""#.to_string();
-    let response = handler(batch(&[("ours", truncated), ("theirs", stranger)]), &state(&f))
-        .await
-        .unwrap();
+    let response = handler(
+        batch(&[("ours", truncated), ("theirs", stranger)]),
+        &state(&f),
+    )
+    .await
+    .unwrap();
     assert_eq!(failed(&response), ["ours"]);
 }
 
@@ -536,9 +600,12 @@ async fn a_follow_up_this_function_did_not_send_is_ignored() {
                    "reason": "spot-interrupted", "origin-event": "e"},
     })
     .to_string();
-    let response = handler(batch_from(&[("m1", forged)], "AIDAANOTHERPRINCIPAL"), &state(&f))
-        .await
-        .unwrap();
+    let response = handler(
+        batch_from(&[("m1", forged)], "AIDAANOTHERPRINCIPAL"),
+        &state(&f),
+    )
+    .await
+    .unwrap();
     assert!(response.batch_item_failures.is_empty());
     assert!(f.log.all().is_empty(), "{:?}", f.log.all());
 }

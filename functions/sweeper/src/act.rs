@@ -13,14 +13,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
 use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
-    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot,
-    launches_first,
+    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot, launches_first,
 };
 use nodewright::drain::reschedulable;
 use nodewright::kube::{KubeError, NodeDisruption};
 use nodewright::lease::LeaseError;
 use nodewright::removal::{
-    Advanced, Ask, Budget, Capacity, Cause, Context, Record, Replacement, advance,
+    Advanced, Ask, Budget, Capacity, Cause, Context, Ports, Record, Replacement, advance,
     record_of, record_replacement,
 };
 use serde::Serialize;
@@ -243,7 +242,16 @@ where
             }
         }
         for name in &command.nodes {
-            start(state, snapshot, name, command, launched.clone(), now, &mut report).await?;
+            start(
+                state,
+                snapshot,
+                name,
+                command,
+                launched.clone(),
+                now,
+                &mut report,
+            )
+            .await?;
         }
     }
     let kept: Vec<Kept> = plan.kept.iter().cloned().chain(dropped).collect();
@@ -309,10 +317,22 @@ async fn step<K, E, R>(
         budget: Budget::Allows,
     };
     let cluster = state.ec2_cluster();
-    match advance(&state.kube, &state.ec2, cluster, node, nodes, wanted, &ctx, now).await {
+    let ports = Ports {
+        kube: &state.kube,
+        ec2: &state.ec2,
+        cluster,
+    };
+    match advance(ports, node, nodes, wanted, &ctx, now).await {
         Ok(a) => {
-            tracing::info!(node = name, state = a.state, note = a.note, evicted = a.drained.evicted.len(),
-                deleted = a.drained.deleted.len(), blocked = a.drained.blocked.len(), "removal advanced");
+            tracing::info!(
+                node = name,
+                state = a.state,
+                note = a.note,
+                evicted = a.drained.evicted.len(),
+                deleted = a.drained.deleted.len(),
+                blocked = a.drained.blocked.len(),
+                "removal advanced"
+            );
             report.note(&name, &a);
             if let Some(ask) = &a.ask {
                 replace(state, ask, now, report).await;
@@ -320,7 +340,11 @@ async fn step<K, E, R>(
         }
         Err(e) => {
             let why = nodewright::error_chain(&e);
-            tracing::warn!(node = name, error = why, "advancing the removal failed; the next sweep tries again");
+            tracing::warn!(
+                node = name,
+                error = why,
+                "advancing the removal failed; the next sweep tries again"
+            );
             report.failed.push((name, why));
         }
     }
@@ -328,7 +352,9 @@ async fn step<K, E, R>(
 
 fn termination_grace(snapshot: &Snapshot, node: &Node) -> Option<Duration> {
     let labels = node.metadata.labels.as_ref()?;
-    let pool = labels.get(NODEPOOL).or_else(|| labels.get(PROVISIONER_NAME))?;
+    let pool = labels
+        .get(NODEPOOL)
+        .or_else(|| labels.get(PROVISIONER_NAME))?;
     snapshot
         .pools
         .iter()
@@ -354,7 +380,11 @@ where
         .replace_for(std::slice::from_ref(&ask.node), &ask.pods, &[], now.into())
         .await;
     if let Err(e) = &answer {
-        tracing::warn!(node = ask.node, error = nodewright::error_chain(e), "asking for a replacement failed");
+        tracing::warn!(
+            node = ask.node,
+            error = nodewright::error_chain(e),
+            "asking for a replacement failed"
+        );
     }
     let answer = answer.as_ref().map_err(|e| nodewright::error_chain(e));
     match record_replacement(&state.kube, ask, answer, now).await {
@@ -362,7 +392,9 @@ where
             report.replacements_launched.extend(instances);
         }
         Ok(_) => {}
-        Err(e) => report.failed.push((ask.node.clone(), nodewright::error_chain(&e))),
+        Err(e) => report
+            .failed
+            .push((ask.node.clone(), nodewright::error_chain(&e))),
     }
 }
 
@@ -383,7 +415,11 @@ where
             .map(|n| n.instance_id.clone())
             .collect();
         for n in &plan.never_joined {
-            tracing::warn!(instance_id = n.instance_id, reason = n.reason(), "terminating");
+            tracing::warn!(
+                instance_id = n.instance_id,
+                reason = n.reason(),
+                "terminating"
+            );
         }
         let outcome = state
             .ec2
@@ -410,7 +446,10 @@ where
         for orphan in &plan.orphans {
             let live = described.iter().any(|i| {
                 i.id == orphan.instance_id
-                    && !matches!(i.state, InstanceState::Terminated | InstanceState::ShuttingDown)
+                    && !matches!(
+                        i.state,
+                        InstanceState::Terminated | InstanceState::ShuttingDown
+                    )
             });
             if live {
                 continue;
@@ -420,7 +459,11 @@ where
                 .delete_node(&orphan.node)
                 .await
                 .map_err(kube("deleting an orphan node"))?;
-            tracing::warn!(node = orphan.node, instance_id = orphan.instance_id, "orphan node deleted: its instance is gone");
+            tracing::warn!(
+                node = orphan.node,
+                instance_id = orphan.instance_id,
+                "orphan node deleted: its instance is gone"
+            );
             report.orphans_deleted.push(orphan.node.clone());
         }
     }

@@ -30,8 +30,8 @@ use nodewright::disruption::{
 use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, usable};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
-use nodewright::removal::Capacity;
 use nodewright::provision::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
+use nodewright::removal::Capacity;
 use nodewright::scheduling::selects_namespaces;
 use serde_json::{Value, json};
 

@@ -209,11 +209,11 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         created,
         ready: readiness(node) == Readiness::Ready,
         disrupting: tainted || meta.deletion_timestamp.is_some(),
-        removing: crate::removal::Record::read(&name, &annotations)
+        removing: crate::removal::Record::read(&name, annotations)
             .ok()
             .flatten()
             .and_then(|r| r.cause.disruption()),
-        backoff: crate::removal::Backoff::read(&annotations),
+        backoff: crate::removal::Backoff::read(annotations),
         do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
         empty_since,
         price_per_hour: (inputs.price)(&instance_type, &capacity_type),

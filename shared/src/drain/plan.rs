@@ -124,11 +124,13 @@ fn skip_reason(pod: &Pod) -> Option<Skip> {
     {
         return Some(Skip::Mirror);
     }
+    // Any DaemonSet owner, as Karpenter's `IsOwnedByDaemonSet` and the sweeper's snapshot
+    // read it: the drain and the sweeper must agree on which pods make a node busy.
     if meta
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+        .any(|o| o.kind == "DaemonSet")
     {
         return Some(Skip::DaemonSet);
     }
@@ -155,7 +157,8 @@ fn tolerates_disruption(pod: &Pod) -> bool {
     })
 }
 
-fn do_not_disrupt(pod: &Pod) -> bool {
+/// The pod carries `karpenter.sh/do-not-disrupt: "true"`.
+pub fn do_not_disrupt(pod: &Pod) -> bool {
     pod.metadata
         .annotations
         .as_ref()

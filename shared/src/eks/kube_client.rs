@@ -54,8 +54,10 @@ pub async fn function_client(
     kubeconfig: bool,
 ) -> Result<kube::Client, KubeClientError> {
     if kubeconfig {
-        return kube::Client::try_default()
+        let config = kube::Config::infer()
             .await
+            .map_err(|e| KubeClientError::Kube(kube::Error::InferConfig(e)))?;
+        return kube::Client::try_from(without_client_retries(config))
             .map_err(KubeClientError::Kube);
     }
     let credentials = aws
@@ -101,7 +103,8 @@ pub fn client_with_tokens(
         })?;
     let mut config = kube::Config::new(url);
     config.root_cert = root_certs;
-    let builder = ClientBuilder::try_from(config).map_err(KubeClientError::Kube)?;
+    let builder =
+        ClientBuilder::try_from(without_client_retries(config)).map_err(KubeClientError::Kube)?;
     // The default stack is a BoxService (not Clone); AsyncFilter needs a Clone inner
     // service to call after its predicate resolves, so it sits on a Buffer.
     let client = builder
@@ -109,6 +112,17 @@ pub fn client_with_tokens(
         .with_layer(&AsyncFilterLayer::new(BearerToken { tokens }))
         .build();
     Ok(client)
+}
+
+/// `config` without kube's own retry layer. That layer retries every 429, 503 and 504
+/// up to 15 times with back-off growing from 5 ms (minutes in all), on the wall clock and
+/// inside one call: an eviction a PodDisruptionBudget refuses (429) would hold a spot
+/// warning's drain for longer than the warning lasts, and a Lambda invocation past its
+/// timeout. nodewright retries where it knows the budget: `kube::error::RetryPolicy` for
+/// throttling, the drain's next look for a refused eviction.
+pub fn without_client_retries(mut config: kube::Config) -> kube::Config {
+    config.default_retry = false;
+    config
 }
 
 /// Sets `Authorization: Bearer <token>` from the [`TokenSource`] on each request.

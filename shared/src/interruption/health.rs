@@ -113,8 +113,14 @@ mod tests {
     fn health_times_are_read_whatever_their_weekday_says() {
         let cases = [
             // NTH's sample: 5 June 2016 was a Sunday.
-            ("Sat, 05 Jun 2016 15:10:09 GMT", Some("2016-06-05T15:10:09Z")),
-            ("Mon, 30 Nov 2026 14:00:00 GMT", Some("2026-11-30T14:00:00Z")),
+            (
+                "Sat, 05 Jun 2016 15:10:09 GMT",
+                Some("2016-06-05T15:10:09Z"),
+            ),
+            (
+                "Mon, 30 Nov 2026 14:00:00 GMT",
+                Some("2026-11-30T14:00:00Z"),
+            ),
             ("30 Nov 2026 14:00:00 GMT", Some("2026-11-30T14:00:00Z")),
             ("2026-11-30T14:00:00Z", Some("2026-11-30T14:00:00Z")),
             ("next Tuesday", None),

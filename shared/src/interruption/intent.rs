@@ -26,9 +26,11 @@ pub struct NodeFacts {
 pub enum Intent {
     /// Begin this removal (or take over the node's with it: an interruption outranks a
     /// voluntary removal under way).
-    Remove(Record),
+    Remove(Box<Record>),
     /// Continue the removal the node records (a follow-up due at `due`).
-    Continue { due: Option<Timestamp> },
+    Continue {
+        due: Option<Timestamp>,
+    },
     Cordon(Reason),
     /// Nothing to change; `event` is the Kubernetes Event reason to leave, if any.
     None {
@@ -84,7 +86,7 @@ pub fn intent_for(message: &Message, node: Option<&NodeFacts>, now: Timestamp) -
         let mut record = Record::new(reason.into(), now, deadline);
         record.avoid = avoid;
         record.origin = message.event_id.clone();
-        Intent::Remove(record)
+        Intent::Remove(Box::new(record))
     };
     let reclaimed = || node.offering.clone();
     match &message.detail {

@@ -37,7 +37,7 @@ fn node(rebalance: RebalancePolicy) -> NodeFacts {
 
 fn removal(intent: Intent) -> Record {
     match intent {
-        Intent::Remove(r) => r,
+        Intent::Remove(r) => *r,
         other => panic!("not a removal: {other:?}"),
     }
 }
@@ -67,10 +67,25 @@ fn each_message_and_node_gets_its_intent() {
         round: 3,
     }));
     let cases: Vec<(&str, Message, Option<NodeFacts>, &str)> = vec![
-        ("spot warning, owned node", spot.clone(), Some(owned.clone()), "remove"),
-        ("spot warning, another cluster's", spot.clone(), Some(foreign), "none"),
+        (
+            "spot warning, owned node",
+            spot.clone(),
+            Some(owned.clone()),
+            "remove",
+        ),
+        (
+            "spot warning, another cluster's",
+            spot.clone(),
+            Some(foreign),
+            "none",
+        ),
         ("spot warning, no node", spot, None, "none"),
-        ("rebalance, replace", msg(Detail::RebalanceRecommendation), Some(owned.clone()), "remove"),
+        (
+            "rebalance, replace",
+            msg(Detail::RebalanceRecommendation),
+            Some(owned.clone()),
+            "remove",
+        ),
         (
             "rebalance, cordon",
             msg(Detail::RebalanceRecommendation),
@@ -83,9 +98,24 @@ fn each_message_and_node_gets_its_intent() {
             Some(node(RebalancePolicy::Ignore)),
             "none",
         ),
-        ("stopping", state(InstanceStateName::Stopping), Some(owned.clone()), "remove"),
-        ("terminated", state(InstanceStateName::Terminated), Some(owned.clone()), "remove"),
-        ("running", state(InstanceStateName::Running), Some(owned.clone()), "none"),
+        (
+            "stopping",
+            state(InstanceStateName::Stopping),
+            Some(owned.clone()),
+            "remove",
+        ),
+        (
+            "terminated",
+            state(InstanceStateName::Terminated),
+            Some(owned.clone()),
+            "remove",
+        ),
+        (
+            "running",
+            state(InstanceStateName::Running),
+            Some(owned.clone()),
+            "none",
+        ),
         ("follow-up", follow_up, Some(owned), "continue"),
     ];
     for (what, m, facts, want) in cases {
@@ -113,7 +143,11 @@ fn an_interruption_s_removal_carries_its_deadline_and_avoids_the_reclaimed_offer
             Cause::CapacityReservationInterrupted,
         ),
     ] {
-        let r = removal(intent_for(&msg(detail), Some(&node(RebalancePolicy::Replace)), now));
+        let r = removal(intent_for(
+            &msg(detail),
+            Some(&node(RebalancePolicy::Replace)),
+            now,
+        ));
         assert_eq!((r.cause, r.deadline), (cause, Some(deadline)));
         assert_eq!(r.avoid, Some(offering()));
         assert_eq!(r.origin, "e-1");
@@ -145,13 +179,24 @@ fn a_scheduled_change_keeps_its_meaning_after_it_has_begun() {
         })
     };
     let deadline = |m: &Message, now| {
-        removal(intent_for(m, Some(&node(RebalancePolicy::Replace)), ts(now))).deadline
+        removal(intent_for(
+            m,
+            Some(&node(RebalancePolicy::Replace)),
+            ts(now),
+        ))
+        .deadline
     };
     // Before its start: drained by the start.
-    assert_eq!(deadline(&change(Some(end)), "2026-11-29T00:00:00Z"), Some(start));
+    assert_eq!(
+        deadline(&change(Some(end)), "2026-11-29T00:00:00Z"),
+        Some(start)
+    );
     // Handled during the window: still a drain within PDBs, by the window's end; never a
     // node deleted with its pods at once.
-    assert_eq!(deadline(&change(Some(end)), "2026-11-30T15:00:00Z"), Some(end));
+    assert_eq!(
+        deadline(&change(Some(end)), "2026-11-30T15:00:00Z"),
+        Some(end)
+    );
     assert_eq!(
         deadline(&change(None), "2026-11-30T15:00:00Z"),
         Some(ts("2026-11-30T17:00:00Z"))

@@ -3,11 +3,11 @@
 //! the node it names to an [`Intent`]. Pure: no I/O, no clock.
 
 mod action;
-mod intent;
 mod budget_gate;
 mod capacity_reservation;
 mod follow_up;
 mod health;
+mod intent;
 mod message;
 mod parse;
 mod rebalance;
@@ -15,11 +15,9 @@ mod spot;
 mod state_change;
 
 pub use action::{REBALANCE_ANNOTATION, Reason, RebalancePolicy};
-pub use intent::{
-    DEFAULT_MAINTENANCE_WINDOW, Intent, NodeFacts, intent_for, maintenance_deadline,
-};
 pub use budget_gate::{Gate, PoolNodes, pool_nodes, rebalance_gate};
 pub use follow_up::{FOLLOW_UP_DETAIL_TYPE, FOLLOW_UP_SOURCE, FollowUp, Step};
+pub use intent::{DEFAULT_MAINTENANCE_WINDOW, Intent, NodeFacts, intent_for, maintenance_deadline};
 pub use message::{Detail, InstanceAction, InstanceStateName, Kind, Message};
 pub use parse::{IgnoreReason, Ignored, Origin, ParseError, Parsed, parse};
 pub use spot::NOTICE as SPOT_NOTICE;

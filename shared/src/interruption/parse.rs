@@ -166,7 +166,11 @@ impl Envelope {
 /// Parses one message body, read at `received`. `origin`, when given, is checked before
 /// anything else. An envelope without a `time` is taken as emitted when it was received, as
 /// NTH takes it: a deadline counted from it is then counted from now, never dropped.
-pub fn parse(body: &str, origin: Option<&Origin>, received: Timestamp) -> Result<Parsed, ParseError> {
+pub fn parse(
+    body: &str,
+    origin: Option<&Origin>,
+    received: Timestamp,
+) -> Result<Parsed, ParseError> {
     let de = &mut serde_json::Deserializer::from_str(body);
     let event: EventBridgeEvent<Value> =
         serde_path_to_error::deserialize(de).map_err(|e| ParseError::Envelope {

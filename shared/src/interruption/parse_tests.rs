@@ -182,7 +182,8 @@ fn events_nodewright_does_not_handle_are_ignored_with_the_reason() {
             "health event about a volume",
             edited("health-scheduled-change.json", |v| {
                 v["detail"]["affectedEntities"] = json!([{"entityValue": "vol-0123456789abcdef0"}]);
-                v["resources"] = json!(["arn:aws:ec2:us-east-1:123456789012:volume/vol-0123456789abcdef0"]);
+                v["resources"] =
+                    json!(["arn:aws:ec2:us-east-1:123456789012:volume/vol-0123456789abcdef0"]);
             }),
             IgnoreReason::NoInstance,
         ),
@@ -280,7 +281,6 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
             .to_string(),
             "detail.instance-action",
         ),
-
         (
             "instance id that is not one",
             edited("rebalance-recommendation.json", |v| {
@@ -302,7 +302,6 @@ fn malformed_or_incomplete_events_are_errors_naming_the_field() {
             .to_string(),
             "detail.state",
         ),
-
         (
             "health event with an unreadable startTime",
             edited("health-scheduled-change.json", |v| {
@@ -380,8 +379,14 @@ fn nth_s_scheduled_change_is_read_as_nth_reads_it() {
         }
     });
     let m = message(&v);
-    assert_eq!(m.instance_ids, ["i-0b662ef9931388ba0"], "named twice, read once");
-    assert!(matches!(m.detail, Detail::ScheduledChange { start, .. } if start == ts("2016-06-05T15:10:09Z")));
+    assert_eq!(
+        m.instance_ids,
+        ["i-0b662ef9931388ba0"],
+        "named twice, read once"
+    );
+    assert!(
+        matches!(m.detail, Detail::ScheduledChange { start, .. } if start == ts("2016-06-05T15:10:09Z"))
+    );
 }
 
 /// Shaped as Karpenter's scheduled-change test message
@@ -401,5 +406,7 @@ fn karpenter_s_scheduled_change_without_a_start_time_starts_when_it_was_emitted(
     });
     let m = message(&v);
     assert_eq!(m.instance_ids, ["i-0b662ef9931388ba0"]);
-    assert!(matches!(m.detail, Detail::ScheduledChange { start, end: None, .. } if start == ts("2026-11-21T09:15:00Z")));
+    assert!(
+        matches!(m.detail, Detail::ScheduledChange { start, end: None, .. } if start == ts("2026-11-21T09:15:00Z"))
+    );
 }

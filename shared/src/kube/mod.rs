@@ -28,7 +28,6 @@ pub use config::{
     default_pool_documents, default_pool_inputs, holds_node_pool, usable,
 };
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
-pub use removal_marks::{RemovalMarks, removal_patch};
 pub use error::{KubeError, RetryPolicy};
 pub use events::{REPORTING_CONTROLLER, event_name};
 pub use existing::{
@@ -42,5 +41,6 @@ pub use ports::{
     PendingPodWatch, PodRef, PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
+pub use removal_marks::{RemovalMarks, removal_patch};
 pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

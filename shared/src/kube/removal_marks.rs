@@ -143,8 +143,7 @@ mod tests {
 
     #[test]
     fn taking_a_node_writes_the_record_and_the_taint_in_one_guarded_patch_keeping_other_taints() {
-        let p = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), true)
-            .unwrap();
+        let p = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), true).unwrap();
         assert_eq!(p["metadata"]["resourceVersion"], "7");
         assert_eq!(p["metadata"]["annotations"]["k"], "r");
         let keys: Vec<&str> = p["spec"]["taints"]
@@ -162,7 +161,10 @@ mod tests {
         let p = removal_patch(&taken, "k", None, &disrupted(), false).unwrap();
         assert_eq!(p["metadata"]["annotations"]["k"], Value::Null);
         assert_eq!(p["spec"]["taints"].as_array().unwrap().len(), 1);
-        assert_eq!(removal_patch(&taken, "k", Some("r"), &disrupted(), true), None);
+        assert_eq!(
+            removal_patch(&taken, "k", Some("r"), &disrupted(), true),
+            None
+        );
         // A record changed on a node already tainted: the taints are left alone.
         let p = removal_patch(&taken, "k", Some("r2"), &disrupted(), true).unwrap();
         assert!(p.get("spec").is_none(), "{p}");

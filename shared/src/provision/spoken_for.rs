@@ -50,9 +50,9 @@ pub fn spoken_for(
     for node in draining {
         let annotations = node.metadata.annotations.clone().unwrap_or_default();
         match crate::removal::replacement_on(&annotations) {
-            Some(crate::removal::Replacement::Launched { instances, .. }) => {
-                out.instances.extend(instances.iter().filter_map(|i| InstanceId::parse(i)))
-            }
+            Some(crate::removal::Replacement::Launched { instances, .. }) => out
+                .instances
+                .extend(instances.iter().filter_map(|i| InstanceId::parse(i))),
             Some(_) => {}
             None => {
                 let pods = node.metadata.name.as_deref().and_then(|n| bound.get(n));
@@ -119,8 +119,8 @@ pub fn book(nodes: &mut [ExistingNode], pods: &[PodDemand], nominations: &[Nomin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::labels::REPLACEMENT_ANNOTATION;
     use crate::api::labels::DISRUPTED_TAINT;
+    use crate::api::labels::REPLACEMENT_ANNOTATION;
     use crate::resources::Resources;
     use serde_json::json;
 

@@ -16,6 +16,8 @@
 //!   the NodePool's `terminationGracePeriod` counts from then. No somewhere to go (pods the
 //!   replacement cannot place, or capacity not Ready within [`REPLACEMENT_WAIT`]) gives the
 //!   removal up: untainted, its record cleared, a back-off before the next try.
+//! - **do-not-disrupt** holds a voluntary removal (expiry aside, which is forceful): it is
+//!   given up at once.
 //! - **Nothing tainted without progress.** A voluntary drain with no deadline that has made
 //!   no progress for [`STUCK_AFTER`] is given up the same way; pods stuck terminating no
 //!   longer hold a drain.
@@ -236,6 +238,16 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
     // removal is called off rather than drained.
     if record.cause == super::Cause::Empty && moving(s.pods) {
         return restore("a pod was scheduled on it".into(), s);
+    }
+    // A pod that may not be disrupted holds every voluntary removal but expiry (which, as
+    // in Karpenter, is forceful: such a pod goes at the end of `terminationGracePeriod`).
+    // Given up at once, before a replacement is launched for nothing and the taint sits
+    // until the drain is declared stuck.
+    if record.cause != super::Cause::Expired
+        && let Some(held) = reschedulable(s.pods).find(|p| crate::drain::do_not_disrupt(p))
+    {
+        let name = held.metadata.name.as_deref().unwrap_or("");
+        return restore(format!("pod {name} is karpenter.sh/do-not-disrupt"), s);
     }
     // Replacement first: for a cause that asks for one, and for a consolidation that
     // launched its replacement before taking its nodes.

@@ -320,7 +320,10 @@ fn a_rebalance_removal_begins_only_when_its_pool_s_budget_allows_and_is_not_held
     s.tainted = false;
     s.budget = Budget::Holds("NodePool default: 0 of 2 nodes may be disrupted now".into());
     let n = next(&s, at(0, 0));
-    assert_eq!((kinds(&n), n.state), (vec![], "held by the disruption budget"));
+    assert_eq!(
+        (kinds(&n), n.state),
+        (vec![], "held by the disruption budget")
+    );
     assert_eq!(n.record, None, "nothing written, nothing launched");
     assert_eq!(n.recheck, Some(at(0, 30)));
     assert!(n.note.unwrap().contains("NodePool default"));
@@ -369,6 +372,47 @@ fn a_consolidation_that_launched_first_waits_for_its_replacement_like_any_other(
     let s = situation(Some(record.clone()), &pods);
     assert_eq!(next(&s, at(1, 0)).state, "awaiting the replacement");
     // A consolidation that deletes (nothing launched) drains at once.
-    let deletes = situation(Some(Record::new(Cause::Underutilized, at(0, 0), None)), &pods);
+    let deletes = situation(
+        Some(Record::new(Cause::Underutilized, at(0, 0), None)),
+        &pods,
+    );
     assert_eq!(kinds(&next(&deletes, at(1, 0))), ["take", "drain"]);
+}
+
+#[test]
+fn a_do_not_disrupt_pod_gives_up_a_voluntary_removal_but_not_expiry_or_an_interruption() {
+    let held = pod(
+        "critical",
+        json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
+    );
+    let pods = vec![pod("web-1", json!({})), held];
+    for cause in [
+        Cause::RebalanceRecommendation,
+        Cause::Drifted,
+        Cause::Underutilized,
+    ] {
+        let s = situation(Some(Record::new(cause, at(0, 0), None)), &pods);
+        let n = next(&s, at(0, 5));
+        assert_eq!(kinds(&n), vec!["restore"], "{cause:?}");
+        assert!(n.note.unwrap().contains("critical"), "{cause:?}");
+    }
+    // Only the pods that would move count: a DaemonSet's do-not-disrupt pod holds nothing.
+    let mut ds = daemon();
+    ds.metadata.annotations = Some(
+        [(
+            "karpenter.sh/do-not-disrupt".to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let only_daemon = vec![pod("web-1", json!({})), ds];
+    let drift = situation(
+        Some(Record::new(Cause::Drifted, at(0, 0), None)),
+        &only_daemon,
+    );
+    assert_ne!(kinds(&next(&drift, at(0, 5))), vec!["restore"]);
+    let expired = situation(Some(Record::new(Cause::Expired, at(0, 0), None)), &pods);
+    assert_ne!(kinds(&next(&expired, at(0, 5))), vec!["restore"]);
+    let spot = situation(Some(spot(at(0, 0))), &pods);
+    assert!(kinds(&next(&spot, at(0, 5))).contains(&"drain"));
 }

@@ -81,6 +81,22 @@ pub struct Context {
     pub budget: Budget,
 }
 
+/// What a removal acts through: the cluster, EC2, and the cluster's name (the ownership
+/// tag's value).
+pub struct Ports<'a, K, E> {
+    pub kube: &'a K,
+    pub ec2: &'a E,
+    pub cluster: &'a str,
+}
+
+impl<K, E> Clone for Ports<'_, K, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, E> Copy for Ports<'_, K, E> {}
+
 /// Capacity to ask for, for the pods still on a node that need a place.
 #[derive(Debug, Clone)]
 pub struct Ask {
@@ -160,9 +176,7 @@ pub fn record_of(node: &Node) -> Result<Option<Record>, RecordError> {
 /// way) and applies it. `instance`: the node's instance as EC2 describes it now (`None`:
 /// EC2 does not know it); an instance that is not this cluster's is never acted on.
 pub async fn advance<K, E>(
-    kube: &K,
-    ec2: &E,
-    cluster: &str,
+    ports: Ports<'_, K, E>,
     node: &Node,
     nodes: &[Node],
     wanted: Option<Record>,
@@ -173,6 +187,7 @@ where
     K: NodeDisruption,
     E: OwnedInstances,
 {
+    let Ports { kube, ec2, cluster } = ports;
     let name = name_of(node);
     let existing = record_of(node)?;
     let record = merge(existing.clone(), wanted);
@@ -262,7 +277,9 @@ where
     if out.state == "held by the disruption budget" {
         let note = format!(
             "removal waits: {}",
-            out.note.as_deref().unwrap_or("the NodePool's disruption budget")
+            out.note
+                .as_deref()
+                .unwrap_or("the NodePool's disruption budget")
         );
         let reason = cause.map_or("Removal", |c| c.event_reason());
         event(kube, &name, reason, &note, EventType::Normal).await;
@@ -330,8 +347,10 @@ where
                     let deadline = r
                         .deadline
                         .map_or_else(|| "no deadline".to_string(), |d| format!("deadline {d}"));
-                    let note =
-                        format!("tainted {DISRUPTED_TAINT}: {} ({deadline})", r.cause.as_str());
+                    let note = format!(
+                        "tainted {DISRUPTED_TAINT}: {} ({deadline})",
+                        r.cause.as_str()
+                    );
                     event(kube, name, reason, &note, EventType::Warning).await;
                     return Ok(true);
                 }
@@ -340,7 +359,8 @@ where
                 kube.mark_removal(name, REMOVAL_ANNOTATION, None, &disrupted_taint(), false)
                     .await
                     .map_err(kube_err("removing a stale disruption taint"))?;
-                let note = format!("{DISRUPTED_TAINT} removed: no removal of this node is under way");
+                let note =
+                    format!("{DISRUPTED_TAINT} removed: no removal of this node is under way");
                 event(kube, name, "StaleTaintRemoved", &note, EventType::Normal).await;
                 crate::telemetry::removal_outcome("stale-taint");
             }
@@ -413,11 +433,23 @@ async fn delete_node<K: NodeDisruption>(
     pods: &[Pod],
     reason: &str,
 ) -> Result<(), RemovalError> {
-    event(kube, name, reason, "instance gone; deleting the node", EventType::Warning).await;
+    event(
+        kube,
+        name,
+        reason,
+        "instance gone; deleting the node",
+        EventType::Warning,
+    )
+    .await;
     for pod in pods {
         let r = PodRef::of(pod);
-        kube.pod_event(&r, reason, &format!("node {name} deleted"), EventType::Warning)
-            .await;
+        kube.pod_event(
+            &r,
+            reason,
+            &format!("node {name} deleted"),
+            EventType::Warning,
+        )
+        .await;
         kube.delete_pod(&r, 0)
             .await
             .map_err(kube_err("deleting a pod of the removed node"))?;
@@ -485,7 +517,14 @@ where
     write(kube, &ask.node, &r).await?;
     if let Replacement::Launched { instances, .. } = &replacement {
         let note = format!("replacement {} launched", instances.join(", "));
-        event(kube, &ask.node, "ReplacementLaunched", &note, EventType::Normal).await;
+        event(
+            kube,
+            &ask.node,
+            "ReplacementLaunched",
+            &note,
+            EventType::Normal,
+        )
+        .await;
     }
     Ok(replacement)
 }

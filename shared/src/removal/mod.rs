@@ -14,12 +14,12 @@ pub use capacity::{Capacity, offering};
 pub use cause::Cause;
 pub use decide::{Act, Budget, Instance, Next, Situation, merge, next};
 pub use execute::{
-    Advanced, Ask, Context, RemovalError, advance, disrupted_taint, instance_of, record_of,
+    Advanced, Ask, Context, Ports, RemovalError, advance, disrupted_taint, instance_of, record_of,
     record_replacement, replacement_of,
 };
 pub use record::{
-    Avoid, BACKOFF_ANNOTATION, Backoff, REMOVAL_ANNOTATION, Record, Replacement, recorded_replacement,
-    replacement_on,
+    Avoid, BACKOFF_ANNOTATION, Backoff, REMOVAL_ANNOTATION, Record, Replacement,
+    recorded_replacement, replacement_on,
 };
 
 #[cfg(test)]

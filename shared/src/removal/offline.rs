@@ -45,7 +45,10 @@ pub fn next_for(
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == crate::api::labels::DISRUPTED_TAINT));
+        .is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.key == crate::api::labels::DISRUPTED_TAINT)
+        });
     let situation = Situation {
         tainted,
         written: existing.is_some() && existing == record,
@@ -109,6 +112,9 @@ mod tests {
         assert_eq!(summary(&n), "take, drain (evict 1, delete 0), replace");
         assert_eq!(n.state, "draining");
         let idle = next_for(&node, &[], &[], None, None, at(0)).unwrap();
-        assert_eq!((summary(&idle), idle.state), ("wait".to_string(), "not being removed"));
+        assert_eq!(
+            (summary(&idle), idle.state),
+            ("wait".to_string(), "not being removed")
+        );
     }
 }

@@ -285,7 +285,10 @@ mod tests {
                 "nodewright.io/disruption".to_string(),
                 "expired 2027-01-15T08:00:00Z".to_string(),
             ),
-            ("nodewright.io/replacement".to_string(), "i-1,i-2".to_string()),
+            (
+                "nodewright.io/replacement".to_string(),
+                "i-1,i-2".to_string(),
+            ),
         ]);
         let r = Record::read("n", &annotations).unwrap().unwrap();
         assert_eq!(r.cause, Cause::Expired);

@@ -574,3 +574,49 @@ async fn with_a_config_ttl_the_configuration_is_read_once_and_reused_until_it_ex
     assert_eq!(first.source, second.source);
     assert_eq!(first.inputs.documents, second.inputs.documents);
 }
+
+// ---------------------------------------------------------------- the functions' client
+
+/// The client the functions build for EKS must not retry a 429 itself: kube's default
+/// retry layer would ask fifteen times with back-off growing to minutes, and a refused
+/// eviction (a PodDisruptionBudget's 429) would hold a spot warning's drain past its
+/// deadline. The drain asks again at its next look instead.
+#[tokio::test]
+async fn the_functions_client_leaves_a_refused_eviction_to_the_drain() {
+    use aws_credential_types::Credentials;
+    use aws_credential_types::provider::SharedCredentialsProvider;
+    use nodewright::eks::{TokenSource, client_with_tokens};
+    use nodewright::kube::{Eviction, KubeCluster, PodEviction};
+
+    let server = Adapters::start(false, 500)
+        .await
+        .with([node("node-a"), bound_pod("web-1", "node-a")]);
+    server.sim.inject(
+        Fault::resource("pods", 429)
+            .subresource("eviction")
+            .times(ALWAYS),
+    );
+    let credentials = SharedCredentialsProvider::new(Credentials::for_tests());
+    let tokens = std::sync::Arc::new(TokenSource::new(credentials, "test", "us-east-1"));
+    let client = client_with_tokens(&server.sim.url(), None, tokens).expect("the client");
+    let cluster = KubeCluster::new(
+        client,
+        nodewright::kube::ClusterSettings::new(default_params(), "interruption-test"),
+    );
+    let pod = PodRef {
+        namespace: "default".into(),
+        name: "web-1".into(),
+        uid: String::new(),
+    };
+    let started = std::time::Instant::now();
+    let answer = cluster.evict(&pod, 30).await.expect("an answer");
+    assert_eq!(answer, Eviction::Blocked);
+    assert_eq!(
+        server
+            .requests_to("POST", "/api/v1/namespaces/default/pods/web-1/eviction")
+            .len(),
+        1,
+        "asked once"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

@@ -50,7 +50,9 @@ async fn sweeper(world: &World) -> State<KubeCluster, Ec2Adapter> {
     sweeper_state(world).await.expect("the sweeper's state")
 }
 
-async fn sweep<R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement>(
+async fn sweep<
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
+>(
     state: &State<KubeCluster, Ec2Adapter, R>,
 ) -> Value {
     handler(LambdaEvent::new(json!({}), Context::default()), state)
@@ -1066,8 +1068,13 @@ async fn a_node_whose_instance_type_the_narrowed_nodepool_excludes_is_replaced_a
     let kube = provisioner.provisioner().lock().await.kube().clone();
     let sdk = world.function_sdk("SweeperFunction").unwrap();
     let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&sdk), world.seeded.cluster.clone());
-    let sweeper = State::new(kube, ec2, world.seeded.cluster.clone(), Arc::new(SimNow(world.clock())))
-        .with_replacer(provisioner.provisioner());
+    let sweeper = State::new(
+        kube,
+        ec2,
+        world.seeded.cluster.clone(),
+        Arc::new(SimNow(world.clock())),
+    )
+    .with_replacer(provisioner.provisioner());
     let quiet = sweep(&sweeper).await;
     assert!(
         quiet["commands"].as_array().unwrap().is_empty(),

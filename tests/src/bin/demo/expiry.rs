@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure};
 use nodewright::aws::Ec2Adapter;
-use nodewright::removal::recorded_replacement;
 use nodewright::kube::KubeCluster;
 use nodewright::provision::Replacement;
+use nodewright::removal::recorded_replacement;
 use nodewright_sweeper::{GroupReplacement, LaunchResolver, State};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke};
