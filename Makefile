@@ -5,12 +5,13 @@ CARGO ?= cargo
 export CARGO_TERM_COLOR ?= auto
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build test lint fmt demo bench release package sam-build deploy install-cli \
+.PHONY: help setup build test lint fmt demo soak bench release package sam-build deploy install-cli \
 	build-ProvisionerFunction build-InterruptionFunction build-SweeperFunction
 
 help:
 	@echo "make demo    the main job on the local default: real handlers against moto + a simulated EKS cluster"
 	@echo "             (KEEP=1 keeps it running for kubectl until Ctrl-C)"
+	@echo "make soak    one simulated day of the functions against the world, judged by the invariant checker (HOURS=24)"
 	@echo "make test    unit, property, CLI and end-to-end tests (installs moto into .venv first; no root needed)"
 	@echo "make install-cli  the nodewright command into ~/.cargo/bin (cargo install --path cli)"
 	@echo "make lint    cargo fmt --check, clippy -D warnings, cfn-lint and checkov on template.yaml"
@@ -60,6 +61,13 @@ KEEP ?= 0
 demo: setup
 	$(CARGO) test $(TEST_SELECTION) --no-run --quiet
 	NODEWRIGHT_DEMO_KEEP=$(KEEP) $(TARGET_DIR)/debug/nodewright-demo
+
+# One simulated day (HOURS=24) of the three functions against the world, judged by the
+# invariant checker; the report goes to target/soak/. A simulated hour of it runs in `make test`.
+HOURS ?= 24
+soak: setup
+	$(CARGO) test $(TEST_SELECTION) --no-run --quiet
+	$(TARGET_DIR)/debug/nodewright-soak --hours $(HOURS) --out $(TARGET_DIR)/soak
 
 # The function benchmarks run the release binaries as Lambda would, so they are built first.
 # --workspace, not -p: a -p build resolves features differently and rebuilds the AWS SDK.

@@ -427,6 +427,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
         return r;
     }
+    let _token_turn = front.tokens.turn(&action, &body).await;
     let token_key = match front.tokens.judge(&action, &body) {
         Verdict::Forward { key } => key,
         Verdict::Replay(first) => {

@@ -40,6 +40,11 @@ impl World {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
+        // Reading a function's own story in a failing world: its log level, overridden.
+        if let Ok(level) = std::env::var("NODEWRIGHT_WORLD_RUST_LOG") {
+            env.retain(|(k, _)| k != "RUST_LOG");
+            env.push(("RUST_LOG".to_string(), level));
+        }
         if let Some(time) = self.clock().world_time() {
             env.push((
                 nodewright::clock::CLOCK_VARIABLE.to_string(),

@@ -39,6 +39,8 @@ type FirstCall = (BTreeMap<String, String>, Remembered);
 #[derive(Default)]
 pub struct Tokens {
     seen: Mutex<HashMap<TokenKey, FirstCall>>,
+    /// One call per token at a time (see [`Tokens::turn`]).
+    turns: Mutex<HashMap<TokenKey, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// The form parameters of a query-protocol body, decoded.
@@ -82,6 +84,30 @@ fn decode(s: &str) -> String {
 }
 
 impl Tokens {
+    /// Waits for this call's turn with its token: EC2 answers concurrent calls carrying one
+    /// token as one launch, so a call waits while another with its token is in flight and
+    /// is then judged against that one's answer. `None` for a call without a token.
+    pub async fn turn(
+        &self,
+        action: &str,
+        body: &[u8],
+    ) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        if !TOKENED_ACTIONS.contains(&action) {
+            return None;
+        }
+        let token = form_params(body)
+            .remove("ClientToken")
+            .filter(|t| !t.is_empty())?;
+        let lock = self
+            .turns
+            .lock()
+            .ok()?
+            .entry((action.to_string(), token))
+            .or_default()
+            .clone();
+        Some(lock.lock_owned().await)
+    }
+
     pub fn judge(&self, action: &str, body: &[u8]) -> Verdict {
         if !TOKENED_ACTIONS.contains(&action) {
             return Verdict::Forward { key: None };
@@ -135,6 +161,29 @@ mod tests {
             content_type: "text/xml".into(),
             body: Bytes::from(body.to_string()),
         }
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_while_another_with_its_token_is_in_flight() {
+        let tokens = Tokens::default();
+        let body = b"Action=CreateFleet&ClientToken=nw-1&Type=instant";
+        let first = tokens.turn("CreateFleet", body).await.expect("a turn");
+        let waiting = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            tokens.turn("CreateFleet", body),
+        );
+        assert!(
+            waiting.await.is_err(),
+            "the second call waits for the first"
+        );
+        let other = b"Action=CreateFleet&ClientToken=nw-2&Type=instant";
+        assert!(
+            tokens.turn("CreateFleet", other).await.is_some(),
+            "another token does not wait"
+        );
+        drop(first);
+        assert!(tokens.turn("CreateFleet", body).await.is_some());
+        assert!(tokens.turn("DescribeInstances", body).await.is_none());
     }
 
     #[test]

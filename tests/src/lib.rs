@@ -15,6 +15,7 @@ pub mod kubectl;
 pub mod lambda;
 pub mod lambda_api;
 pub mod moto;
+pub mod soak;
 pub mod sqs;
 pub mod template;
 pub mod world;

@@ -13,10 +13,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nodewright_world::interruption::{ACCOUNT, REGION};
-use nodewright_world::kit::{timed_world, wait_until};
-use nodewright_world::lambda::{Lambda, Outcome, max_concurrency};
-use nodewright_world::sqs::model::Fate;
+use nodewright_world::kit::{app_pods, quick_batch, running_on_a_node, timed_world, wait_until};
+use nodewright_world::lambda::{Lambda, Outcome, RecursiveLoop, lineage, max_concurrency};
+use nodewright_world::sqs::model::{DeadLetterWhy, Fate};
 use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::json;
 
 const FUNCTION: &str = "InterruptionFunction";
@@ -35,6 +36,19 @@ fn spot_warning(instance_id: &str, time: jiff::Timestamp) -> String {
         "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",
         "account": ACCOUNT, "time": time.to_string(), "region": REGION, "resources": [],
         "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+    })
+    .to_string()
+}
+
+/// A rebalance recommendation: a voluntary removal, replacement first; with every pod held
+/// by a PodDisruptionBudget its drain looks again and again until it is given up, a chain
+/// of follow-ups longer than Lambda's sixteen hops.
+fn rebalance(instance_id: &str, time: jiff::Timestamp) -> String {
+    json!({
+        "version": "0", "id": format!("rebalance-{instance_id}"),
+        "detail-type": "EC2 Instance Rebalance Recommendation", "source": "aws.ec2",
+        "account": ACCOUNT, "time": time.to_string(), "region": REGION, "resources": [],
+        "detail": {"instance-id": instance_id},
     })
     .to_string()
 }
@@ -155,5 +169,163 @@ async fn the_mapping_runs_five_batches_at_most_and_a_batch_killed_at_the_timeout
             );
         }
     }
+    lambda.stop();
+}
+
+/// The getting-started pool on spot with its ten `inflate` pods running, launched by the
+/// provisioner in-process; a PodDisruptionBudget then forbids every eviction of them.
+async fn blocked_workload(world: &World) {
+    // 4-vCPU nodes hold three of the ten 1-CPU pods each: several nodes.
+    let four_cpus = concat!(
+        "values: [\"2\"]\n",
+        "        - key: karpenter.k8s.aws/instance-cpu\n",
+        "          operator: In\n",
+        "          values: [\"4\"]"
+    );
+    let pool = world
+        .example_edited(
+            "getting-started.yaml",
+            &[
+                (r#"values: ["on-demand"]"#, r#"values: ["spot"]"#),
+                (r#"values: ["2"]"#, four_cpus),
+            ],
+        )
+        .unwrap();
+    world.apply_yaml(&pool).unwrap();
+    let provisioner = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
+    invoke(&provisioner).await.unwrap();
+    wait_until(
+        "inflate running",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let pods = app_pods(world, "inflate");
+            !pods.is_empty() && pods.iter().all(running_on_a_node)
+        },
+    )
+    .await
+    .unwrap();
+    world
+        .apply_yaml(
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: inflate, namespace: default}\nspec:\n  maxUnavailable: 0\n  selector: {matchLabels: {app: inflate}}\n",
+        )
+        .unwrap();
+}
+
+/// The nodes running `inflate` pods, with their instance ids.
+fn busy_nodes(world: &World) -> Vec<(String, String)> {
+    let pods = app_pods(world, "inflate");
+    world
+        .sim
+        .list_json("v1", "Node")
+        .into_iter()
+        .filter(|n| {
+            pods.iter()
+                .any(|p| p["spec"]["nodeName"] == n["metadata"]["name"])
+        })
+        .map(|n| {
+            let name = n["metadata"]["name"].as_str().unwrap().to_string();
+            let id = n["spec"]["providerID"]
+                .as_str()
+                .and_then(|p| p.rsplit('/').next())
+                .unwrap()
+                .to_string();
+            (name, id)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lambda_stops_a_follow_up_chain_at_sixteen_hops_unless_the_function_allows_recursion() {
+    let world = timed_world("lambda-recursion", 20.0, Duration::from_secs(5))
+        .await
+        .unwrap();
+    blocked_workload(&world).await;
+
+    // With Lambda's default (Terminate): a drain the budget holds sends a follow-up at
+    // each look, and the seventeenth invocation of the chain is not made.
+    let mut lambda = Lambda::deploy(&world, &[(FUNCTION, binary())], &dir("recursion"), |s| {
+        s.recursive_loop = RecursiveLoop::Terminate
+    })
+    .unwrap();
+    lambda.start_triggers(&world);
+    let nodes = busy_nodes(&world);
+    assert!(nodes.len() >= 2, "the test needs two nodes: {nodes:?}");
+    let (_, first) = nodes[0].clone();
+    let (second_node, second) = nodes[1].clone();
+    world
+        .send_raw(&rebalance(&first, world.clock().now()))
+        .await
+        .unwrap();
+    let mapping = lambda.mappings.get(FUNCTION).unwrap().clone();
+    wait_until(
+        "the chain stopped by recursion detection",
+        Duration::from_secs(180),
+        Duration::from_millis(100),
+        || !mapping.stopped_by_recursion().is_empty(),
+    )
+    .await
+    .unwrap_or_else(|e| {
+        let records = lambda.function(FUNCTION).unwrap().records();
+        panic!("{e}: {records:#?}\n{:#?}", mapping.deliveries())
+    });
+    let longest = |lambda: &Lambda| {
+        lambda
+            .function(FUNCTION)
+            .unwrap()
+            .records()
+            .iter()
+            .map(|r| r.lineage)
+            .max()
+            .unwrap_or(0)
+    };
+    assert_eq!(longest(&lambda), lineage::MAX_CHAIN);
+    let stopped = mapping.stopped_by_recursion();
+    let fate = world
+        .queue
+        .with(|q, _| q.fate(stopped.iter().next().unwrap()).cloned());
+    assert!(
+        matches!(
+            fate,
+            Some(Fate::DeadLettered {
+                why: DeadLetterWhy::Recursion,
+                ..
+            })
+        ),
+        "{fate:?}"
+    );
+    lambda.stop();
+
+    // As the template deploys the function: the chain of another node's removal goes on
+    // past sixteen hops.
+    let allowed =
+        Lambda::deploy(&world, &[(FUNCTION, binary())], &dir("recursion"), |_| {}).unwrap();
+    assert_eq!(
+        allowed.function(FUNCTION).unwrap().settings.recursive_loop,
+        RecursiveLoop::Allow,
+        "template.yaml's InterruptionFunction allows its follow-up chains"
+    );
+    let mut lambda = allowed;
+    lambda.start_triggers(&world);
+    world
+        .send_raw(&rebalance(&second, world.clock().now()))
+        .await
+        .unwrap();
+    wait_until(
+        "the second node's chain past sixteen hops",
+        Duration::from_secs(180),
+        Duration::from_millis(200),
+        || longest(&lambda) > lineage::MAX_CHAIN,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}: node {second_node}"));
+    assert!(
+        longest(&lambda) > lineage::MAX_CHAIN,
+        "the chain was {} hops long",
+        longest(&lambda)
+    );
     lambda.stop();
 }

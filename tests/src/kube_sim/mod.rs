@@ -37,6 +37,7 @@ mod kubelet;
 mod node_lease;
 mod openapi;
 mod patch;
+mod pod_removals;
 mod podspec;
 mod printers;
 mod request_log;
@@ -67,6 +68,7 @@ pub use cloud::{
 };
 pub use ec2::Ec2CloudView;
 pub use faults::{Fault, FaultTarget};
+pub use pod_removals::{PodRemoval, Via};
 pub use request_log::LoggedRequest;
 pub use status::ApiError;
 pub use userdata::{RegistrationFlags, parse_user_data};
@@ -377,6 +379,12 @@ impl SimCluster {
             return Vec::new();
         };
         self.inner.shared.store().list(res, None).cloned().collect()
+    }
+
+    /// The pods clients evicted or deleted from nodes since the last call (see
+    /// [`PodRemoval`]).
+    pub fn take_pod_removals(&self) -> Vec<PodRemoval> {
+        self.inner.shared.store().take_pod_removals()
     }
 
     /// Ends every open watch, as an API server restart or a load balancer's idle timeout

@@ -14,6 +14,7 @@ use super::faults::RequestFacts;
 use super::graceful;
 use super::openapi;
 use super::patch::{self, PatchKind};
+use super::pod_removals::{PodRemoval, Via};
 use super::request_log::LoggedRequest;
 use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
@@ -437,7 +438,13 @@ fn delete_one(
     check_preconditions(&RESOURCES[res], name, store.get(res, ns, name)?, &options)?;
     if res == PODS {
         let grace = graceful::requested_grace(q, &options);
-        return graceful::delete_pod(store, ns, name, grace, now);
+        let forbidden = super::subresources::budget_check(store, ns, name).is_err();
+        let before = store.get(res, ns, name)?.clone();
+        let node = super::pod_removals::node_of(store, &before);
+        let after = graceful::delete_pod(store, ns, name, grace, now)?;
+        let removal = PodRemoval::of(&before, &after, node.as_ref(), now, Via::Delete, forbidden);
+        store.audit_pod_removal(removal);
+        return Ok(after);
     }
     let body_policy = options
         .get("propagationPolicy")

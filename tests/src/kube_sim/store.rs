@@ -29,6 +29,8 @@ pub struct Store {
     objects: BTreeMap<Key, Value>,
     rv: u64,
     seq: u64,
+    /// Pods clients took away from nodes, oldest first (see `pod_removals.rs`).
+    pod_removals: Vec<super::pod_removals::PodRemoval>,
 }
 
 impl Default for Store {
@@ -48,6 +50,7 @@ impl Store {
             objects: BTreeMap::new(),
             rv: 1,
             seq: 0,
+            pod_removals: Vec::new(),
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
@@ -55,6 +58,18 @@ impl Store {
             let _ = s.create(NAMESPACES, "", obj, "2025-01-01T00:00:00Z", Write::Internal);
         }
         s
+    }
+
+    /// Records a pod a client took away from a node (one that ran nowhere is left out).
+    pub fn audit_pod_removal(&mut self, removal: super::pod_removals::PodRemoval) {
+        if removal.node.is_some() {
+            self.pod_removals.push(removal);
+        }
+    }
+
+    /// The pod removals recorded since the last call.
+    pub fn take_pod_removals(&mut self) -> Vec<super::pod_removals::PodRemoval> {
+        std::mem::take(&mut self.pod_removals)
     }
 
     /// The latest resourceVersion (what list responses carry).

@@ -5,6 +5,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::eviction;
+use super::pod_removals::{PodRemoval, Via};
 use super::resources::{DEPLOYMENTS, PDBS, PODS, REPLICASETS};
 use super::server::{Answer, parse_body};
 use super::status::{self, ApiError};
@@ -51,6 +52,28 @@ pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) ->
             "name in URL does not match name in Eviction object",
         ));
     }
+    if let Err(refused) = budget_check(store, ns, name) {
+        let pod = store.get(PODS, ns, name)?.clone();
+        let node = super::pod_removals::node_of(store, &pod);
+        let asked = PodRemoval::of(&pod, &pod, node.as_ref(), now, Via::RefusedEviction, true);
+        store.audit_pod_removal(asked);
+        return Err(refused);
+    }
+    // An allowed eviction is a DELETE with the eviction's DeleteOptions: graceful.
+    let grace = eviction
+        .pointer("/deleteOptions/gracePeriodSeconds")
+        .and_then(Value::as_i64);
+    let before = store.get(PODS, ns, name)?.clone();
+    let node = super::pod_removals::node_of(store, &before);
+    let after = super::graceful::delete_pod(store, ns, name, grace, now)?;
+    let removal = PodRemoval::of(&before, &after, node.as_ref(), now, Via::Eviction, false);
+    store.audit_pod_removal(removal);
+    Ok((201, status::success(201, json!({}))))
+}
+
+/// What the eviction API answers for the pod `ns/name` under its namespace's
+/// PodDisruptionBudgets: `Ok` when one may go now, the 429 (or 500) an eviction gets if not.
+pub fn budget_check(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
     let pod: Pod = serde_json::from_value(store.get(PODS, ns, name)?.clone())
         .map_err(|e| ApiError::internal(format!("stored pod does not decode: {e}")))?;
     let pdbs: Vec<PodDisruptionBudget> = store
@@ -62,13 +85,7 @@ pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) ->
         .filter_map(|v| serde_json::from_value(v.clone()).ok())
         .collect();
     let scale = |p: &Pod| controller_scale(store, p);
-    eviction::check(&pod, &pdbs, &pods, &scale)?;
-    // An allowed eviction is a DELETE with the eviction's DeleteOptions: graceful.
-    let grace = eviction
-        .pointer("/deleteOptions/gracePeriodSeconds")
-        .and_then(Value::as_i64);
-    super::graceful::delete_pod(store, ns, name, grace, now)?;
-    Ok((201, status::success(201, json!({}))))
+    eviction::check(&pod, &pdbs, &pods, &scale)
 }
 
 /// The controller of a pod and the replicas it wants, following ReplicaSet → Deployment

@@ -1,0 +1,577 @@
+//! The soak's hands on the world: the load curve, each incident as AWS or a user would
+//! cause it, AWS reclaiming warned instances, the samples the checker judges, and the
+//! fleet's price against the same pods planned from scratch.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::incidents::Incident;
+use super::observe::Observer;
+use super::report::{Price, Report};
+use super::{PENDING_BOUND, Plan, TAINT_BOUND, cluster};
+use crate::fleet_faults::FleetFault;
+use crate::kit;
+use crate::kube_sim::Fault;
+use crate::lambda::Lambda;
+use crate::sqs::model::Fate;
+use crate::world::World;
+
+pub struct Stage {
+    pub observer: Observer,
+    length: Duration,
+    foreign: String,
+    /// Instances AWS takes at a time (warned spot instances, retired ones).
+    reclaim: Vec<(Timestamp, String)>,
+    burst: bool,
+    kill_pending: bool,
+    next_instances: Timestamp,
+    pub events: Vec<(Timestamp, String)>,
+    pub prices: Vec<Price>,
+    dir: std::path::PathBuf,
+}
+
+fn s<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+fn instance_of(node: &Value) -> Option<String> {
+    s(node, "/spec/providerID")?
+        .rsplit('/')
+        .next()
+        .map(str::to_string)
+}
+
+fn tainted(node: &Value) -> bool {
+    node.pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .is_some_and(|ts| ts.iter().any(|t| t["key"] == "nodewright.io/disrupted"))
+}
+
+fn ec2(world: &World) -> aws_sdk_ec2::Client {
+    aws_sdk_ec2::Client::new(&world.sdk)
+}
+
+impl Stage {
+    pub async fn new(world: &World, plan: &Plan) -> anyhow::Result<Stage> {
+        Ok(Stage {
+            observer: Observer::new(TAINT_BOUND, PENDING_BOUND, cluster::budgets()),
+            length: plan.length,
+            foreign: launch_foreign(world).await?,
+            reclaim: Vec::new(),
+            burst: false,
+            kill_pending: false,
+            next_instances: world.clock().now(),
+            events: Vec::new(),
+            prices: Vec::new(),
+            dir: plan.out.clone(),
+        })
+    }
+
+    pub fn log(&mut self, at: Timestamp, what: String) {
+        self.events.push((at, what));
+    }
+
+    /// Each Deployment at the replicas the load curve asks for at `fraction` of the day.
+    pub fn follow_load(&self, world: &World, fraction: f64) -> anyhow::Result<()> {
+        for app in &cluster::APPS {
+            let want = match (app.name, self.burst) {
+                ("burst", true) => 20,
+                ("burst", false) => 0,
+                _ => cluster::replicas_at(app, fraction),
+            };
+            let Some(mut d) = world
+                .sim
+                .get_json("apps/v1", "Deployment", "default", app.name)
+            else {
+                continue;
+            };
+            if d["spec"]["replicas"].as_u64() != Some(u64::from(want)) {
+                d["spec"]["replicas"] = json!(want);
+                world.sim.apply_json(d).context("scaling a Deployment")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One sample for the checker, AWS's reclaiming, and a kill still owed.
+    pub async fn tick(
+        &mut self,
+        world: &World,
+        lambda: &Lambda,
+        now: Timestamp,
+    ) -> anyhow::Result<()> {
+        // The soak's own work counts as the world working: its time must not run ahead of
+        // a sample.
+        let _working = world.clock().busy();
+        let due: Vec<String> = self
+            .reclaim
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, id)| id.clone())
+            .collect();
+        self.reclaim.retain(|(at, _)| *at > now);
+        for id in due {
+            let _ = ec2(world)
+                .terminate_instances()
+                .instance_ids(&id)
+                .send()
+                .await;
+            self.observer.aws_took(&id, now);
+            self.log(now, format!("AWS reclaimed {id}"));
+        }
+        if self.kill_pending && kill_one(lambda) {
+            self.kill_pending = false;
+            self.log(now, "a busy function environment killed".into());
+        }
+        let nodes = world.sim.list_json("v1", "Node");
+        let pods = world.sim.list_json("v1", "Pod");
+        self.observer
+            .observe(now, &nodes, &pods, world.sim.take_pod_removals());
+        if now >= self.next_instances {
+            self.observer
+                .observe_instances(&owned_instances(world).await?);
+            self.next_instances = now + SignedDuration::from_secs(30);
+        }
+        Ok(())
+    }
+
+    pub async fn act(&mut self, world: &World, lambda: &Lambda, incident: Incident) -> String {
+        let _working = world.clock().busy();
+        match self.try_act(world, lambda, incident).await {
+            Ok(note) => note,
+            Err(e) => format!("could not be played: {e:#}"),
+        }
+    }
+
+    async fn try_act(
+        &mut self,
+        world: &World,
+        lambda: &Lambda,
+        incident: Incident,
+    ) -> anyhow::Result<String> {
+        let now = world.clock().now();
+        let nodes = world.sim.list_json("v1", "Node");
+        let pods = world.sim.list_json("v1", "Pod");
+        let busiest = |capacity: &str| -> Vec<(String, String)> {
+            let mut v: Vec<(usize, String, String)> = nodes
+                .iter()
+                .filter(|n| s(n, "/metadata/labels/karpenter.sh~1capacity-type") == Some(capacity))
+                .filter(|n| !tainted(n))
+                .filter_map(|n| {
+                    let name = s(n, "/metadata/name")?.to_string();
+                    let on = pods
+                        .iter()
+                        .filter(|p| s(p, "/spec/nodeName") == Some(&name))
+                        .count();
+                    Some((on, name, instance_of(n)?))
+                })
+                .collect();
+            v.sort_by_key(|b| std::cmp::Reverse(b.0));
+            v.into_iter().map(|(_, n, i)| (n, i)).collect()
+        };
+        Ok(match incident {
+            Incident::SpotWarning => {
+                let (node, id) = busiest("spot").into_iter().next().context("no spot node")?;
+                self.warn(world, &node, &id, &pods, now).await?;
+                format!("spot warning for {id} ({node})")
+            }
+            Incident::SpotWave => {
+                let targets: Vec<(String, String)> = busiest("spot").into_iter().take(9).collect();
+                for (node, id) in &targets {
+                    self.warn(world, node, id, &pods, now).await?;
+                }
+                let foreign = self.foreign.clone();
+                spot_event(world, &foreign, now).await?;
+                format!(
+                    "{} spot warnings at once, and one for the foreign {foreign}",
+                    targets.len()
+                )
+            }
+            Incident::RebalanceRecommendation => {
+                let (node, id) = busiest("spot").into_iter().next().context("no spot node")?;
+                world
+                    .put_event(
+                        "aws.ec2",
+                        "EC2 Instance Rebalance Recommendation",
+                        json!({"instance-id": id}),
+                        now,
+                    )
+                    .await?;
+                format!("rebalance recommendation for {id} ({node})")
+            }
+            Incident::ScheduledChange => {
+                let (node, id) = busiest("on-demand")
+                    .into_iter()
+                    .next()
+                    .context("no on-demand node")?;
+                let lead =
+                    SignedDuration::try_from(self.length / 10)?.max(SignedDuration::from_mins(10));
+                let start = now + lead;
+                world
+                    .put_event("aws.health", "AWS Health Event", health(&id, start), now)
+                    .await?;
+                self.reclaim.push((start, id.clone()));
+                format!("scheduled retirement of {id} ({node}) at {start}")
+            }
+            Incident::InstanceStopping => {
+                let (node, id) = busiest("on-demand")
+                    .into_iter()
+                    .last()
+                    .context("no on-demand node")?;
+                ec2(world).stop_instances().instance_ids(&id).send().await?;
+                self.observer.aws_took(&id, now);
+                world
+                    .put_event(
+                        "aws.ec2",
+                        "EC2 Instance State-change Notification",
+                        json!({"instance-id": id, "state": "stopping"}),
+                        now,
+                    )
+                    .await?;
+                format!("{id} ({node}) stopped")
+            }
+            Incident::InsufficientCapacity => {
+                let t = common_spot_type(world).await?.context("no spot instance")?;
+                world.front.fail_fleet(FleetFault {
+                    capacity_type: Some("spot".into()),
+                    instance_types: vec![t.clone()],
+                    code: "InsufficientInstanceCapacity".into(),
+                    message: "There is no Spot capacity available that matches your request."
+                        .into(),
+                });
+                format!("spot {t} out of capacity")
+            }
+            Incident::CapacityBack => {
+                world.front.clear_fleet_faults();
+                "capacity back".into()
+            }
+            Incident::ApiFaults => {
+                world.sim.inject(Fault::resource("pods", 500).times(3));
+                world.sim.inject(
+                    Fault::resource("pods", 429)
+                        .subresource("eviction")
+                        .times(6),
+                );
+                world.sim.inject(Fault::resource("nodes", 429).times(3));
+                world.sim.slow("/api/v1/nodes", Duration::from_secs(20));
+                "API server: 500s on pods, 429s on evictions and nodes, node lists 20 s slow".into()
+            }
+            Incident::ApiHealthy => {
+                world.sim.clear_faults();
+                "API server healthy".into()
+            }
+            Incident::Ec2Throttling => {
+                for (action, times) in [
+                    ("CreateFleet", 2),
+                    ("DescribeInstances", 4),
+                    ("TerminateInstances", 2),
+                ] {
+                    world.front.throttle(action, times);
+                }
+                "EC2 throttles CreateFleet, DescribeInstances and TerminateInstances".into()
+            }
+            Incident::KillFunction => {
+                self.kill_pending = !kill_one(lambda);
+                if self.kill_pending {
+                    "a kill waits for a busy environment".into()
+                } else {
+                    "a busy environment killed".into()
+                }
+            }
+            Incident::ThrottledInvocation => {
+                let sweeper = lambda
+                    .invokers
+                    .get("SweeperFunction")
+                    .context("no sweeper")?;
+                sweeper.submit(json!({}));
+                sweeper.submit(json!({}));
+                "two extra sweeper events at once (reserved concurrency 1)".into()
+            }
+            Incident::PoolEdit => {
+                let mut p = world
+                    .sim
+                    .get_json("karpenter.sh/v1", "NodePool", "", "on-demand-arm64")
+                    .context("no on-demand pool")?;
+                p["spec"]["template"]["metadata"]["labels"]["soak.nodewright.io/edition"] =
+                    json!("2");
+                world.sim.apply_json(p)?;
+                "on-demand-arm64's template gains a label: its nodes drift".into()
+            }
+            Incident::ExpiryWave => {
+                let mut p = world
+                    .sim
+                    .get_json("karpenter.sh/v1", "NodePool", "", "spot-amd64")
+                    .context("no spot pool")?;
+                let after = format!("{}m", (self.length.as_secs() / 2 / 60).max(1));
+                p["spec"]["template"]["spec"]["expireAfter"] = json!(after);
+                world.sim.apply_json(p)?;
+                format!("spot-amd64 expireAfter {after}")
+            }
+            Incident::BurstStart | Incident::BurstEnd => {
+                self.burst = incident == Incident::BurstStart;
+                format!("burst of batch pods: {}", if self.burst { 20 } else { 0 })
+            }
+            Incident::Rogue => rogue(world).await?,
+        })
+    }
+
+    async fn warn(
+        &mut self,
+        world: &World,
+        node: &str,
+        id: &str,
+        pods: &[Value],
+        now: Timestamp,
+    ) -> anyhow::Result<()> {
+        spot_event(world, id, now).await?;
+        let deadline = now + SignedDuration::from_secs(120);
+        self.observer.warned(node, deadline, pods);
+        self.reclaim.push((deadline, id.to_string()));
+        Ok(())
+    }
+
+    /// The fleet's price now, per `nodewright status`, against `nodewright plan` on the same
+    /// pods from scratch.
+    pub async fn price(&mut self, world: &World, at: Timestamp) {
+        let _working = world.clock().busy();
+        match price(world, &self.dir).await {
+            Ok((fleet, scratch)) => self.prices.push(Price { at, fleet, scratch }),
+            Err(e) => self.log(at, format!("pricing failed: {e:#}")),
+        }
+    }
+
+    pub async fn finish(
+        mut self,
+        world: &World,
+        lambda: &Lambda,
+        plan: &Plan,
+        wall: Duration,
+    ) -> anyhow::Result<Report> {
+        let foreign = foreign_state(world, &self.foreign).await?;
+        let terminated = (foreign == "terminated" || foreign == "shutting-down")
+            .then(|| format!("{} (no ownership tag) is {foreign}", self.foreign));
+        let fates: Vec<(String, Fate)> = world.queue.with(|q, _| {
+            q.fates()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        let lost: Vec<String> = fates
+            .iter()
+            .filter(|(_, f)| matches!(f, Fate::Expired { .. }))
+            .map(|(id, _)| format!("message {id} expired unhandled"))
+            .collect();
+        self.observer.finish(terminated, lost);
+        Ok(Report::new(self, world, lambda, plan, wall, &fates))
+    }
+
+    pub fn into_parts(self) -> (Observer, Vec<(Timestamp, String)>, Vec<Price>) {
+        (self.observer, self.events, self.prices)
+    }
+}
+
+async fn spot_event(world: &World, id: &str, now: Timestamp) -> anyhow::Result<()> {
+    world
+        .put_event(
+            "aws.ec2",
+            "EC2 Spot Instance Interruption Warning",
+            json!({"instance-id": id, "instance-action": "terminate"}),
+            now,
+        )
+        .await
+}
+
+fn health(id: &str, start: Timestamp) -> Value {
+    let rfc1123 = |t: Timestamp| t.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
+    json!({
+        "eventArn": format!("arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/soak-{id}"),
+        "service": "EC2",
+        "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+        "eventTypeCategory": "scheduledChange",
+        "startTime": rfc1123(start),
+        "endTime": rfc1123(start + SignedDuration::from_hours(2)),
+        "eventDescription": [{"language": "en_US", "latestDescription": "retirement"}],
+        "affectedEntities": [{"entityValue": id}],
+    })
+}
+
+fn kill_one(lambda: &Lambda) -> bool {
+    [
+        "InterruptionFunction",
+        "ProvisionerFunction",
+        "SweeperFunction",
+    ]
+    .iter()
+    .filter_map(|id| lambda.functions.get(*id))
+    .any(|f| f.kill_a_busy_environment())
+}
+
+/// An instance in the cluster's subnet without nodewright's ownership tag (a managed node
+/// group's, say): it must outlive every warning.
+async fn launch_foreign(world: &World) -> anyhow::Result<String> {
+    let image = world.seeded.images.first().context("no seeded image")?;
+    let subnet = world.seeded.subnets.first().context("no seeded subnet")?;
+    let out = ec2(world)
+        .run_instances()
+        .image_id(&image.image_id)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .subnet_id(&subnet.id)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .context("RunInstances for the foreign instance")?;
+    out.instances()
+        .first()
+        .and_then(|i| i.instance_id())
+        .map(str::to_string)
+        .context("RunInstances returned no instance")
+}
+
+async fn foreign_state(world: &World, id: &str) -> anyhow::Result<String> {
+    let out = ec2(world)
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await?;
+    Ok(out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .find_map(|i| Some(i.state()?.name()?.as_str().to_string()))
+        .unwrap_or_else(|| "gone".into()))
+}
+
+/// Every instance, terminated ones too, carrying this cluster's ownership tag: (id, the
+/// launch decision it was run for).
+async fn owned_instances(world: &World) -> anyhow::Result<Vec<(String, String)>> {
+    let filter = aws_sdk_ec2::types::Filter::builder()
+        .name("tag:nodewright.io/cluster")
+        .values(&world.seeded.cluster)
+        .build();
+    let out = ec2(world)
+        .describe_instances()
+        .filters(filter)
+        .send()
+        .await?;
+    Ok(out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| {
+            let claim = i
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some("nodewright.io/nodeclaim"))?;
+            Some((i.instance_id()?.to_string(), claim.value()?.to_string()))
+        })
+        .collect())
+}
+
+async fn common_spot_type(world: &World) -> anyhow::Result<Option<String>> {
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    for i in world
+        .instances()
+        .await?
+        .into_iter()
+        .filter(|i| i.lifecycle == "spot")
+    {
+        *count.entry(i.instance_type).or_default() += 1;
+    }
+    Ok(count.into_iter().max_by_key(|(_, n)| *n).map(|(t, _)| t))
+}
+
+/// A client outside nodewright deletes the do-not-disrupt pod at once, past its budget.
+async fn rogue(world: &World) -> anyhow::Result<String> {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams};
+    let pod = world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .find(|p| {
+            p.pointer("/metadata/labels/app") == Some(&json!("critical"))
+                && s(p, "/spec/nodeName").is_some()
+        })
+        .context("no critical pod running")?;
+    let name = s(&pod, "/metadata/name").unwrap_or("").to_string();
+    let pods: Api<Pod> = Api::namespaced(world.sim.client().await?, "default");
+    pods.delete(
+        &name,
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        },
+    )
+    .await?;
+    Ok(format!("rogue client deleted default/{name} with grace 0"))
+}
+
+fn nodewright_cli() -> anyhow::Result<std::path::PathBuf> {
+    kit::debug_binary("nodewright")
+}
+
+/// (the fleet's $/h, the same pods' $/h planned from scratch). The CLI runs as a child
+/// process awaited on the runtime: a blocking wait would hold a worker thread the
+/// simulated API server needs to answer it.
+async fn price(world: &World, dir: &std::path::Path) -> anyhow::Result<(f64, f64)> {
+    let cli = nodewright_cli()?;
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml())?;
+    let status = tokio::process::Command::new(&cli)
+        .args(["status", "-o", "json", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .await?;
+    let status: Value = serde_json::from_slice(&status.stdout).with_context(|| {
+        format!(
+            "nodewright status: {}",
+            String::from_utf8_lossy(&status.stderr)
+        )
+    })?;
+    let fleet = status["price_per_hour"]
+        .as_f64()
+        .context("status has no price_per_hour")?;
+    let mut items = Vec::new();
+    for (version, kind) in [
+        ("karpenter.sh/v1", "NodePool"),
+        ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+        ("apps/v1", "DaemonSet"),
+    ] {
+        items.extend(world.sim.list_json(version, kind));
+    }
+    for mut p in world.sim.list_json("v1", "Pod") {
+        let daemon = p
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"));
+        if daemon || p.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        if let Some(spec) = p["spec"].as_object_mut() {
+            spec.remove("nodeName");
+        }
+        p.as_object_mut().map(|o| o.remove("status"));
+        items.push(p);
+    }
+    let file = dir.join("pods-from-scratch.json");
+    std::fs::write(
+        &file,
+        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )?;
+    let plan = tokio::process::Command::new(&cli)
+        .args(["plan", "-o", "json", "-f"])
+        .arg(&file)
+        .output()
+        .await?;
+    let plan: Value = serde_json::from_slice(&plan.stdout)
+        .with_context(|| format!("nodewright plan: {}", String::from_utf8_lossy(&plan.stderr)))?;
+    let scratch = plan["total_price_per_hour"]
+        .as_f64()
+        .context("plan has no total_price_per_hour")?;
+    Ok((fleet, scratch))
+}

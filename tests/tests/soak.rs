@@ -1,0 +1,40 @@
+//! The soak's short variant: one simulated hour of the day `make soak` plays (the same
+//! cluster, incidents and checker; see `nodewright_world::soak`), with a rogue client that
+//! deletes a do-not-disrupt pod with grace 0 past its PodDisruptionBudget near the end. The
+//! checker must name that deletion and nothing else: every other invariant holds.
+//!
+//! Emulated: AWS (moto), Kubernetes (the simulated cluster), SQS, Lambda and EventBridge's
+//! delivery (the world's); the function binaries and the CLI are the real ones.
+
+use std::time::Duration;
+
+use nodewright_world::soak::observe::names;
+use nodewright_world::soak::{Plan, run};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_hour_holds_every_invariant_but_the_rogue_deletion_the_checker_catches() {
+    let out = std::env::temp_dir().join(format!("nodewright-soak-{}", std::process::id()));
+    let mut plan = Plan::new("soak-hour", Duration::from_secs(3600), out.clone());
+    plan.rogue = true;
+    let report = run(&plan).await.expect("the soak runs");
+    let summary = report.summary();
+    for file in ["report.json", "summary.md", "plot.svg"] {
+        assert!(out.join(file).is_file(), "{file} missing\n{summary}");
+    }
+    for i in &report.invariants {
+        let expected = usize::from(i.name == names::POD_REMOVALS);
+        assert_eq!(i.breaches, expected, "{}\n{summary}", i.name);
+    }
+    let rogue = &report
+        .invariants
+        .iter()
+        .find(|i| i.name == names::POD_REMOVALS)
+        .unwrap()
+        .examples[0];
+    assert!(
+        rogue.contains("default/critical-") && rogue.contains("PodDisruptionBudget"),
+        "{rogue}"
+    );
+    assert!(report.samples.len() > 100, "{summary}");
+    assert!(!report.prices.is_empty(), "{summary}");
+}
