@@ -35,6 +35,17 @@ async fn a_simulated_hour_holds_every_invariant_but_the_rogue_deletion_the_check
         rogue.contains("default/critical-") && rogue.contains("PodDisruptionBudget"),
         "{rogue}"
     );
+    // Lambda as the template configures it: an environment killed mid-invocation, and the
+    // sweeper's extra events throttled at its reserved concurrency of 1 and retried.
+    let count = |function: &str, outcome: &str| {
+        report.invocations[function]
+            .get(outcome)
+            .copied()
+            .unwrap_or(0)
+    };
+    let killed: usize = report.invocations.keys().map(|f| count(f, "killed")).sum();
+    assert!(killed >= 1, "{summary}");
+    assert!(count("SweeperFunction", "throttled") >= 1, "{summary}");
     assert!(report.samples.len() > 100, "{summary}");
     assert!(!report.prices.is_empty(), "{summary}");
 }
