@@ -126,5 +126,9 @@ SAM := $(abspath $(SAM_VENV))/bin/sam
 sam-build: sam-venv
 	ARCH=$(ARCH) PACKAGE_PROFILE=$(PACKAGE_PROFILE) $(SAM) build --build-in-source
 
+# The template names its node role and instance profile (`RoleName`, `InstanceProfileName`),
+# so CloudFormation requires CAPABILITY_NAMED_IAM; `--guided` alone asks only for
+# CAPABILITY_IAM and the first deploy fails.
 deploy: sam-build
-	$(SAM) deploy --guided --parameter-overrides Architecture=$(ARCH)
+	$(SAM) deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
+		--parameter-overrides Architecture=$(ARCH)
