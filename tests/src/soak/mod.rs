@@ -12,10 +12,13 @@
 //! played by the soak with TerminateInstances. Real: the function binaries, their AWS SDK
 //! and kube clients, and the `nodewright` CLI that prices the fleet.
 
+mod aws;
 pub mod checker;
 pub mod cluster;
 pub mod incidents;
+mod objects;
 pub mod observe;
+mod price;
 pub mod report;
 mod stage;
 

@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::checker::{self, SeenRecord, Warned};
+use super::objects::{daemon, instance_of, pod_key, tainted, text as s};
 use crate::kube_sim::PodRemoval;
 
 /// Invariant names, as the report lists them.
@@ -61,25 +62,6 @@ pub struct Observer {
     pub samples: Vec<Sample>,
 }
 
-fn s<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
-fn pod_key(p: &Value) -> String {
-    format!(
-        "{}/{}",
-        s(p, "/metadata/namespace").unwrap_or(""),
-        s(p, "/metadata/name").unwrap_or("")
-    )
-}
-
-fn daemon(p: &Value) -> bool {
-    p.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"))
-}
-
-const DISRUPTED: &str = "nodewright.io/disrupted";
 const RECORD: &str = "/metadata/annotations/nodewright.io~1removal";
 
 impl Observer {
@@ -161,8 +143,8 @@ impl Observer {
                 continue;
             };
             present.insert(name.to_string());
-            if let Some(id) = s(n, "/spec/providerID").and_then(|p| p.rsplit('/').next()) {
-                self.instance_of.insert(name.to_string(), id.to_string());
+            if let Some(id) = instance_of(n) {
+                self.instance_of.insert(name.to_string(), id);
             }
             let pool = s(n, "/metadata/labels/karpenter.sh~1nodepool")
                 .unwrap_or("")
@@ -175,11 +157,7 @@ impl Observer {
                 }
                 self.records.insert(name.to_string(), r.clone());
             }
-            let tainted = n
-                .pointer("/spec/taints")
-                .and_then(Value::as_array)
-                .is_some_and(|ts| ts.iter().any(|t| t["key"] == DISRUPTED));
-            if !tainted {
+            if !tainted(n) {
                 self.tainted_since.remove(name);
                 continue;
             }

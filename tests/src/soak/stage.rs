@@ -2,19 +2,22 @@
 //! cause it, AWS reclaiming warned instances, the samples the checker judges, and the
 //! fleet's price against the same pods planned from scratch.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
+use super::aws::{
+    common_spot_type, ec2, foreign_state, health, launch_foreign, owned_instances, spot_event,
+};
 use super::incidents::Incident;
+use super::objects::{instance_of, tainted, text as s};
 use super::observe::Observer;
+use super::price::price;
 use super::report::{Price, Report};
 use super::{PENDING_BOUND, Plan, TAINT_BOUND, cluster};
 use crate::fleet_faults::FleetFault;
-use crate::kit;
 use crate::kube_sim::Fault;
 use crate::lambda::Lambda;
 use crate::sqs::model::Fate;
@@ -32,27 +35,6 @@ pub struct Stage {
     pub events: Vec<(Timestamp, String)>,
     pub prices: Vec<Price>,
     dir: std::path::PathBuf,
-}
-
-fn s<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
-    v.pointer(pointer).and_then(Value::as_str)
-}
-
-fn instance_of(node: &Value) -> Option<String> {
-    s(node, "/spec/providerID")?
-        .rsplit('/')
-        .next()
-        .map(str::to_string)
-}
-
-fn tainted(node: &Value) -> bool {
-    node.pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .is_some_and(|ts| ts.iter().any(|t| t["key"] == "nodewright.io/disrupted"))
-}
-
-fn ec2(world: &World) -> aws_sdk_ec2::Client {
-    aws_sdk_ec2::Client::new(&world.sdk)
 }
 
 impl Stage {
@@ -374,31 +356,6 @@ impl Stage {
     }
 }
 
-async fn spot_event(world: &World, id: &str, now: Timestamp) -> anyhow::Result<()> {
-    world
-        .put_event(
-            "aws.ec2",
-            "EC2 Spot Instance Interruption Warning",
-            json!({"instance-id": id, "instance-action": "terminate"}),
-            now,
-        )
-        .await
-}
-
-fn health(id: &str, start: Timestamp) -> Value {
-    let rfc1123 = |t: Timestamp| t.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string();
-    json!({
-        "eventArn": format!("arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/soak-{id}"),
-        "service": "EC2",
-        "eventTypeCode": "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
-        "eventTypeCategory": "scheduledChange",
-        "startTime": rfc1123(start),
-        "endTime": rfc1123(start + SignedDuration::from_hours(2)),
-        "eventDescription": [{"language": "en_US", "latestDescription": "retirement"}],
-        "affectedEntities": [{"entityValue": id}],
-    })
-}
-
 fn kill_one(lambda: &Lambda) -> bool {
     [
         "InterruptionFunction",
@@ -408,81 +365,6 @@ fn kill_one(lambda: &Lambda) -> bool {
     .iter()
     .filter_map(|id| lambda.functions.get(*id))
     .any(|f| f.kill_a_busy_environment())
-}
-
-/// An instance in the cluster's subnet without nodewright's ownership tag (a managed node
-/// group's, say): it must outlive every warning.
-async fn launch_foreign(world: &World) -> anyhow::Result<String> {
-    let image = world.seeded.images.first().context("no seeded image")?;
-    let subnet = world.seeded.subnets.first().context("no seeded subnet")?;
-    let out = ec2(world)
-        .run_instances()
-        .image_id(&image.image_id)
-        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
-        .subnet_id(&subnet.id)
-        .min_count(1)
-        .max_count(1)
-        .send()
-        .await
-        .context("RunInstances for the foreign instance")?;
-    out.instances()
-        .first()
-        .and_then(|i| i.instance_id())
-        .map(str::to_string)
-        .context("RunInstances returned no instance")
-}
-
-async fn foreign_state(world: &World, id: &str) -> anyhow::Result<String> {
-    let out = ec2(world)
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await?;
-    Ok(out
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .find_map(|i| Some(i.state()?.name()?.as_str().to_string()))
-        .unwrap_or_else(|| "gone".into()))
-}
-
-/// Every instance, terminated ones too, carrying this cluster's ownership tag: (id, the
-/// launch decision it was run for).
-async fn owned_instances(world: &World) -> anyhow::Result<Vec<(String, String)>> {
-    let filter = aws_sdk_ec2::types::Filter::builder()
-        .name("tag:nodewright.io/cluster")
-        .values(&world.seeded.cluster)
-        .build();
-    let out = ec2(world)
-        .describe_instances()
-        .filters(filter)
-        .send()
-        .await?;
-    Ok(out
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .filter_map(|i| {
-            let claim = i
-                .tags()
-                .iter()
-                .find(|t| t.key() == Some("nodewright.io/nodeclaim"))?;
-            Some((i.instance_id()?.to_string(), claim.value()?.to_string()))
-        })
-        .collect())
-}
-
-async fn common_spot_type(world: &World) -> anyhow::Result<Option<String>> {
-    let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for i in world
-        .instances()
-        .await?
-        .into_iter()
-        .filter(|i| i.lifecycle == "spot")
-    {
-        *count.entry(i.instance_type).or_default() += 1;
-    }
-    Ok(count.into_iter().max_by_key(|(_, n)| *n).map(|(t, _)| t))
 }
 
 /// A client outside nodewright deletes the do-not-disrupt pod at once, past its budget.
@@ -509,69 +391,4 @@ async fn rogue(world: &World) -> anyhow::Result<String> {
     )
     .await?;
     Ok(format!("rogue client deleted default/{name} with grace 0"))
-}
-
-fn nodewright_cli() -> anyhow::Result<std::path::PathBuf> {
-    kit::debug_binary("nodewright")
-}
-
-/// (the fleet's $/h, the same pods' $/h planned from scratch). The CLI runs as a child
-/// process awaited on the runtime: a blocking wait would hold a worker thread the
-/// simulated API server needs to answer it.
-async fn price(world: &World, dir: &std::path::Path) -> anyhow::Result<(f64, f64)> {
-    let cli = nodewright_cli()?;
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml())?;
-    let status = tokio::process::Command::new(&cli)
-        .args(["status", "-o", "json", "--kubeconfig"])
-        .arg(&kubeconfig)
-        .output()
-        .await?;
-    let status: Value = serde_json::from_slice(&status.stdout).with_context(|| {
-        format!(
-            "nodewright status: {}",
-            String::from_utf8_lossy(&status.stderr)
-        )
-    })?;
-    let fleet = status["price_per_hour"]
-        .as_f64()
-        .context("status has no price_per_hour")?;
-    let mut items = Vec::new();
-    for (version, kind) in [
-        ("karpenter.sh/v1", "NodePool"),
-        ("karpenter.k8s.aws/v1", "EC2NodeClass"),
-        ("apps/v1", "DaemonSet"),
-    ] {
-        items.extend(world.sim.list_json(version, kind));
-    }
-    for mut p in world.sim.list_json("v1", "Pod") {
-        let daemon = p
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .is_some_and(|o| o.iter().any(|r| r["kind"] == "DaemonSet"));
-        if daemon || p.pointer("/metadata/deletionTimestamp").is_some() {
-            continue;
-        }
-        if let Some(spec) = p["spec"].as_object_mut() {
-            spec.remove("nodeName");
-        }
-        p.as_object_mut().map(|o| o.remove("status"));
-        items.push(p);
-    }
-    let file = dir.join("pods-from-scratch.json");
-    std::fs::write(
-        &file,
-        json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
-    )?;
-    let plan = tokio::process::Command::new(&cli)
-        .args(["plan", "-o", "json", "-f"])
-        .arg(&file)
-        .output()
-        .await?;
-    let plan: Value = serde_json::from_slice(&plan.stdout)
-        .with_context(|| format!("nodewright plan: {}", String::from_utf8_lossy(&plan.stderr)))?;
-    let scratch = plan["total_price_per_hour"]
-        .as_f64()
-        .context("plan has no total_price_per_hour")?;
-    Ok((fleet, scratch))
 }
