@@ -31,6 +31,8 @@ pub struct Stage {
     reclaim: Vec<(Timestamp, String)>,
     burst: bool,
     kill_pending: bool,
+    /// The rogue client waits for a critical pod running on a node.
+    rogue_pending: bool,
     next_instances: Timestamp,
     pub events: Vec<(Timestamp, String)>,
     pub prices: Vec<Price>,
@@ -46,6 +48,7 @@ impl Stage {
             reclaim: Vec::new(),
             burst: false,
             kill_pending: false,
+            rogue_pending: false,
             next_instances: world.clock().now(),
             events: Vec::new(),
             prices: Vec::new(),
@@ -108,6 +111,12 @@ impl Stage {
         if self.kill_pending && kill_one(lambda) {
             self.kill_pending = false;
             self.log(now, "a busy function environment killed".into());
+        }
+        if self.rogue_pending
+            && let Ok(note) = rogue(world).await
+        {
+            self.rogue_pending = false;
+            self.log(now, note);
         }
         let nodes = world.sim.list_json("v1", "Node");
         let pods = world.sim.list_json("v1", "Pod");
@@ -297,7 +306,10 @@ impl Stage {
                 self.burst = incident == Incident::BurstStart;
                 format!("burst of batch pods: {}", if self.burst { 20 } else { 0 })
             }
-            Incident::Rogue => rogue(world).await?,
+            Incident::Rogue => {
+                self.rogue_pending = true;
+                "a rogue client waits for a critical pod on a node".into()
+            }
         })
     }
 
