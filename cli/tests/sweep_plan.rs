@@ -81,21 +81,7 @@ fn nodewright(args: &[&str]) -> Output {
 fn an_empty_node_is_deleted_and_an_expired_node_with_a_do_not_disrupt_pod_is_kept_with_the_reason()
 {
     let file = write("cluster.yaml", CLUSTER);
-    let out = nodewright(&[
-        "sweep-plan",
-        "-f",
-        &file,
-        "--now",
-        "2026-03-02T10:00:00Z",
-        "--output",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan_json(&file, "2026-03-02T10:00:00Z");
     let commands = plan["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 1, "{plan}");
     assert_eq!(commands[0]["action"], "delete");
@@ -455,21 +441,7 @@ fn the_next_step_of_the_removal_path_is_shown_for_planned_nodes_and_removals_und
         "under-way.yaml",
         &format!("{}{under_way}", CLUSTER.trim_end()),
     );
-    let out = nodewright(&[
-        "sweep-plan",
-        "-f",
-        &file,
-        "--now",
-        "2026-03-02T10:00:00Z",
-        "--output",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan_json(&file, "2026-03-02T10:00:00Z");
     let next = plan["next"].as_array().unwrap();
     let of = |node: &str| next.iter().find(|s| s["node"] == node).cloned();
     let empty = of("ip-10-0-1-5.ec2.internal").expect("the planned node's next step");
