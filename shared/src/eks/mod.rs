@@ -14,6 +14,7 @@ pub use cluster::{
 };
 pub use kube_client::{
     KubeClientError, client_with_tokens, eks_client, function_client, install_crypto_provider,
+    without_client_retries,
 };
 pub use token::{Token, TokenError, presign};
 pub use token_source::TokenSource;

@@ -381,8 +381,14 @@ impl SimCluster {
         self.inner.shared.store().list(res, None).cloned().collect()
     }
 
+    /// Audits every pod a client evicts or deletes from a node from now on (see
+    /// [`PodRemoval`]); off by default.
+    pub fn audit_pod_removals(&self) {
+        self.inner.shared.store().start_pod_removal_audit();
+    }
+
     /// The pods clients evicted or deleted from nodes since the last call (see
-    /// [`PodRemoval`]).
+    /// [`PodRemoval`]); empty unless [`audit_pod_removals`](Self::audit_pod_removals) is on.
     pub fn take_pod_removals(&self) -> Vec<PodRemoval> {
         self.inner.shared.store().take_pod_removals()
     }

@@ -9,6 +9,9 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::clock::parse_ts;
+use super::resources::PODS;
+use super::status::ApiError;
+use super::store::Store;
 
 /// How the pod was asked to go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +88,44 @@ impl PodRemoval {
 }
 
 /// The node `pod` is bound to, as stored now.
-pub fn node_of(store: &super::store::Store, pod: &Value) -> Option<Value> {
+fn node_of(store: &Store, pod: &Value) -> Option<Value> {
     let node = pod.pointer("/spec/nodeName")?.as_str()?;
     store.get(super::resources::NODES, "", node).ok().cloned()
+}
+
+/// Deletes the pod `ns/name` gracefully (`graceful::delete_pod`) and, when the audit is
+/// on, records the removal; `budget_forbade` is asked only then.
+pub fn delete(
+    store: &mut Store,
+    (ns, name): (&str, &str),
+    grace: Option<i64>,
+    now: &str,
+    via: Via,
+    budget_forbade: impl FnOnce(&Store) -> bool,
+) -> Result<Value, ApiError> {
+    if !store.audits_pod_removals() {
+        return super::graceful::delete_pod(store, ns, name, grace, now);
+    }
+    let forbade = budget_forbade(store);
+    let before = store.get(PODS, ns, name)?.clone();
+    let node = node_of(store, &before);
+    let after = super::graceful::delete_pod(store, ns, name, grace, now)?;
+    let removal = PodRemoval::of(&before, &after, node.as_ref(), now, via, forbade);
+    store.audit_pod_removal(removal);
+    Ok(after)
+}
+
+/// Records an eviction of `ns/name` its budgets refused, when the audit is on.
+pub fn refused(store: &mut Store, ns: &str, name: &str, now: &str) {
+    if !store.audits_pod_removals() {
+        return;
+    }
+    let Ok(pod) = store.get(PODS, ns, name).cloned() else {
+        return;
+    };
+    let node = node_of(store, &pod);
+    let asked = PodRemoval::of(&pod, &pod, node.as_ref(), now, Via::RefusedEviction, true);
+    store.audit_pod_removal(asked);
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::faults::RequestFacts;
 use super::graceful;
 use super::openapi;
 use super::patch::{self, PatchKind};
-use super::pod_removals::{PodRemoval, Via};
+use super::pod_removals::{self, Via};
 use super::request_log::LoggedRequest;
 use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
@@ -438,13 +438,8 @@ fn delete_one(
     check_preconditions(&RESOURCES[res], name, store.get(res, ns, name)?, &options)?;
     if res == PODS {
         let grace = graceful::requested_grace(q, &options);
-        let forbidden = super::subresources::budget_check(store, ns, name).is_err();
-        let before = store.get(res, ns, name)?.clone();
-        let node = super::pod_removals::node_of(store, &before);
-        let after = graceful::delete_pod(store, ns, name, grace, now)?;
-        let removal = PodRemoval::of(&before, &after, node.as_ref(), now, Via::Delete, forbidden);
-        store.audit_pod_removal(removal);
-        return Ok(after);
+        let forbidden = |s: &Store| super::subresources::budget_check(s, ns, name).is_err();
+        return pod_removals::delete(store, (ns, name), grace, now, Via::Delete, forbidden);
     }
     let body_policy = options
         .get("propagationPolicy")

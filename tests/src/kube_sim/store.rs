@@ -29,8 +29,9 @@ pub struct Store {
     objects: BTreeMap<Key, Value>,
     rv: u64,
     seq: u64,
-    /// Pods clients took away from nodes, oldest first (see `pod_removals.rs`).
-    pod_removals: Vec<super::pod_removals::PodRemoval>,
+    /// Pods clients took away from nodes, oldest first, once the audit is on (see
+    /// `pod_removals.rs`).
+    pod_removals: Option<Vec<super::pod_removals::PodRemoval>>,
 }
 
 impl Default for Store {
@@ -50,7 +51,7 @@ impl Store {
             objects: BTreeMap::new(),
             rv: 1,
             seq: 0,
-            pod_removals: Vec::new(),
+            pod_removals: None,
         };
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
@@ -60,16 +61,28 @@ impl Store {
         s
     }
 
+    /// Audits every pod a client takes away from a node from now on; off by default.
+    pub fn start_pod_removal_audit(&mut self) {
+        self.pod_removals.get_or_insert_with(Vec::new);
+    }
+
+    pub fn audits_pod_removals(&self) -> bool {
+        self.pod_removals.is_some()
+    }
+
     /// Records a pod a client took away from a node (one that ran nowhere is left out).
     pub fn audit_pod_removal(&mut self, removal: super::pod_removals::PodRemoval) {
-        if removal.node.is_some() {
-            self.pod_removals.push(removal);
+        if let (Some(log), Some(_)) = (self.pod_removals.as_mut(), &removal.node) {
+            log.push(removal);
         }
     }
 
     /// The pod removals recorded since the last call.
     pub fn take_pod_removals(&mut self) -> Vec<super::pod_removals::PodRemoval> {
-        std::mem::take(&mut self.pod_removals)
+        self.pod_removals
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The latest resourceVersion (what list responses carry).

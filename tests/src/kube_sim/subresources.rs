@@ -5,7 +5,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::eviction;
-use super::pod_removals::{PodRemoval, Via};
+use super::pod_removals::{self, Via};
 use super::resources::{DEPLOYMENTS, PDBS, PODS, REPLICASETS};
 use super::server::{Answer, parse_body};
 use super::status::{self, ApiError};
@@ -53,21 +53,14 @@ pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) ->
         ));
     }
     if let Err(refused) = budget_check(store, ns, name) {
-        let pod = store.get(PODS, ns, name)?.clone();
-        let node = super::pod_removals::node_of(store, &pod);
-        let asked = PodRemoval::of(&pod, &pod, node.as_ref(), now, Via::RefusedEviction, true);
-        store.audit_pod_removal(asked);
+        pod_removals::refused(store, ns, name, now);
         return Err(refused);
     }
     // An allowed eviction is a DELETE with the eviction's DeleteOptions: graceful.
     let grace = eviction
         .pointer("/deleteOptions/gracePeriodSeconds")
         .and_then(Value::as_i64);
-    let before = store.get(PODS, ns, name)?.clone();
-    let node = super::pod_removals::node_of(store, &before);
-    let after = super::graceful::delete_pod(store, ns, name, grace, now)?;
-    let removal = PodRemoval::of(&before, &after, node.as_ref(), now, Via::Eviction, false);
-    store.audit_pod_removal(removal);
+    pod_removals::delete(store, (ns, name), grace, now, Via::Eviction, |_| false)?;
     Ok((201, status::success(201, json!({}))))
 }
 

@@ -77,6 +77,7 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating {}", plan.out.display()))?;
     let world = kit::timed_world(&plan.cluster, plan.idle_speed, Duration::from_secs(2)).await?;
+    world.sim.audit_pod_removals();
     world.apply_yaml(&kit::with_world_names(&world, cluster::BASE))?;
     for app in &cluster::APPS {
         world.apply_yaml(&cluster::deployment(app, cluster::replicas_at(app, 0.0)))?;

@@ -270,21 +270,21 @@ impl Observer {
         }
     }
 
-    /// Each pod's wait from creation to Running, in seconds, sorted.
-    pub fn waits(&self) -> Vec<f64> {
-        let mut w: Vec<f64> = self
+    /// Each pod's wait from creation to Running, sorted.
+    pub fn waits(&self) -> Vec<Duration> {
+        let mut w: Vec<Duration> = self
             .pods
             .values()
-            .filter_map(|l| Some(l.running?.duration_since(l.created?).as_secs_f64().max(0.0)))
+            .filter_map(|l| Some(l.running?.duration_since(l.created?).unsigned_abs()))
             .collect();
-        w.sort_by(f64::total_cmp);
+        w.sort();
         w
     }
 
-    /// For each warned node with pods, seconds from the warning to the first of its pods'
+    /// For each warned node with pods, the time from the warning to the first of its pods'
     /// evictions asked for, sorted.
-    pub fn warning_to_first_eviction(&self) -> Vec<f64> {
-        let mut v: Vec<f64> = self
+    pub fn warning_to_first_eviction(&self) -> Vec<Duration> {
+        let mut v: Vec<Duration> = self
             .warned
             .iter()
             .filter_map(|w| {
@@ -294,10 +294,10 @@ impl Observer {
                     .iter()
                     .filter_map(|p| self.first_removal.get(p))
                     .min()?;
-                Some(first.duration_since(warned).as_secs_f64().max(0.0))
+                Some(first.duration_since(warned).unsigned_abs())
             })
             .collect();
-        v.sort_by(f64::total_cmp);
+        v.sort();
         v
     }
 

@@ -62,11 +62,21 @@ fn outcome_name(o: &Outcome) -> &'static str {
     }
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+/// p50, p99 and max of `sorted` in seconds (zeros when empty), and how many under `count`.
+fn spread(sorted: &[Duration], count: &'static str) -> BTreeMap<&'static str, f64> {
+    let at = |p: f64| {
+        if sorted.is_empty() {
+            0.0
+        } else {
+            crate::kit::percentile(sorted, p).as_secs_f64()
+        }
+    };
+    BTreeMap::from([
+        ("p50", at(0.5)),
+        ("p99", at(0.99)),
+        ("max", at(1.0)),
+        (count, sorted.len() as f64),
+    ])
 }
 
 impl Report {
@@ -80,19 +90,9 @@ impl Report {
     ) -> Report {
         let (observer, incidents, prices) = stage.into_parts();
         let waits = observer.waits();
-        let pending_wait_seconds = BTreeMap::from([
-            ("p50", quantile(&waits, 0.5)),
-            ("p99", quantile(&waits, 0.99)),
-            ("max", waits.last().copied().unwrap_or(0.0)),
-            ("pods", waits.len() as f64),
-        ]);
-        let to_eviction = observer.warning_to_first_eviction();
-        let spot_warning_to_first_eviction_seconds = BTreeMap::from([
-            ("p50", quantile(&to_eviction, 0.5)),
-            ("p99", quantile(&to_eviction, 0.99)),
-            ("max", to_eviction.last().copied().unwrap_or(0.0)),
-            ("nodes", to_eviction.len() as f64),
-        ]);
+        let pending_wait_seconds = spread(&waits, "pods");
+        let spot_warning_to_first_eviction_seconds =
+            spread(&observer.warning_to_first_eviction(), "nodes");
         let mut messages: BTreeMap<&'static str, usize> = BTreeMap::new();
         for (_, f) in fates {
             let k = match f {

@@ -24,9 +24,9 @@ impl Adapters {
         .await
         .expect("simulated cluster starts");
         sim.log_requests();
-        let mut config = sim.config().await.expect("config from the kubeconfig");
-        // A 429 must reach the adapters' own retry policy, not kube's fifteen-try default.
-        config.default_retry = false;
+        let config = sim.config().await.expect("config from the kubeconfig");
+        // A 429 must reach the adapters' own retry policy, as in the functions' client.
+        let config = nodewright::eks::without_client_retries(config);
         let client = kube::Client::try_from(config).expect("client");
         let mut settings = ClusterSettings::new(default_params(), "provisioner-test");
         settings.page_size = page_size;
