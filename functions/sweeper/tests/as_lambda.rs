@@ -1,0 +1,121 @@
+//! The `sweeper` binary as Lambda runs it on its schedule, with every setting from the
+//! deployed template: the rate, the timeout, one environment at a time, and the
+//! `SweeperFunction` role's permissions (moto judges IAM).
+//!
+//! Emulated, and named as such: Lambda and EventBridge Scheduler (`nodewright_world::lambda`),
+//! AWS (moto) and Kubernetes (the simulated cluster). The binary, its handler and its
+//! adapters are real. The world runs on an accelerated clock (the binary follows it through
+//! `NODEWRIGHT_CLOCK`); the AWS SDK's and the API server's latencies are wall-clock.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nodewright_world::kit::{app_pods, quick_batch, running_on_a_node, timed_world, wait_until};
+use nodewright_world::lambda::{Lambda, Outcome, max_concurrency};
+use nodewright_world::world::World;
+use nodewright_world::world::provisioner::{invoke, quick};
+
+const FUNCTION: &str = "SweeperFunction";
+
+fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sweeper"))
+}
+
+fn nodes(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `inflate` at one replica, running on a node the provisioner launched.
+async fn one_busy_node(world: &World) -> String {
+    let example = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 1")])
+        .unwrap();
+    world.apply_yaml(&example).unwrap();
+    let provisioner = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap();
+    invoke(&provisioner).await.unwrap();
+    wait_until(
+        "inflate running",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let pods = app_pods(world, "inflate");
+            !pods.is_empty() && pods.iter().all(running_on_a_node)
+        },
+    )
+    .await
+    .unwrap();
+    let nodes = nodes(world);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    nodes[0].clone()
+}
+
+/// The getting-started pool consolidates empty nodes after a minute: once `inflate` is
+/// scaled to zero, the sweeper's schedule removes its node and terminates the instance,
+/// each invocation ending well inside the template's timeout, never two at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_its_schedule_the_binary_removes_a_node_left_empty_and_terminates_its_instance() {
+    let world = timed_world("lambda-sweeper", 20.0, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let node = one_busy_node(&world).await;
+    let dir = std::env::temp_dir().join(format!("nodewright-sweeper-{}", std::process::id()));
+    let mut lambda = Lambda::deploy(&world, &[(FUNCTION, binary())], &dir, |_| {}).unwrap();
+    let function = lambda.function(FUNCTION).unwrap().clone();
+    assert_eq!(
+        function.settings.schedule,
+        Some(Duration::from_secs(60)),
+        "template.yaml schedules the sweeper every minute"
+    );
+    lambda.start_triggers(&world);
+
+    let example = world
+        .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 0")])
+        .unwrap();
+    world.apply_yaml(&example).unwrap();
+    let terminated = || async {
+        world
+            .instances()
+            .await
+            .map(|all| all.is_empty())
+            .unwrap_or(false)
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(180);
+    while !(nodes(&world).is_empty() && terminated().await) {
+        assert!(
+            std::time::Instant::now() < until,
+            "node {node} still there: nodes {:?}; invocations {:#?}\n{}",
+            nodes(&world),
+            function.records(),
+            function.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    lambda.stop();
+
+    // A schedule event that finds the one environment busy is throttled and retried by
+    // Lambda's asynchronous invocation; every invocation that ran answered.
+    let records: Vec<_> = function
+        .records()
+        .into_iter()
+        .filter(|r| r.outcome != Outcome::Throttled)
+        .collect();
+    assert!(!records.is_empty());
+    assert!(
+        records.iter().all(|r| r.outcome.succeeded()),
+        "{records:#?}\n{}",
+        function.logs()
+    );
+    assert_eq!(
+        max_concurrency(&records),
+        1,
+        "ReservedConcurrentExecutions is 1 in template.yaml"
+    );
+}
