@@ -27,10 +27,15 @@ pub const NAMESPACE: &str = "nodewright";
 pub mod names {
     /// Gauge: pods waiting for capacity at the last poll (provisioner).
     pub const PENDING_PODS: &str = "PendingPods";
+    /// Gauge (seconds): how long the longest-waiting of those pods has waited, 0 when none
+    /// waits (provisioner).
+    pub const OLDEST_PENDING_POD_AGE: &str = "OldestPendingPodAge";
     /// Counter: pods newly found unprovisionable (once per pod and reason in a warm
     /// container; the provisioner's log names each pod and reason).
     pub const PODS_NOT_PROVISIONED: &str = "PodsNotProvisioned";
-    /// Counter: instances launched; by `InstanceType`, `Zone`, `CapacityType`.
+    /// Counter: instances launched; by `Zone`, `CapacityType`. Not by instance type: each
+    /// value would be a custom metric billed a month (tens of types in a flexible pool),
+    /// so the type is in the launch's log line, which Logs Insights counts.
     pub const LAUNCHES: &str = "Launches";
     /// Counter: node claims that launched nothing; by `Reason`.
     pub const LAUNCH_FAILURES: &str = "LaunchFailures";
@@ -53,6 +58,7 @@ pub mod names {
     /// Every metric above, for the checks that the template shows them all.
     pub const ALL: &[&str] = &[
         PENDING_PODS,
+        OLDEST_PENDING_POD_AGE,
         PODS_NOT_PROVISIONED,
         LAUNCHES,
         LAUNCH_FAILURES,
@@ -70,7 +76,6 @@ pub mod names {
 pub mod dims {
     pub const CLUSTER: &str = "Cluster";
     pub const FUNCTION: &str = "Function";
-    pub const INSTANCE_TYPE: &str = "InstanceType";
     pub const ZONE: &str = "Zone";
     pub const CAPACITY_TYPE: &str = "CapacityType";
     pub const REASON: &str = "Reason";
@@ -170,6 +175,11 @@ fn describe() {
         Unit::Count,
         "pods waiting for capacity"
     );
+    describe_gauge!(
+        names::OLDEST_PENDING_POD_AGE,
+        Unit::Seconds,
+        "the longest wait for capacity"
+    );
     describe_counter!(
         names::PODS_NOT_PROVISIONED,
         Unit::Count,
@@ -204,17 +214,18 @@ pub fn flush() {
     }
 }
 
-pub fn pending_pods(count: usize) {
+/// Pods waiting for capacity at this poll, and how long the longest-waiting one has.
+pub fn pending_pods(count: usize, oldest: Option<Duration>) {
     gauge!(names::PENDING_PODS).set(count as f64);
+    gauge!(names::OLDEST_PENDING_POD_AGE).set(oldest.unwrap_or_default().as_secs_f64());
 }
 
 pub fn pod_not_provisioned() {
     counter!(names::PODS_NOT_PROVISIONED).increment(1);
 }
 
-pub fn launched(instance_type: &str, zone: &str, capacity_type: CapacityType) {
+pub fn launched(zone: &str, capacity_type: CapacityType) {
     counter!(names::LAUNCHES).increment(1);
-    counter!(names::LAUNCHES, dims::INSTANCE_TYPE => instance_type.to_string()).increment(1);
     counter!(names::LAUNCHES, dims::ZONE => zone.to_string()).increment(1);
     counter!(names::LAUNCHES, dims::CAPACITY_TYPE => capacity_type.as_str()).increment(1);
 }

@@ -1,8 +1,8 @@
 //! The interruption function's release binary, run as Lambda runs it (`make bench`):
 //!
-//! 1. over `REPETITIONS` spot interruption warnings, each for another node: message
-//!    received → node tainted (target: at most 1 s) and → replacement CreateFleet (target:
-//!    at most 2 s);
+//! 1. over `SINGLES` spot interruption warnings sent one at a time, then `BATCH` sent at
+//!    once, each for another node: message received → node tainted (target: at most 1 s),
+//!    → its pod evicted, and → replacement CreateFleet (target: at most 2 s);
 //! 2. the time to drain a 30-pod node whose pods a PodDisruptionBudget lets go one at a
 //!    time, after a spot interruption warning (two minutes before the instance goes).
 //!
@@ -46,8 +46,11 @@ use serde_json::{Value, json};
 
 const FUNCTION: &str = "InterruptionFunction";
 const SPOT_WARNING: &str = "EC2 Spot Instance Interruption Warning";
-/// Spot warnings measured, one node each.
-const REPETITIONS: usize = 20;
+/// Spot warnings measured one at a time (a batch of one), one node each.
+const SINGLES: usize = 20;
+/// Then this many sent at once (one PutEvents), for as many other nodes.
+const BATCH: usize = 10;
+const LATENCY_NODES: usize = SINGLES + BATCH;
 /// Pods on the node drained under the PodDisruptionBudget.
 const DRAIN_PODS: usize = 30;
 const SIM_STEP: Duration = Duration::from_millis(250);
@@ -316,21 +319,15 @@ fn nodes_running(world: &World, app: &str) -> Vec<(String, String)> {
     nodes.into_iter().map(|(_, n, i)| (n, i)).collect()
 }
 
-async fn spot_warning(world: &World, instance_id: &str) -> anyhow::Result<()> {
+/// One spot interruption warning per instance, in one PutEvents call.
+async fn spot_warnings(world: &World, instances: &[&str]) -> anyhow::Result<()> {
+    let details = instances
+        .iter()
+        .map(|id| json!({"instance-id": id, "instance-action": "terminate"}))
+        .collect();
     world
-        .put_event(
-            "aws.ec2",
-            SPOT_WARNING,
-            json!({"instance-id": instance_id, "instance-action": "terminate"}),
-            Timestamp::now(),
-        )
+        .put_events("aws.ec2", SPOT_WARNING, details, Timestamp::now())
         .await
-}
-
-struct Sample {
-    taint: Duration,
-    fleet: Duration,
-    receipt: Receipt,
 }
 
 /// What the run's invocations cost in Lambda terms: each one's duration (queued to
@@ -361,76 +358,177 @@ async fn invocation_costs(source: &EventSource) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One spot warning per latency node, one at a time.
-async fn latency(world: &World, source: &EventSource) -> anyhow::Result<Vec<Sample>> {
-    let victims = nodes_running(world, "latency");
-    anyhow::ensure!(
-        victims.len() >= REPETITIONS,
-        "{} latency nodes, {REPETITIONS} needed",
-        victims.len()
-    );
-    let mut samples = vec![];
-    for (i, (node, instance)) in victims.into_iter().take(REPETITIONS).enumerate() {
-        let fleets_before = world.front.calls("CreateFleet").len();
-        spot_warning(world, &instance).await?;
-        let until = Instant::now() + Duration::from_secs(60);
-        let mut tainted_at = None;
-        let (fleet_at, receipt) = loop {
-            if tainted_at.is_none() && tainted(world, &node) {
-                tainted_at = Some(Instant::now());
+/// A latency node about to be warned: its pool (the replacement's CreateFleet carries it
+/// as a tag) and the uid of the pod it runs.
+struct Victim {
+    node: String,
+    instance: String,
+    pool: String,
+    pod: String,
+}
+
+struct Sample {
+    taint: Duration,
+    evicted: Duration,
+    fleet: Duration,
+    receipt: Receipt,
+}
+
+fn victims(world: &World) -> Vec<Victim> {
+    let pods = pods(world, "latency");
+    nodes_running(world, "latency")
+        .into_iter()
+        .filter_map(|(node, instance)| {
+            let pod = pods
+                .iter()
+                .find(|p| p["spec"]["nodeName"] == node.as_str())?;
+            Some(Victim {
+                pool: format!("latency-{}", pod["metadata"]["labels"]["victim"].as_str()?),
+                pod: pod["metadata"]["uid"].as_str()?.to_string(),
+                node,
+                instance,
+            })
+        })
+        .collect()
+}
+
+/// When each of `victims` was tainted, had its pod evicted (deleting or gone) and saw its
+/// pool's replacement CreateFleet (the first since call `fleets_before`), from the
+/// receipt of its warning.
+async fn watch(
+    world: &World,
+    source: &EventSource,
+    victims: &[Victim],
+    fleets_before: usize,
+) -> anyhow::Result<Vec<Sample>> {
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut tainted_at: Vec<Option<Instant>> = vec![None; victims.len()];
+    let mut evicted_at: Vec<Option<Instant>> = vec![None; victims.len()];
+    loop {
+        let now = Instant::now();
+        let pods = pods(world, "latency");
+        for (i, v) in victims.iter().enumerate() {
+            if tainted_at[i].is_none() && tainted(world, &v.node) {
+                tainted_at[i] = Some(now);
             }
-            let fleet = world
-                .front
-                .calls("CreateFleet")
-                .get(fleets_before)
-                .map(|c| c.at);
-            let receipt = source.receipts.lock().unwrap().get(&instance).cloned();
-            if let (Some(_), Some(fleet), Some(receipt)) = (tainted_at, fleet, receipt) {
-                break (fleet, receipt);
-            }
-            anyhow::ensure!(
-                Instant::now() < until,
-                "warning {i} for {node} ({instance}): tainted {tainted_at:?}, CreateFleet {fleet:?}; \
-                 failures {:?}; logs in {}",
-                source.failures.lock().unwrap(),
-                source.dir.display()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
-        let tainted_at = tainted_at.context("checked above")?;
-        let sample = Sample {
-            taint: tainted_at.saturating_duration_since(receipt.at),
-            fleet: fleet_at.saturating_duration_since(receipt.at),
-            receipt,
-        };
-        println!(
-            "  warning {:2}: tainted {:.3} s, CreateFleet {:.3} s ({}{}{})",
-            i + 1,
-            sample.taint.as_secs_f64(),
-            sample.fleet.as_secs_f64(),
-            sample.receipt.container,
-            if sample.receipt.cold { ", cold" } else { "" },
-            if sample.receipt.first_in_container {
-                ", first invocation"
-            } else {
-                ""
-            },
-        );
-        samples.push(sample);
-        // The next warning once no CreateFleet came for 3 s, so each CreateFleet is the
-        // one of its warning.
-        loop {
-            let n = world.front.calls("CreateFleet").len();
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            if world.front.calls("CreateFleet").len() == n {
-                break;
+            let evicted = pods
+                .iter()
+                .find(|p| p["metadata"]["uid"] == v.pod.as_str())
+                .is_none_or(|p| !p["metadata"]["deletionTimestamp"].is_null());
+            if evicted_at[i].is_none() && evicted {
+                evicted_at[i] = Some(now);
             }
         }
-        let fleets = world.front.calls("CreateFleet").len() - fleets_before;
-        if fleets != 1 {
-            println!("    ({fleets} CreateFleet calls for this warning)");
+        let fleets = world.front.calls("CreateFleet");
+        let fleet_of = |v: &Victim| {
+            fleets[fleets_before.min(fleets.len())..]
+                .iter()
+                .find(|c| c.params.values().any(|value| *value == v.pool))
+                .map(|c| c.at)
+        };
+        let receipts = source.receipts.lock().unwrap().clone();
+        let samples: Option<Vec<Sample>> = victims
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let receipt = receipts.get(&v.instance)?.clone();
+                let from = |t: Instant| t.saturating_duration_since(receipt.at);
+                Some(Sample {
+                    taint: from(tainted_at[i]?),
+                    evicted: from(evicted_at[i]?),
+                    fleet: from(fleet_of(v)?),
+                    receipt,
+                })
+            })
+            .collect();
+        if let Some(samples) = samples {
+            return Ok(samples);
+        }
+        anyhow::ensure!(
+            Instant::now() < until,
+            "warnings for {:?}: tainted {tainted_at:?}, evicted {evicted_at:?}, \
+             received {:?}; failures {:?}; logs in {}",
+            victims.iter().map(|v| &v.node).collect::<Vec<_>>(),
+            victims
+                .iter()
+                .map(|v| receipts.contains_key(&v.instance))
+                .collect::<Vec<_>>(),
+            source.failures.lock().unwrap(),
+            source.dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn print_sample(label: &str, s: &Sample) {
+    println!(
+        "  {label}: tainted {:.3} s, first eviction {:.3} s, CreateFleet {:.3} s ({}{}{})",
+        s.taint.as_secs_f64(),
+        s.evicted.as_secs_f64(),
+        s.fleet.as_secs_f64(),
+        s.receipt.container,
+        if s.receipt.cold { ", cold" } else { "" },
+        if s.receipt.first_in_container {
+            ", first invocation"
+        } else {
+            ""
+        },
+    );
+}
+
+/// Waits until no CreateFleet came for 3 s, so the next warning's CreateFleet is its own.
+async fn quiet(world: &World) {
+    loop {
+        let n = world.front.calls("CreateFleet").len();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        if world.front.calls("CreateFleet").len() == n {
+            break;
         }
     }
+}
+
+/// A batch of one: a spot warning for each of `victims`, one at a time.
+async fn one_at_a_time(
+    world: &World,
+    source: &EventSource,
+    victims: &[Victim],
+) -> anyhow::Result<Vec<Sample>> {
+    let mut samples = vec![];
+    for (i, v) in victims.iter().enumerate() {
+        let fleets_before = world.front.calls("CreateFleet").len();
+        spot_warnings(world, &[&v.instance]).await?;
+        let sample = watch(world, source, std::slice::from_ref(v), fleets_before)
+            .await?
+            .remove(0);
+        print_sample(&format!("warning {:2}", i + 1), &sample);
+        samples.push(sample);
+        quiet(world).await;
+    }
+    Ok(samples)
+}
+
+/// A batch of `victims.len()`: their spot warnings in one PutEvents, as a reclaimed spot
+/// pool sends them.
+async fn all_at_once(
+    world: &World,
+    source: &EventSource,
+    victims: &[Victim],
+) -> anyhow::Result<Vec<Sample>> {
+    let fleets_before = world.front.calls("CreateFleet").len();
+    let invocations_before = source.invocations.load(Ordering::SeqCst);
+    let instances: Vec<&str> = victims.iter().map(|v| v.instance.as_str()).collect();
+    spot_warnings(world, &instances).await?;
+    let samples = watch(world, source, victims, fleets_before).await?;
+    for (v, s) in victims.iter().zip(&samples) {
+        print_sample(&v.node, s);
+    }
+    quiet(world).await;
+    println!(
+        "  {} warnings in {} invocations; {} CreateFleet calls",
+        victims.len(),
+        source.invocations.load(Ordering::SeqCst) - invocations_before,
+        world.front.calls("CreateFleet").len() - fleets_before
+    );
     Ok(samples)
 }
 
@@ -441,12 +539,31 @@ fn summary(name: &str, mut values: Vec<Duration>, target: f64) {
     }
     values.sort();
     println!(
-        "{name} over {} warnings: median {:.3} s, p90 {:.3} s, min {:.3} s, max {:.3} s; target <= {target} s",
+        "{name} over {} warnings: median {:.3} s, p90 {:.3} s, p99 {:.3} s, min {:.3} s, max {:.3} s; target <= {target} s",
         values.len(),
         percentile(&values, 0.5).as_secs_f64(),
         percentile(&values, 0.9).as_secs_f64(),
+        percentile(&values, 0.99).as_secs_f64(),
         values[0].as_secs_f64(),
         values[values.len() - 1].as_secs_f64(),
+    );
+}
+
+fn summaries(label: &str, samples: &[&Sample]) {
+    summary(
+        &format!("{label}: received -> tainted"),
+        samples.iter().map(|s| s.taint).collect(),
+        1.0,
+    );
+    summary(
+        &format!("{label}: received -> first eviction"),
+        samples.iter().map(|s| s.evicted).collect(),
+        1.0,
+    );
+    summary(
+        &format!("{label}: received -> CreateFleet"),
+        samples.iter().map(|s| s.fleet).collect(),
+        2.0,
     );
 }
 
@@ -470,7 +587,7 @@ async fn drain(world: &World, source: &EventSource) -> anyhow::Result<()> {
     let fleets_before = world.front.calls("CreateFleet").len();
     let requests_before = world.sim.requests().len();
     let sent = Instant::now();
-    spot_warning(world, &instance).await?;
+    spot_warnings(world, &[&instance]).await?;
     let mut worst_unavailable = 0;
     let mut first_gone = None;
     let mut replacement_ready = None;
@@ -596,7 +713,7 @@ async fn main() -> anyhow::Result<()> {
     world.apply_yaml(
         &with_world_names(&world, CONFIG).replace("DRAIN_PODS", &DRAIN_PODS.to_string()),
     )?;
-    for i in 0..REPETITIONS {
+    for i in 0..LATENCY_NODES {
         world.apply_yaml(&latency_node(i))?;
     }
     // The nodes to interrupt, launched by the provisioner (in process: not measured).
@@ -609,7 +726,7 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(10),
         Duration::from_millis(100),
         || {
-            pods(&world, "latency").len() == REPETITIONS
+            pods(&world, "latency").len() == LATENCY_NODES
                 && pods(&world, "drain").len() == DRAIN_PODS
         },
     )
@@ -628,7 +745,7 @@ async fn main() -> anyhow::Result<()> {
     {
         let count = |app| pods(&world, app).iter().filter(|p| running(p)).count();
         anyhow::bail!(
-            "{e}: {} of {REPETITIONS} latency pods and {} of {DRAIN_PODS} drain pods running on \
+            "{e}: {} of {LATENCY_NODES} latency pods and {} of {DRAIN_PODS} drain pods running on \
              {} nodes; the provisioner's invocation: {launched}",
             count("latency"),
             count("drain"),
@@ -651,31 +768,27 @@ async fn main() -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mapping = tokio::spawn(source.clone().run(stop.clone()));
 
-    println!("\nspot warning received -> node tainted / replacement CreateFleet:");
-    let samples = latency(&world, &source).await?;
-    summary(
-        "received -> tainted",
-        samples.iter().map(|s| s.taint).collect(),
-        1.0,
+    let all = victims(&world);
+    anyhow::ensure!(
+        all.len() == LATENCY_NODES,
+        "{} latency nodes, {LATENCY_NODES} needed",
+        all.len()
     );
-    summary(
-        "received -> CreateFleet",
-        samples.iter().map(|s| s.fleet).collect(),
-        2.0,
-    );
-    let warm: Vec<&Sample> = samples
+    let (singles, batch) = all.split_at(SINGLES);
+    println!("\nbatches of one: received -> tainted / first eviction / replacement CreateFleet:");
+    let singles = one_at_a_time(&world, &source, singles).await?;
+    println!("\na batch of {BATCH}, in one PutEvents:");
+    let batch = all_at_once(&world, &source, batch).await?;
+    println!();
+    summaries("batch of 1", &singles.iter().collect::<Vec<_>>());
+    let warm: Vec<&Sample> = singles
         .iter()
         .filter(|s| !s.receipt.first_in_container)
         .collect();
-    summary(
-        "received -> tainted, warm containers only",
-        warm.iter().map(|s| s.taint).collect(),
-        1.0,
-    );
-    summary(
-        "received -> CreateFleet, warm containers only",
-        warm.iter().map(|s| s.fleet).collect(),
-        2.0,
+    summaries("batch of 1, warm containers only", &warm);
+    summaries(
+        &format!("batch of {BATCH}"),
+        &batch.iter().collect::<Vec<_>>(),
     );
 
     // The latency warnings' drains and follow-ups end by their deadlines; the drain is

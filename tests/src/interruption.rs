@@ -99,16 +99,31 @@ impl World {
         detail: Value,
         time: Timestamp,
     ) -> anyhow::Result<()> {
+        self.put_events(source, detail_type, vec![detail], time)
+            .await
+    }
+
+    /// Sends one event per detail in a single PutEvents call (at most ten, as EventBridge
+    /// takes them), all at the same moment, as a reclaimed spot pool warns every instance in it.
+    pub async fn put_events(
+        &self,
+        source: &str,
+        detail_type: &str,
+        details: Vec<Value>,
+        time: Timestamp,
+    ) -> anyhow::Result<()> {
         let events = aws_sdk_eventbridge::Client::new(&self.sdk);
-        let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
-            .source(source)
-            .detail_type(detail_type)
-            .detail(detail.to_string())
-            .time(aws_smithy_types::DateTime::from_secs(time.as_second()))
-            .build();
+        let entries = details.into_iter().map(|detail| {
+            aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
+                .source(source)
+                .detail_type(detail_type)
+                .detail(detail.to_string())
+                .time(aws_smithy_types::DateTime::from_secs(time.as_second()))
+                .build()
+        });
         let out = events
             .put_events()
-            .entries(entry)
+            .set_entries(Some(entries.collect()))
             .send()
             .await
             .context("PutEvents against moto")?;

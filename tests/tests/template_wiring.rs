@@ -221,57 +221,145 @@ fn the_rule_matcher_tells_a_wrong_source_and_a_missing_detail_field_apart() {
     ));
 }
 
+/// One metric an alarm watches: namespace, name, and its dimensions' values as written.
+struct Watched {
+    namespace: String,
+    metric: String,
+    dimensions: Vec<(String, String)>,
+}
+
+/// The metrics `alarm` reads: its own, or each `MetricStat` of a metric-math alarm.
+fn watched(alarm: &Yaml) -> Vec<Watched> {
+    let p = &alarm["Properties"];
+    let one = |m: &Yaml| Watched {
+        namespace: written(&m["Namespace"]),
+        metric: m["MetricName"].as_str().unwrap_or_default().to_string(),
+        dimensions: m["Dimensions"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .map(|d| (written(&d["Name"]), written(&d["Value"])))
+            .collect(),
+    };
+    match p["Metrics"].as_sequence() {
+        Some(metrics) => metrics
+            .iter()
+            .filter(|m| !m["MetricStat"].is_null())
+            .map(|m| one(&m["MetricStat"]["Metric"]))
+            .collect(),
+        None => vec![one(p)],
+    }
+}
+
 #[test]
-fn alarms_watch_the_dead_letter_queue_each_functions_errors_and_unprovisioned_pods_and_notify_the_topic()
- {
+fn alarms_cover_what_an_on_call_engineer_needs_each_notifies_the_topic_and_says_when_it_clears() {
+    use nodewright::telemetry::{NAMESPACE, names};
     let t = template();
     let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
-    let watching = |namespace: &str, metric: &str, dimension: Option<&str>| -> Vec<String> {
-        alarms
+    // (namespace, metric, a dimension value it must be read by)
+    let needed: Vec<(&str, &str, String)> = vec![
+        (
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            "!GetAtt InterruptionDeadLetterQueue.QueueName".into(),
+        ),
+        (
+            "AWS/SQS",
+            "ApproximateNumberOfMessagesVisible",
+            "!GetAtt InterruptionQueue.QueueName".into(),
+        ),
+        (
+            "AWS/SQS",
+            "ApproximateAgeOfOldestMessage",
+            "!GetAtt InterruptionQueue.QueueName".into(),
+        ),
+        ("AWS/Lambda", "Errors", "!Ref ProvisionerFunction".into()),
+        ("AWS/Lambda", "Errors", "!Ref InterruptionFunction".into()),
+        ("AWS/Lambda", "Errors", "!Ref SweeperFunction".into()),
+        (
+            "AWS/Lambda",
+            "Invocations",
+            "!Ref ProvisionerFunction".into(),
+        ),
+        ("AWS/Lambda", "Invocations", "!Ref SweeperFunction".into()),
+        ("AWS/Lambda", "Throttles", "!Ref ProvisionerFunction".into()),
+        (
+            "AWS/Lambda",
+            "Throttles",
+            "!Ref InterruptionFunction".into(),
+        ),
+        (NAMESPACE, names::LAUNCH_FAILURES, "!Ref ClusterName".into()),
+        (
+            NAMESPACE,
+            names::OLDEST_PENDING_POD_AGE,
+            "!Ref ClusterName".into(),
+        ),
+        (NAMESPACE, names::LAUNCHES, "!Ref ClusterName".into()),
+        (NAMESPACE, names::FLEET_COST, "!Ref ClusterName".into()),
+    ];
+    for (namespace, metric, dimension) in &needed {
+        let by: Vec<&String> = alarms
             .iter()
             .filter(|(_, a)| {
-                let p = &a["Properties"];
-                written(&p["Namespace"]) == namespace
-                    && p["MetricName"].as_str() == Some(metric)
-                    && dimension.is_none_or(|d| {
-                        p["Dimensions"]
-                            .as_sequence()
-                            .is_some_and(|ds| ds.iter().any(|x| written(&x["Value"]) == d))
-                    })
+                watched(a).iter().any(|w| {
+                    w.namespace == *namespace
+                        && w.metric == *metric
+                        && w.dimensions.iter().any(|(_, v)| v == dimension)
+                })
             })
-            .map(|(n, _)| n.clone())
-            .collect()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(by.len(), 1, "{namespace} {metric} by {dimension}: {by:?}");
+    }
+    // Delivery failures of every rule that feeds the queue, summed in one alarm.
+    let rules: Vec<String> = of_type(&t, "AWS::Events::Rule")
+        .into_iter()
+        .map(|(name, _)| format!("!Ref {name}"))
+        .collect();
+    let delivery = &t["Resources"]["EventDeliveryFailuresAlarm"];
+    let mut read: Vec<String> = watched(delivery)
+        .into_iter()
+        .filter(|w| w.namespace == "AWS/Events" && w.metric == "FailedInvocations")
+        .flat_map(|w| w.dimensions.into_iter().map(|(_, v)| v))
+        .collect();
+    read.sort();
+    let mut expected = rules.clone();
+    expected.sort();
+    assert_eq!(read, expected, "every rule's FailedInvocations");
+
+    let Yaml::Tagged(body) = &t["Resources"]["Dashboard"]["Properties"]["DashboardBody"] else {
+        panic!("DashboardBody is not a !Sub");
     };
-    let mut watched = vec![watching(
-        "AWS/SQS",
-        "ApproximateNumberOfMessagesVisible",
-        Some("!GetAtt InterruptionDeadLetterQueue.QueueName"),
-    )];
-    for function in [
-        "ProvisionerFunction",
-        "InterruptionFunction",
-        "SweeperFunction",
-    ] {
-        watched.push(watching(
-            "AWS/Lambda",
-            "Errors",
-            Some(&format!("!Ref {function}")),
-        ));
-    }
-    watched.push(watching(
-        nodewright::telemetry::NAMESPACE,
-        nodewright::telemetry::names::LAUNCH_FAILURES,
-        Some("!Ref ClusterName"),
-    ));
-    for (i, names) in watched.iter().enumerate() {
-        assert_eq!(names.len(), 1, "alarm {i} of the list: {names:?}");
-    }
+    let body = body.value[0].as_str().unwrap_or_default();
+    let alarm_widget = body
+        .lines()
+        .find(|l| l.contains(r#""title": "Alarms""#))
+        .expect("the dashboard's alarm widget");
+    let runbook =
+        std::fs::read_to_string(nodewright_world::moto::workspace_root().join("docs/operate.md"))
+            .unwrap();
     for (name, alarm) in &alarms {
-        let actions: Vec<String> = alarm["Properties"]["AlarmActions"]
-            .as_sequence()
-            .map(|a| a.iter().map(written).collect())
-            .unwrap_or_default();
-        assert_eq!(actions, ["!Ref AlarmTopic"], "{name} notifies the topic");
+        let p = &alarm["Properties"];
+        let actions = |key: &str| -> Vec<String> {
+            p[key]
+                .as_sequence()
+                .map(|a| a.iter().map(written).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(actions("AlarmActions"), ["!Ref AlarmTopic"], "{name}");
+        assert_eq!(
+            actions("OKActions"),
+            ["!Ref AlarmTopic"],
+            "{name} says it cleared"
+        );
+        assert!(
+            alarm_widget.contains(&format!(r#""${{{name}.Arn}}""#)),
+            "the dashboard's alarm widget shows {name}"
+        );
+        assert!(
+            runbook.contains(&format!("| `{name}` |")),
+            "docs/operate.md's runbook has a row for {name}"
+        );
     }
     let subscription = &t["Resources"]["AlarmEmailSubscription"];
     assert_eq!(subscription["Condition"].as_str(), Some("HasAlarmEmail"));
@@ -279,6 +367,19 @@ fn alarms_watch_the_dead_letter_queue_each_functions_errors_and_unprovisioned_po
         written(&subscription["Properties"]["Endpoint"]),
         "!Ref AlarmEmail"
     );
+}
+
+/// The interruption function's reserved concurrency is what its event source may use at
+/// once, so a wave of warnings never waits for the account's unreserved pool.
+#[test]
+fn the_interruption_function_reserves_the_concurrency_its_event_source_uses() {
+    let t = template();
+    let function = &t["Resources"]["InterruptionFunction"]["Properties"];
+    let reserved = function["ReservedConcurrentExecutions"].as_u64();
+    let mapping =
+        function["Events"]["Queue"]["Properties"]["ScalingConfig"]["MaximumConcurrency"].as_u64();
+    assert!(reserved.is_some(), "no reserved concurrency");
+    assert_eq!(reserved, mapping);
 }
 
 #[test]
@@ -365,27 +466,27 @@ fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespac
         "metrics come from the functions' EMF lines, not log filters"
     );
     for (name, alarm) in of_type(&t, "AWS::CloudWatch::Alarm") {
-        let p = &alarm["Properties"];
-        let namespace = written(&p["Namespace"]);
-        if namespace == NAMESPACE {
-            let metric = p["MetricName"].as_str().unwrap_or_default();
-            assert!(names::ALL.contains(&metric), "{name}: {metric}");
-            let dimensions: Vec<(String, String)> = p["Dimensions"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-                .map(|d| (written(&d["Name"]), written(&d["Value"])))
-                .collect();
-            assert_eq!(
-                dimensions,
-                [(dims::CLUSTER.to_string(), "!Ref ClusterName".to_string())],
-                "{name} reads the cluster's total, the dimension set every metric has"
-            );
-        } else {
-            assert!(
-                namespace.starts_with("AWS/"),
-                "{name}: namespace {namespace}"
-            );
+        let read = watched(alarm);
+        assert!(!read.is_empty(), "{name} reads no metric");
+        for w in read {
+            if w.namespace == NAMESPACE {
+                assert!(
+                    names::ALL.contains(&w.metric.as_str()),
+                    "{name}: {}",
+                    w.metric
+                );
+                assert_eq!(
+                    w.dimensions,
+                    [(dims::CLUSTER.to_string(), "!Ref ClusterName".to_string())],
+                    "{name} reads the cluster's total, the dimension set every metric has"
+                );
+            } else {
+                assert!(
+                    w.namespace.starts_with("AWS/"),
+                    "{name}: namespace {}",
+                    w.namespace
+                );
+            }
         }
     }
 

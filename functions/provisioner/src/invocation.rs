@@ -152,10 +152,9 @@ where
             }
             Err(e) => {
                 self.summary.lease.failed_checks += 1;
-                tracing::warn!(
-                    error = nodewright::error_chain(&e),
-                    "checking the Lease failed; not acting"
-                );
+                let chain = nodewright::error_chain(&e);
+                tracing::warn!(error = chain, "checking the Lease failed; not acting");
+                self.summary.last_error = Some(chain);
                 LeaseCheck::Failed
             }
         }
@@ -231,7 +230,7 @@ where
     }
 
     fn polled(&mut self, report: &PollReport, took: Option<Duration>) {
-        telemetry::pending_pods(report.pending_pods);
+        telemetry::pending_pods(report.pending_pods, report.oldest_pending);
         // A poll that planned (pods pending, batching window closed) is a decision.
         if let (true, None, Some(took)) = (report.pending_pods > 0, report.waiting, took) {
             telemetry::decision_latency(Decision::Provision, took);
@@ -289,7 +288,8 @@ where
     }
 
     /// Releases the Lease, reports the fleet's cost (an invocation that acted), and
-    /// answers with the summary; an error when every poll failed.
+    /// answers with the summary; an error when errors kept it from doing anything
+    /// ([`Summary::failure`]).
     pub(crate) async fn finish(mut self) -> Result<Value, Error> {
         if let Some(elector) = &self.elector {
             match elector.release(SystemTime::from(self.clock.now())).await {
@@ -308,16 +308,10 @@ where
             self.report_fleet_cost().await;
         }
         telemetry::flush();
-        let summary = &self.summary;
-        if summary.polls > 0 && summary.failed_polls == summary.polls {
-            return Err(format!(
-                "all {} polls failed; last error: {}",
-                summary.polls,
-                summary.last_error.as_deref().unwrap_or("unknown")
-            )
-            .into());
+        if let Some(failure) = self.summary.failure() {
+            return Err(failure.into());
         }
-        Ok(summary.json())
+        Ok(self.summary.json())
     }
 
     async fn report_fleet_cost(&mut self) {

@@ -60,6 +60,29 @@ impl Summary {
         }
     }
 
+    /// Why errors kept this invocation from doing its job, so that it fails (Lambda's
+    /// `Errors` metric and the provisioner's alarm) rather than answering as if all were
+    /// well: every poll failed, or no Lease check succeeded, so it neither polled nor saw
+    /// another invocation holding the Lease. `None` when it polled, or stood by behind a
+    /// holder it saw, or had no time to start.
+    pub(crate) fn failure(&self) -> Option<String> {
+        let last = self.last_error.as_deref().unwrap_or("unknown");
+        if self.polls > 0 && self.failed_polls == self.polls {
+            return Some(format!(
+                "all {} polls failed; last error: {last}",
+                self.polls
+            ));
+        }
+        let lease = &self.lease;
+        if self.polls == 0 && lease.standby_checks == 0 && lease.failed_checks > 0 {
+            return Some(format!(
+                "all {} Lease checks failed, so nothing was polled; last error: {last}",
+                lease.failed_checks
+            ));
+        }
+        None
+    }
+
     pub(crate) fn json(&self) -> Value {
         json!({
             "polls": self.polls,
@@ -86,5 +109,50 @@ impl Summary {
             },
             "fleetCostPerHour": self.fleet_cost_per_hour,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(polls: u32, failed_polls: u32, standby: u32, failed_checks: u32) -> Summary {
+        Summary {
+            polls,
+            failed_polls,
+            last_error: Some("403 Forbidden".into()),
+            lease: LeaseSummary {
+                standby_checks: standby,
+                failed_checks,
+                ..LeaseSummary::default()
+            },
+            ..Summary::default()
+        }
+    }
+
+    #[test]
+    fn an_invocation_fails_only_when_errors_kept_it_from_doing_anything() {
+        // (polls, failed polls, standby checks, failed Lease checks, fails)
+        let table = [
+            (3, 1, 0, 0, false),
+            (3, 3, 0, 0, true),
+            (0, 0, 0, 0, false),
+            (0, 0, 4, 0, false),
+            (0, 0, 4, 2, false),
+            (0, 0, 0, 5, true),
+            (2, 0, 0, 5, false),
+            (2, 2, 0, 5, true),
+        ];
+        for (polls, failed, standby, checks, fails) in table {
+            let failure = summary(polls, failed, standby, checks).failure();
+            assert_eq!(
+                failure.is_some(),
+                fails,
+                "{polls} polls, {failed} failed, {standby} standby, {checks} failed checks: {failure:?}"
+            );
+            if let Some(f) = failure {
+                assert!(f.contains("403 Forbidden"), "{f}");
+            }
+        }
     }
 }

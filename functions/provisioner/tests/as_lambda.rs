@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nodewright_world::kit::{LambdaFunction, getting_started};
+use nodewright_world::kube_sim::Fault;
 use nodewright_world::lambda_api::Outcome;
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::scheduled_event;
@@ -155,5 +156,45 @@ async fn a_pod_turning_pending_while_prices_are_fetched_is_launched_for_without_
         launched_at.duration_since(asked),
         function.log_text()
     );
+    let _ = std::fs::remove_dir_all(function.dir());
+}
+
+/// An API server that refuses every Lease request (RBAC that lost the Lease rule): the
+/// invocation cannot tell whether it may act, launches nothing for the pending pods, and
+/// says so as an error (Lambda's `Errors` metric, which the provisioner's alarm watches),
+/// not as a quiet success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invocation_that_can_never_check_the_lease_fails_rather_than_answering_quietly() {
+    let world = getting_started("lease-refused", 2)
+        .await
+        .expect("the local world starts");
+    world
+        .sim
+        .inject(Fault::resource("leases", 403).times(u32::MAX));
+    let mut function = LambdaFunction::start(
+        &world,
+        Path::new(env!("CARGO_BIN_EXE_provisioner")),
+        "lease-refused",
+        "provisioner",
+        [
+            ("POLL_INTERVAL", "0.2".to_string()),
+            ("INVOCATION_BUDGET", "3".to_string()),
+            ("DEADLINE_MARGIN", "30".to_string()),
+        ],
+    )
+    .await
+    .unwrap();
+    let answer = function
+        .invoke(scheduled_event(), INVOCATION_TIMEOUT)
+        .await
+        .unwrap();
+    let Outcome::Error(error) = answer else {
+        panic!(
+            "the invocation answered: {answer:?}\n{}",
+            function.log_text()
+        );
+    };
+    assert!(error.to_string().contains("Lease checks failed"), "{error}");
+    assert_eq!(launched(&world).await, 0);
     let _ = std::fs::remove_dir_all(function.dir());
 }

@@ -27,8 +27,7 @@ fn one<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> &'a Da
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_type_and_failure_reason()
- {
+async fn a_throttled_then_successful_launch_is_counted_by_zone_capacity_type_and_failure_reason() {
     let cluster = "emf-provisioner";
     let world = getting_started(cluster, 2)
         .await
@@ -87,7 +86,6 @@ async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_typ
     // Launches: the total and one dimension set per breakdown, each counting the instance.
     for dimensions in [
         vec![c],
-        vec![c, (dims::INSTANCE_TYPE, launched.instance_type.as_str())],
         vec![c, (dims::ZONE, launched.zone.as_str())],
         vec![c, (dims::CAPACITY_TYPE, launched.lifecycle.as_str())],
     ] {
@@ -97,6 +95,19 @@ async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_typ
             .sum();
         assert_eq!(total, 1.0, "{dimensions:?}: {data:#?}");
     }
+    // The instance type is in the log line, not a dimension (a metric series each).
+    assert!(
+        data.iter()
+            .all(|d| !d.dimensions.keys().any(|k| k == "InstanceType")),
+        "{data:#?}"
+    );
+    assert!(
+        function
+            .log_text()
+            .lines()
+            .any(|l| l.contains("\"launching\"") && l.contains(&launched.instance_type)),
+        "the launch's log line names its instance type"
+    );
 
     let failures: f64 = emf::find(
         &data,
@@ -120,6 +131,17 @@ async fn a_throttled_then_successful_launch_is_counted_by_type_zone_capacity_typ
         .flat_map(|d| d.values.clone())
         .collect();
     assert_eq!(pending.first(), Some(&2.0), "{pending:?}");
+    // And how long the longest-waiting of them had waited: in seconds, written with every
+    // pending-pods value.
+    let oldest = emf::find(&data, names::OLDEST_PENDING_POD_AGE, &[c]);
+    assert!(!oldest.is_empty(), "{data:#?}");
+    assert!(
+        oldest.iter().all(|d| d.unit.as_deref() == Some("Seconds")),
+        "{oldest:?}"
+    );
+    let ages: Vec<f64> = oldest.iter().flat_map(|d| d.values.clone()).collect();
+    assert_eq!(ages.len(), pending.len(), "{ages:?} {pending:?}");
+    assert!(ages.iter().all(|a| *a >= 0.0), "{ages:?}");
 
     // Decision latency: one value per poll that planned, in milliseconds.
     let latencies: Vec<f64> = emf::find(

@@ -16,6 +16,7 @@ pub mod node_template;
 mod nodeclaim;
 pub mod on_demand_prices;
 pub mod owned_listing;
+pub mod pending_age;
 pub mod planning_order;
 mod profiles;
 pub mod service;

@@ -79,6 +79,8 @@ pub(super) fn aws_err(what: &'static str) -> impl Fn(AwsError) -> ProvisionError
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PollReport {
     pub pending_pods: usize,
+    /// How long the longest-waiting of them has waited ([`super::pending_age::oldest`]).
+    pub oldest_pending: Option<Duration>,
     /// The batching window is still open: look again after this long.
     pub waiting: Option<Duration>,
     pub claims: usize,
@@ -258,6 +260,7 @@ where
         }
         let mut report = PollReport {
             pending_pods: pending.pods.len(),
+            oldest_pending: super::pending_age::oldest(&pending.pods, now),
             ..PollReport::default()
         };
         match self.admit(&pending, now) {

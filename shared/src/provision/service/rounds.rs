@@ -145,7 +145,7 @@ where
                     .pending_to_fleet
                     .push(sent.duration_since(first).unwrap_or_default());
                 for i in &instances {
-                    telemetry::launched(&i.instance_type, &i.zone, i.capacity_type);
+                    telemetry::launched(&i.zone, i.capacity_type);
                     tally.launched_instances.push(i.id.clone());
                 }
                 tally.launched_now.extend(launched_in_flight(
