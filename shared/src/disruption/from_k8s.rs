@@ -272,6 +272,8 @@ pub(super) fn pod_kind(pod: &Pod) -> PodKind {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
         PodKind::Finished
+    } else if meta.deletion_timestamp.is_some() {
+        PodKind::Terminating
     } else if meta
         .owner_references
         .as_ref()

@@ -113,3 +113,37 @@ fn a_budget_allowing_no_disruption_now_holds_the_pods_it_selects_in_its_namespac
         }
     }
 }
+
+#[test]
+fn a_pod_moves_with_its_node_only_when_it_is_a_running_workload_not_already_leaving() {
+    use super::from_k8s::pod_kind;
+    use super::snapshot::PodKind;
+    let deleting =
+        json!({"deletionTimestamp": "2026-11-27T10:00:00Z", "deletionGracePeriodSeconds": 30});
+    let daemon = json!({"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                        "name": "ds", "uid": "u1"}]});
+    let mirror = json!({"annotations": {"kubernetes.io/config.mirror": "x"}});
+    // (metadata fields, phase, kind)
+    let table = [
+        (json!({}), "Running", PodKind::Workload),
+        (json!({}), "Pending", PodKind::Workload),
+        (json!({}), "Succeeded", PodKind::Finished),
+        (json!({}), "Failed", PodKind::Finished),
+        (deleting.clone(), "Running", PodKind::Terminating),
+        (deleting.clone(), "Succeeded", PodKind::Finished),
+        (daemon, "Running", PodKind::DaemonSet),
+        (mirror, "Running", PodKind::Mirror),
+    ];
+    for (extra, phase, kind) in table {
+        let mut p = json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": phase},
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            p["metadata"][k] = v.clone();
+        }
+        let pod: Pod = serde_json::from_value(p).unwrap();
+        assert_eq!(pod_kind(&pod), kind, "{extra} {phase}");
+    }
+}

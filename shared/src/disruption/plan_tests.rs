@@ -71,6 +71,9 @@ fn a_node_first_seen_empty_is_only_marked_and_a_marked_node_that_gained_pods_is_
     fresh.pods.push(pod("ds", PodKind::DaemonSet));
     fresh.pods.push(pod("done", PodKind::Finished));
     fresh.pods.push(pod("static", PodKind::Mirror));
+    let mut leaving = pod("leaving", PodKind::Terminating);
+    leaving.do_not_disrupt = true;
+    fresh.pods.push(leaving);
     let mut busy = node("busy", "default");
     busy.empty_since = Some(t("09:00:00"));
     busy.pods.push(pod("web", PodKind::Workload));

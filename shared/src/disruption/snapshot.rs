@@ -98,6 +98,10 @@ pub enum PodKind {
     Mirror,
     /// Succeeded or Failed.
     Finished,
+    /// Being deleted already: it is leaving whatever happens to the node, so it neither
+    /// keeps the node from being empty nor holds it with `do-not-disrupt` (as Karpenter's
+    /// reschedulable pods leave out terminating ones). Its requests still take room.
+    Terminating,
 }
 
 #[derive(Debug, Clone, PartialEq)]
