@@ -26,6 +26,12 @@ use crate::kube::PodRef;
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: i64 = 30;
+/// The least grace a drain asks for. Zero is not a short grace but a forced deletion: the
+/// API server forgets the pod at once while its containers may still run, and its
+/// controller starts the replacement beside it (a StatefulSet pod twice). One second lets
+/// the kubelet stop it first; Karpenter clamps the same way.
+pub const MIN_GRACE_SECONDS: i64 = 1;
+
 /// A pod is deleted at least this long before the deadline, whatever its grace (a pod with
 /// a grace of 0 still stops before the machine does).
 pub const MIN_LEAD: Duration = Duration::from_secs(5);
@@ -205,7 +211,7 @@ pub fn plan_drain(pods: &[Pod], policy: &DrainPolicy, now: Timestamp) -> DrainPl
         .map(|d| d.duration_since(now).as_secs().max(0));
     let step = |pod: &Pod, grace: i64| PodStep {
         pod: PodRef::of(pod),
-        grace_seconds: left.map_or(grace, |l| grace.min(l)),
+        grace_seconds: left.map_or(grace, |l| grace.min(l)).max(MIN_GRACE_SECONDS),
     };
     // Whether a pod with this grace is due for deletion now (and when it will be, if not).
     let mut due = |grace: i64| match policy.deadline.map(|d| delete_at(d, grace)) {

@@ -136,7 +136,8 @@ fn critical_pods_go_only_after_the_others_are_gone() {
 }
 
 #[test]
-fn grace_periods_are_capped_by_the_time_left_and_a_pod_whose_grace_outlasts_it_is_deleted_now() {
+fn grace_periods_are_capped_by_the_time_left_never_below_a_second_and_a_pod_whose_grace_outlasts_it_is_deleted_now()
+ {
     let long = pod(
         "slow",
         json!({"spec": {"terminationGracePeriodSeconds": 600}}),
@@ -165,6 +166,27 @@ fn grace_periods_are_capped_by_the_time_left_and_a_pod_whose_grace_outlasts_it_i
     );
     assert_eq!(grace(&plan.delete), own(&[("slow", 120)]));
     assert_eq!(grace(&plan.evict), own(&[("quick", 5), ("plain", 30)]));
+    // Past the deadline no time is left, yet no pod is deleted with grace 0 (a forced
+    // deletion): each gets one second, as a pod whose own grace is 0 does.
+    let plan = plan_drain(
+        &all,
+        &involuntary("2026-11-21T09:15:00Z"),
+        ts("2026-11-21T09:16:00Z"),
+    );
+    assert_eq!(
+        grace(&plan.delete),
+        own(&[("slow", 1), ("quick", 1), ("plain", 1)])
+    );
+    let zero = pod(
+        "zero",
+        json!({"spec": {"terminationGracePeriodSeconds": 0}}),
+    );
+    let plan = plan_drain(
+        std::slice::from_ref(&zero),
+        &involuntary("2026-11-21T09:17:00Z"),
+        ts("2026-11-21T09:15:00Z"),
+    );
+    assert_eq!(grace(&plan.evict), own(&[("zero", 1)]));
     let unbounded = DrainPolicy {
         disruption: Disruption::Involuntary,
         deadline: None,

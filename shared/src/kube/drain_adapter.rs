@@ -2,8 +2,10 @@
 //! the retry helper: a 429 from the Eviction API is a PodDisruptionBudget's answer, which
 //! the drain handles by asking again later, not a throttle to retry at once.
 
-use ::kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use ::kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::Eviction as EvictionRequest;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{self as meta, ObjectMeta};
 use serde_json::json;
 
 use super::cluster::{FIELD_MANAGER, KubeCluster};
@@ -11,10 +13,39 @@ use super::drain_ports::{Eviction, NodeRemoval, PodEviction};
 use super::error::KubeError;
 use super::ports::PodRef;
 
-fn delete_params(grace_seconds: i64) -> DeleteParams {
+/// The grace to ask for, and the pod's uid as a precondition when known: a pod re-created
+/// under the same name since it was read (a StatefulSet's) is another pod, which the API
+/// server then refuses to remove with a 409.
+fn delete_params(pod: &PodRef, grace_seconds: i64) -> DeleteParams {
     DeleteParams {
         grace_period_seconds: Some(u32::try_from(grace_seconds.max(0)).unwrap_or(u32::MAX)),
+        preconditions: (!pod.uid.is_empty()).then(|| Preconditions {
+            uid: Some(pod.uid.clone()),
+            resource_version: None,
+        }),
         ..Default::default()
+    }
+}
+
+/// The Eviction, written from k8s-openapi's type rather than sent with kube's
+/// `Api::evict`: kube-core 5 serializes its options as `delete_options`, a field the API
+/// server does not know and drops, so neither the grace period nor the uid precondition
+/// would reach it.
+fn eviction_request(pod: &PodRef, grace_seconds: i64) -> EvictionRequest {
+    EvictionRequest {
+        metadata: ObjectMeta {
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
+        delete_options: Some(meta::DeleteOptions {
+            grace_period_seconds: Some(grace_seconds.max(0)),
+            preconditions: (!pod.uid.is_empty()).then(|| meta::Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        }),
     }
 }
 
@@ -27,14 +58,19 @@ impl PodEviction for KubeCluster {
 
     async fn evict(&self, pod: &PodRef, grace_seconds: i64) -> Result<Eviction, KubeError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let ep = EvictParams {
-            delete_options: Some(delete_params(grace_seconds)),
-            ..Default::default()
-        };
-        match api.evict(&pod.name, &ep).await {
+        let sent = api
+            .create_subresource::<_, serde_json::Value>(
+                "eviction",
+                &pod.name,
+                &PostParams::default(),
+                &eviction_request(pod, grace_seconds),
+            )
+            .await;
+        match sent {
             Ok(_) => Ok(Eviction::Evicted),
             Err(::kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked),
-            Err(::kube::Error::Api(s)) if s.code == 404 => Ok(Eviction::Gone),
+            // 409: the uid precondition failed, so the pod that was read is gone.
+            Err(::kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Eviction::Gone),
             Err(source) => Err(KubeError::Api {
                 verb: "evict",
                 resource: format!("pods/{}/{}", pod.namespace, pod.name),
@@ -46,14 +82,14 @@ impl PodEviction for KubeCluster {
     async fn delete_pod(&self, pod: &PodRef, grace_seconds: i64) -> Result<(), KubeError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let resource = format!("pods/{}/{}", pod.namespace, pod.name);
-        let dp = delete_params(grace_seconds);
+        let dp = delete_params(pod, grace_seconds);
         match self
             .settings
             .retry
             .run("delete", &resource, || api.delete(&pod.name, &dp))
             .await
         {
-            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
             other => other.map(|_| ()),
         }
     }

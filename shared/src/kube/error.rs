@@ -39,6 +39,12 @@ impl KubeError {
         self.status_code() == Some(404)
     }
 
+    /// The API server's 409: the object changed since it was read (a failed precondition,
+    /// a stale resourceVersion).
+    pub fn is_conflict(&self) -> bool {
+        self.status_code() == Some(409)
+    }
+
     /// Worth trying again in a moment: no answer (a timeout, a dropped connection), the
     /// server's 429 or 5xx, or a node that kept changing while it was patched.
     pub fn is_transient(&self) -> bool {

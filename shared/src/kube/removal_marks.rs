@@ -1,6 +1,10 @@
 //! A node's removal record and the disruption taint, written together: one guarded
 //! read-modify-write (the node's `resourceVersion`; a 409 reads again), so a node never
 //! carries one without the other and a taint another controller added meanwhile is kept.
+//! The same write takes a node being removed out of external load balancers (the service
+//! controller and the AWS Load Balancer Controller read the label), as Karpenter and NTH
+//! do, so their targets drain before the node goes; a removal given up puts it back, unless
+//! the label was there before.
 
 use ::kube::api::{Api, Patch, PatchParams};
 use k8s_openapi::api::core::v1::{Node, Taint as NodeTaint};
@@ -22,6 +26,12 @@ pub trait RemovalMarks: Send + Sync {
         tainted: bool,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
+
+/// The well-known label that keeps a node out of external load balancers' targets.
+pub const EXCLUDE_FROM_LOAD_BALANCERS: &str =
+    "node.kubernetes.io/exclude-from-external-load-balancers";
+/// On a node: nodewright set [`EXCLUDE_FROM_LOAD_BALANCERS`], so it takes it off again.
+pub const EXCLUDED_BY_REMOVAL: &str = "nodewright.io/excluded-from-load-balancers";
 
 fn effect(t: &Taint) -> &'static str {
     match t.effect {
@@ -45,13 +55,17 @@ pub fn removal_patch(
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
     let has = taints.iter().any(|t| t.key == taint.key);
-    let annotation = current
+    let annotations = current.metadata.annotations.as_ref();
+    let annotation = annotations.and_then(|a| a.get(key)).map(String::as_str);
+    let labelled = current
         .metadata
-        .annotations
+        .labels
         .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str);
-    if has == tainted && annotation == value {
+        .is_some_and(|l| l.contains_key(EXCLUDE_FROM_LOAD_BALANCERS));
+    let ours = annotations.is_some_and(|a| a.contains_key(EXCLUDED_BY_REMOVAL));
+    let exclude = tainted && !labelled;
+    let include = !tainted && ours;
+    if has == tainted && annotation == value && !exclude && !include {
         return None;
     }
     let mut patch = json!({
@@ -60,6 +74,11 @@ pub fn removal_patch(
             "annotations": {key: value},
         },
     });
+    if exclude || include {
+        let mark = exclude.then_some("true");
+        patch["metadata"]["labels"] = json!({ EXCLUDE_FROM_LOAD_BALANCERS: mark });
+        patch["metadata"]["annotations"][EXCLUDED_BY_REMOVAL] = json!(mark);
+    }
     if has != tainted {
         let kept = taints.iter().filter(|t| t.key != taint.key).cloned();
         let added = tainted.then(|| NodeTaint {
@@ -153,14 +172,57 @@ mod tests {
             .map(|t| t["key"].as_str().unwrap())
             .collect();
         assert_eq!(keys, ["other", "nodewright.io/disrupted"]);
+        assert_eq!(p["metadata"]["labels"][EXCLUDE_FROM_LOAD_BALANCERS], "true");
+        assert_eq!(p["metadata"]["annotations"][EXCLUDED_BY_REMOVAL], "true");
+    }
+
+    #[test]
+    fn a_node_already_out_of_load_balancers_keeps_its_label_when_a_removal_is_given_up() {
+        let mut theirs = node(None, &[]);
+        theirs.metadata.labels =
+            Some([(EXCLUDE_FROM_LOAD_BALANCERS.to_string(), "true".to_string())].into());
+        let taken = removal_patch(&theirs, "k", Some("r"), &disrupted(), true).unwrap();
+        assert!(taken["metadata"].get("labels").is_none(), "{taken}");
+        assert!(
+            taken["metadata"]["annotations"]
+                .get(EXCLUDED_BY_REMOVAL)
+                .is_none(),
+            "{taken}"
+        );
+        // Taken and given up: the taint and record go, the user's label stays.
+        let mut given_up = theirs.clone();
+        given_up.metadata.annotations = Some([("k".to_string(), "r".to_string())].into());
+        given_up.spec.as_mut().unwrap().taints = Some(vec![NodeTaint {
+            key: "nodewright.io/disrupted".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+        let p = removal_patch(&given_up, "k", None, &disrupted(), false).unwrap();
+        assert!(p["metadata"].get("labels").is_none(), "{p}");
     }
 
     #[test]
     fn giving_a_removal_up_removes_both_and_a_node_already_so_needs_no_write() {
-        let taken = node(Some("r"), &["nodewright.io/disrupted", "other"]);
+        let mut taken = node(Some("r"), &["nodewright.io/disrupted", "other"]);
+        taken.metadata.labels =
+            Some([(EXCLUDE_FROM_LOAD_BALANCERS.to_string(), "true".to_string())].into());
+        taken
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(EXCLUDED_BY_REMOVAL.to_string(), "true".to_string());
         let p = removal_patch(&taken, "k", None, &disrupted(), false).unwrap();
         assert_eq!(p["metadata"]["annotations"]["k"], Value::Null);
         assert_eq!(p["spec"]["taints"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            p["metadata"]["labels"][EXCLUDE_FROM_LOAD_BALANCERS],
+            Value::Null
+        );
+        assert_eq!(
+            p["metadata"]["annotations"][EXCLUDED_BY_REMOVAL],
+            Value::Null
+        );
         assert_eq!(
             removal_patch(&taken, "k", Some("r"), &disrupted(), true),
             None

@@ -454,9 +454,10 @@ fn delete_one(
     }
 }
 
-/// DeleteOptions `preconditions`: a delete of an object whose uid or resourceVersion moved
-/// on since the caller read it is a 409 Conflict (leader election and drain rely on it).
-fn check_preconditions(
+/// DeleteOptions `preconditions`: a delete (or an eviction, whose DeleteOptions carry them)
+/// of an object whose uid or resourceVersion moved on since the caller read it is a 409
+/// Conflict (leader election and drain rely on it).
+pub(super) fn check_preconditions(
     rt: &resources::ResourceType,
     name: &str,
     current: &Value,

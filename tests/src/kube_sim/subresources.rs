@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::eviction;
 use super::pod_removals::{self, Via};
-use super::resources::{DEPLOYMENTS, PDBS, PODS, REPLICASETS};
-use super::server::{Answer, parse_body};
+use super::resources::{DEPLOYMENTS, PDBS, PODS, REPLICASETS, RESOURCES};
+use super::server::{Answer, check_preconditions, parse_body};
 use super::status::{self, ApiError};
 use super::store::Store;
 
@@ -52,6 +52,12 @@ pub fn evict(store: &mut Store, now: &str, ns: &str, name: &str, body: &[u8]) ->
             "name in URL does not match name in Eviction object",
         ));
     }
+    // The pod the caller read, not another under the same name (a StatefulSet's next one).
+    let options = eviction
+        .get("deleteOptions")
+        .cloned()
+        .unwrap_or(Value::Null);
+    check_preconditions(&RESOURCES[PODS], name, store.get(PODS, ns, name)?, &options)?;
     if let Err(refused) = budget_check(store, ns, name) {
         pod_removals::refused(store, ns, name, now);
         return Err(refused);

@@ -620,3 +620,64 @@ async fn the_functions_client_leaves_a_refused_eviction_to_the_drain() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+/// A drain works from the pods it listed; by the time it evicts or deletes one, a
+/// StatefulSet may have re-created it under the same name. The uid precondition makes the
+/// API server refuse (409) to remove that other pod, and the adapter reads it as gone.
+#[tokio::test]
+async fn an_eviction_carries_its_grace_and_both_removals_go_by_uid_so_a_pod_re_created_under_the_same_name_is_left_alone()
+ {
+    use nodewright::kube::{Eviction, PodEviction};
+
+    let server = Adapters::start(false, 500).await.with([
+        node("node-a"),
+        bound_pod("db-0", "node-a"),
+        bound_pod("db-1", "node-a"),
+    ]);
+    let uid = |name: &str| {
+        server.sim.get_json("v1", "Pod", "shop", name).unwrap()["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Gone, or on its way (graceful deletion).
+    let removed = |name: &str| {
+        server
+            .sim
+            .get_json("v1", "Pod", "shop", name)
+            .is_none_or(|p| !p["metadata"]["deletionTimestamp"].is_null())
+    };
+    let stale = |name: &str| PodRef {
+        namespace: "shop".into(),
+        name: name.into(),
+        uid: "uid-of-the-pod-that-was-listed".into(),
+    };
+    assert_eq!(
+        server.cluster.evict(&stale("db-0"), 30).await.unwrap(),
+        Eviction::Gone
+    );
+    server.cluster.delete_pod(&stale("db-1"), 30).await.unwrap();
+    assert!(!removed("db-0") && !removed("db-1"), "the new pods stay");
+
+    let current = |name: &str| PodRef {
+        namespace: "shop".into(),
+        name: name.into(),
+        uid: uid(name),
+    };
+    let db0 = current("db-0");
+    assert_eq!(
+        server.cluster.evict(&db0, 7).await.unwrap(),
+        Eviction::Evicted
+    );
+    // The Eviction as the API server decodes it: its options under `deleteOptions`.
+    let sent = server.requests_to("POST", "/api/v1/namespaces/shop/pods/db-0/eviction");
+    let options = &sent.last().expect("the eviction was logged").body["deleteOptions"];
+    assert_eq!(options["gracePeriodSeconds"], 7, "{:?}", sent.last());
+    assert_eq!(options["preconditions"]["uid"], db0.uid.as_str());
+    server
+        .cluster
+        .delete_pod(&current("db-1"), 30)
+        .await
+        .unwrap();
+    assert!(removed("db-0") && removed("db-1"));
+}

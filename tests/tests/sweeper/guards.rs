@@ -206,6 +206,7 @@ async fn a_pod_that_lands_on_an_empty_node_while_it_is_tainted_calls_the_removal
                        "conditions": [{"type": "Ready", "status": "True"}]}
         }),
     );
+    world.sim.log_requests();
     let r = sweep(&sweeper).await;
     let commands = r["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 1, "the plan saw an empty node: {r}");
@@ -223,6 +224,20 @@ async fn a_pod_that_lands_on_an_empty_node_while_it_is_tainted_calls_the_removal
         n["metadata"]["annotations"]["nodewright.io/removal"].is_null(),
         "the removal record is cleared: {n}"
     );
+    // Taken out of external load balancers with the taint, put back with it.
+    let lb = "node.kubernetes.io/exclude-from-external-load-balancers";
+    let label_writes: Vec<Value> = world
+        .sim
+        .logged_requests("PATCH", &format!("/api/v1/nodes/{node}"))
+        .into_iter()
+        .filter_map(|p| p.body["metadata"]["labels"].get(lb).cloned())
+        .collect();
+    assert_eq!(
+        label_writes,
+        [json!("true"), Value::Null],
+        "{label_writes:?}"
+    );
+    assert!(n["metadata"]["labels"].get(lb).is_none(), "{n}");
     let late = world.sim.get_json("v1", "Pod", "default", "late").unwrap();
     assert!(
         late["metadata"]["deletionTimestamp"].is_null(),
