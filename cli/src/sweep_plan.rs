@@ -104,6 +104,7 @@ pub fn run(args: &Args) -> Exit {
         instances: None,
         price: &price,
         first_sight: FirstSight::SinceCreation,
+        now,
     });
     let namespace_labels: NamespaceLabels = objects
         .namespaces

@@ -295,6 +295,7 @@ fn sweep(
         instances: None,
         price,
         first_sight: FirstSight::SinceCreation,
+        now,
     });
     assert!(problems.is_empty(), "{problems:?}");
     let (sim, _) = simulation(&SimulationInputs {

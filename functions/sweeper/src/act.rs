@@ -280,7 +280,7 @@ where
         .nodes()
         .await
         .map_err(kube("re-reading the node"))?;
-    let (node, _, kept) = reread(&state.kube, &nodes, name, command.reason).await?;
+    let (node, _, kept) = reread(&state.kube, &nodes, name, command.reason, now).await?;
     if let Some(why) = kept {
         tracing::info!(node = name, why, "removal dropped at the re-check");
         report.rechecked_out.push((name.into(), why));
@@ -508,7 +508,12 @@ where
 }
 
 /// Why a planned removal no longer holds, read from the node and its pods as they are now.
-pub(crate) fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Option<String> {
+pub(crate) fn recheck(
+    node: Option<&Node>,
+    pods: &[Pod],
+    reason: Reason,
+    now: Timestamp,
+) -> Option<String> {
     let Some(node) = node else {
         return Some("the node is gone".into());
     };
@@ -523,13 +528,9 @@ pub(crate) fn recheck(node: Option<&Node>, pods: &[Pod], reason: Reason) -> Opti
     if reason == Reason::Empty && !moving.is_empty() {
         return Some("a pod was scheduled on it".into());
     }
-    let held = moving.iter().find(|p| {
-        p.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DO_NOT_DISRUPT))
-            .is_some_and(|v| v == "true")
-    });
+    let held = moving
+        .iter()
+        .find(|p| nodewright::drain::do_not_disrupt(p, now));
     held.map(|p| {
         format!(
             "pod {} now has karpenter.sh/do-not-disrupt",
@@ -545,6 +546,7 @@ pub(crate) async fn reread<'n, K: NodeDisruption>(
     nodes: &'n [Node],
     name: &str,
     reason: Reason,
+    now: Timestamp,
 ) -> Result<(Option<&'n Node>, Vec<Pod>, Option<String>), SweepError> {
     let node = nodes
         .iter()
@@ -553,6 +555,6 @@ pub(crate) async fn reread<'n, K: NodeDisruption>(
         .pods_on_node(name)
         .await
         .map_err(kube("re-reading the node's pods"))?;
-    let why = recheck(node, &pods, reason);
+    let why = recheck(node, &pods, reason, now);
     Ok((node, pods, why))
 }

@@ -190,7 +190,8 @@ where
         .map_err(kube("re-reading the nodes"))?;
     let mut all = Vec::new();
     for name in &command.nodes {
-        let (_, pods, kept) = reread(&state.kube, &nodes, name, command.reason).await?;
+        let now = state.clock.now();
+        let (_, pods, kept) = reread(&state.kube, &nodes, name, command.reason, now).await?;
         if let Some(why) = kept {
             return Ok((Some(format!("{name}: {why}")), Vec::new()));
         }

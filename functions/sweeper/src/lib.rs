@@ -270,6 +270,7 @@ where
         instances: Some(&instances),
         price: &price,
         first_sight: FirstSight::Mark,
+        now,
     });
     let (sim, sim_problems) = simulation(&SimulationInputs {
         pools: &config.inputs.node_pools,

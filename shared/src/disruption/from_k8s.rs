@@ -49,6 +49,8 @@ pub struct Inputs<'a> {
     /// Price per hour of (instance type, capacity type), when known.
     pub price: &'a dyn Fn(&str, &str) -> Option<f64>,
     pub first_sight: FirstSight,
+    /// What a pod's `do-not-disrupt` duration counts to.
+    pub now: Timestamp,
 }
 
 /// The snapshot, and one message per object that could not be read (naming it and the
@@ -70,7 +72,7 @@ pub fn snapshot(inputs: &Inputs<'_>) -> (Snapshot, Vec<String>) {
         let Some(node) = spec.node_name.as_deref() else {
             continue;
         };
-        let view = pod_view(pod, &blocked);
+        let view = pod_view(pod, &blocked, inputs.now);
         if view.kind != PodKind::Finished {
             // A pod whose requests cannot be read counts as requesting nothing: headroom
             // is then overstated, never a reason to remove a node by itself.
@@ -241,7 +243,7 @@ fn allocatable(node: &Node) -> Option<Resources> {
     Some(out)
 }
 
-fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {
+fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>, now: Timestamp) -> PodView {
     let meta = &pod.metadata;
     let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let name = meta.name.clone().unwrap_or_default();
@@ -258,7 +260,7 @@ fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>) -> PodView {
         .clamp(-10.0, 10.0);
     PodView {
         blocked_by_pdb: blocked.get(&(namespace.clone(), name.clone())).cloned(),
-        do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
+        do_not_disrupt: crate::drain::do_not_disrupt(pod, now),
         namespace,
         name,
         kind,

@@ -163,13 +163,37 @@ fn tolerates_disruption(pod: &Pod) -> bool {
     })
 }
 
-/// The pod carries `karpenter.sh/do-not-disrupt: "true"`.
-pub fn do_not_disrupt(pod: &Pod) -> bool {
-    pod.metadata
+/// Whether the pod's `karpenter.sh/do-not-disrupt` protects it at `now`, as Karpenter
+/// reads it: `"true"` always; a positive Go duration (`"30m"`, `"1h30m"`) for that long
+/// after the pod started, and while its start time is unknown; any other value not at all
+/// (Karpenter also posts an Event on the pod about such a value; nodewright does not).
+pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
+    let Some(value) = pod
+        .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(DO_NOT_DISRUPT))
-        .is_some_and(|v| v == "true")
+    else {
+        return false;
+    };
+    if value == "true" {
+        return true;
+    }
+    let Ok(crate::api::Duration(protected)) = value.parse::<crate::api::Duration>() else {
+        return false;
+    };
+    if protected.is_zero() {
+        return false;
+    }
+    let started = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0);
+    started.is_none_or(|started| {
+        let age = now.duration_since(started);
+        age.is_negative() || age.unsigned_abs() < protected
+    })
 }
 
 fn critical(pod: &Pod) -> bool {
@@ -259,7 +283,7 @@ pub fn plan_drain(pods: &[Pod], policy: &DrainPolicy, now: Timestamp) -> DrainPl
             delete.push(step(pod, grace_of(pod)));
             continue;
         }
-        if policy.disruption == Disruption::Voluntary && do_not_disrupt(pod) {
+        if policy.disruption == Disruption::Voluntary && do_not_disrupt(pod, now) {
             held.push(PodRef::of(pod));
             continue;
         }

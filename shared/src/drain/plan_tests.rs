@@ -365,3 +365,40 @@ fn a_terminating_pod_needs_no_new_home_from_a_replacement() {
         .collect();
     assert_eq!(moving, ["web"]);
 }
+
+#[test]
+fn do_not_disrupt_is_true_forever_or_a_duration_from_the_pods_start_and_anything_else_is_ignored() {
+    let now = ts("2026-11-21T10:00:00Z");
+    // (annotation, started, protected)
+    let table = [
+        (None, Some("2026-11-21T09:00:00Z"), false),
+        (Some("true"), Some("2026-01-01T00:00:00Z"), true),
+        (Some("true"), None, true),
+        (Some("30m"), Some("2026-11-21T09:45:00Z"), true),
+        (Some("30m"), Some("2026-11-21T09:30:00Z"), false),
+        (Some("1h30m"), Some("2026-11-21T09:00:00Z"), true),
+        (Some("1.5h"), Some("2026-11-21T08:29:59Z"), false),
+        // Not started yet, or its start unknown: still protected (Karpenter fails safe).
+        (Some("5m"), None, true),
+        (Some("5m"), Some("2026-11-21T10:01:00Z"), true),
+        // Values Karpenter treats as absent.
+        (Some("false"), Some("2026-11-21T09:59:00Z"), false),
+        (Some("0s"), Some("2026-11-21T09:59:00Z"), false),
+        (Some("soon"), Some("2026-11-21T09:59:00Z"), false),
+        (Some("TRUE"), Some("2026-11-21T09:59:00Z"), false),
+    ];
+    for (value, started, protected) in table {
+        let mut extra = json!({});
+        if let Some(v) = value {
+            extra["metadata"] = json!({"annotations": {"karpenter.sh/do-not-disrupt": v}});
+        }
+        if let Some(t) = started {
+            extra["status"] = json!({"startTime": t});
+        }
+        assert_eq!(
+            do_not_disrupt(&pod("p", extra), now),
+            protected,
+            "{value:?} started {started:?}"
+        );
+    }
+}

@@ -244,7 +244,7 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
     // Given up at once, before a replacement is launched for nothing and the taint sits
     // until the drain is declared stuck.
     if record.cause != super::Cause::Expired
-        && let Some(held) = reschedulable(s.pods).find(|p| crate::drain::do_not_disrupt(p))
+        && let Some(held) = reschedulable(s.pods).find(|p| crate::drain::do_not_disrupt(p, now))
     {
         let name = held.metadata.name.as_deref().unwrap_or("");
         return restore(format!("pod {name} is karpenter.sh/do-not-disrupt"), s);
