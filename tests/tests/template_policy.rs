@@ -89,6 +89,22 @@ fn violations(statement: &Value, cluster: &str) -> Vec<String> {
                 "{sid}: {action} is not scoped by the ownership tag {OWNERSHIP}={cluster}"
             ));
         }
+        // Tagging in IAM: a profile another cluster's nodewright owns (whose name may match
+        // this cluster's pattern: cluster `a` and cluster `a_b`) must not be re-tagged as ours.
+        if service == "iam"
+            && verb.starts_with("Tag")
+            && !owned
+            && condition(
+                statement,
+                "StringEqualsIfExists",
+                &format!("aws:ResourceTag/{OWNERSHIP}"),
+            )
+            .is_none_or(|v| v != [cluster.to_string()])
+        {
+            out.push(format!(
+                "{sid}: {action} may re-tag a resource another cluster owns (no StringEqualsIfExists aws:ResourceTag/{OWNERSHIP})"
+            ));
+        }
         if verb == "CreateTags" {
             let at_launch = condition(statement, "StringEquals", "ec2:CreateAction");
             let keys = condition(statement, "ForAllValues:StringEquals", "aws:TagKeys");
@@ -229,7 +245,8 @@ fn the_ami_aliases_are_read_with_the_ssm_action_the_image_adapter_calls() {
 }
 
 #[test]
-fn the_rules_catch_an_unscoped_terminate_an_unlisted_retag_and_an_untagged_launch() {
+fn the_rules_catch_an_unscoped_terminate_an_unlisted_retag_an_untagged_launch_and_a_profile_retag()
+{
     let cases = [
         (
             r#"{"Sid":"A","Effect":"Allow","Action":["ec2:TerminateInstances"],"Resource":"*"}"#,
@@ -259,6 +276,12 @@ fn the_rules_catch_an_unscoped_terminate_an_unlisted_retag_and_an_untagged_launc
         (
             r#"{"Sid":"F","Effect":"Allow","Action":"iam:PassRole","Resource":"*"}"#,
             "iam:PassRole on any role",
+        ),
+        (
+            r#"{"Sid":"H","Effect":"Allow","Action":["iam:CreateInstanceProfile","iam:TagInstanceProfile"],
+                "Resource":"arn:aws:iam::1:instance-profile/nodewright/nodewright_policy-cluster_*",
+                "Condition":{"StringEquals":{"aws:RequestTag/nodewright.io/cluster":"policy-cluster"}}}"#,
+            "may re-tag a resource another cluster owns",
         ),
     ];
     for (statement, want) in cases {
