@@ -153,7 +153,12 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
         .map(|n| {
             let mut n = n.clone();
             if names.contains(n.name.as_str()) {
+                // Its pods are the ones being placed: they leave with it, so neither their
+                // labels (zone spread, others' anti-affinity) nor their own anti-affinity
+                // terms count where they were.
                 n.schedulable = false;
+                n.pods.clear();
+                n.anti_affinity.clear();
             }
             n
         })

@@ -539,3 +539,65 @@ fn the_nodes_past_the_budget_a_command_does_not_take_are_kept_by_the_budget() {
         "{c:?}"
     );
 }
+
+/// The candidates' pods leave with them: a pod kept one per zone by anti-affinity to its
+/// own app is judged without its own copy on the candidate, so it may move within its zone.
+#[test]
+fn a_pods_own_copy_on_the_candidate_does_not_keep_it_from_moving_within_its_zone() {
+    use crate::scheduling::TopologyKey;
+    use crate::scheduling::testkit::pod as demand;
+    let web = demand("web-0", 500, GI)
+        .label("app", "web")
+        .anti(TopologyKey::Zone, "web")
+        .build();
+    let mut fleet = Fleet::new().node("small", "m5.large", vec![web]);
+    fleet = fleet.big_with_room();
+    let sim = fleet.snapshot.simulation.as_mut().unwrap();
+    let terms = sim.pods["small"][0].anti_affinity.clone();
+    let small = sim.nodes.iter_mut().find(|n| n.name == "small").unwrap();
+    small.pods = vec![("default".into(), [("app".into(), "web".into())].into())];
+    small.anti_affinity = terms;
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["small"]);
+    assert_eq!(plan.commands[0].action, Action::Delete);
+}
+
+/// And the other way: with its copy still counted in zone a, moving the pod to zone b
+/// would look balanced (a 1, b 2) while leaving a 0, b 2, past a `DoNotSchedule` skew of 1.
+#[test]
+fn a_move_that_would_break_a_zone_spread_once_the_pod_has_left_is_not_made() {
+    use crate::scheduling::TopologyKey;
+    use crate::scheduling::testkit::pod as demand;
+    const ZONE_B: &str = "us-east-1b";
+    let web = |name: &str| {
+        demand(name, 500, GI)
+            .label("app", "web")
+            .spread(TopologyKey::Zone, 1, "web")
+            .build()
+    };
+    let mut fleet = Fleet::new().node("small", "m5.large", vec![web("web-0")]);
+    fleet = fleet.big_with_room();
+    let sim = fleet.snapshot.simulation.as_mut().unwrap();
+    sim.catalog = standard_catalog(&[ZONE_A, ZONE_B]);
+    let labelled = |n: &mut ExistingNode, app: &str| {
+        n.pods
+            .push(("default".into(), [("app".into(), app.into())].into()));
+    };
+    for n in &mut sim.nodes {
+        if n.name == "big" {
+            n.zone = ZONE_B.into();
+            n.labels.insert(ZONE.into(), ZONE_B.into());
+            labelled(n, "web");
+        } else {
+            labelled(n, "web");
+        }
+    }
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(
+        plan.commands
+            .iter()
+            .all(|c| !(c.nodes == ["small"] && c.action == Action::Delete)),
+        "{plan:#?}"
+    );
+}
