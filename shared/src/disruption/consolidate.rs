@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use super::simulation::Simulation;
 use super::snapshot::NodeView;
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, Catalog};
 use crate::scheduling::{PlannedClaim, ProvisioningPlan, Snapshot as SolverSnapshot, solve};
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
@@ -124,7 +124,7 @@ pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
         },
         1 => {
             let claim = claims.remove(0);
-            replace(group, prices, claim)
+            replace(group, prices, claim, &sim.catalog)
         }
         n => Outcome::No(format!("its pods would need {n} new nodes")),
     }
@@ -172,11 +172,24 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
     Some(solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes))
 }
 
-fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Outcome {
+fn replace(
+    group: &[&NodeView],
+    prices: Option<f64>,
+    claim: PlannedClaim,
+    catalog: &Catalog,
+) -> Outcome {
     let Some(current) = prices else {
         return Outcome::No("its price is unknown, so no saving can be shown".into());
     };
-    if claim.price_per_hour > price_ceiling(current) {
+    let replaced: Vec<&str> = group.iter().map(|n| n.instance_type.as_str()).collect();
+    let Some(cheaper) = claim.cheaper_than(catalog, price_ceiling(current), &replaced) else {
+        if claim.price_per_hour <= price_ceiling(current) {
+            return Outcome::No(format!(
+                "only its own type ({}) would save {:.0}% of ${current:.4}/h",
+                claim.instance_type,
+                MIN_SAVING * 100.0,
+            ));
+        }
         return Outcome::No(format!(
             "a replacement ({} at ${:.4}/h) would not save {:.0}% of ${:.4}/h",
             claim.instance_type,
@@ -184,14 +197,15 @@ fn replace(group: &[&NodeView], prices: Option<f64>, claim: PlannedClaim) -> Out
             MIN_SAVING * 100.0,
             current
         ));
-    }
+    };
+    let claim = cheaper;
     let all_spot = group.iter().all(|n| n.capacity_type == "spot");
     if all_spot
         && claim.capacity_type == CapacityType::Spot
         && claim.instance_types.len() < MIN_SPOT_TYPES
     {
         return Outcome::No(format!(
-            "a spot replacement could be only {} types (spot-to-spot needs {MIN_SPOT_TYPES})",
+            "a spot replacement could be only {} types cheaper than it (spot-to-spot needs {MIN_SPOT_TYPES})",
             claim.instance_types.len()
         ));
     }

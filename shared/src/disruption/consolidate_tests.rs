@@ -350,14 +350,64 @@ fn spot_is_replaced_by_spot_only_when_the_choice_of_types_stays_wide() {
         &k.why,
         KeptWhy::NotConsolidatable { why } if why.contains("spot-to-spot")
     )));
-    // A small pod leaves the choice wide: every type holds it.
+    // A small pod on a large node leaves the choice wide: every type holds it, and 16 of
+    // them cost less than the node by the saving needed (not the node's own type).
     let mut fleet = Fleet::new();
-    fleet.add("a", "m5.4xlarge", "spot", pods("a", 1, 250, 1), |v| v);
+    fleet.add("a", "m5.12xlarge", "spot", pods("a", 1, 250, 1), |v| v);
     spot_pool(&mut fleet, &["c5", "m5", "r5"]);
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert_eq!(plan.commands.len(), 1, "{plan:#?}");
     assert_eq!(plan.commands[0].action, Action::Replace);
-    assert!(plan.commands[0].replacement[0].instance_types.len() >= 15);
+    let offered = &plan.commands[0].replacement[0].instance_types;
+    assert_eq!(offered.len(), 16, "{offered:?}");
+    assert!(
+        !offered
+            .iter()
+            .any(|t| t == "m5.12xlarge" || t == "r5.12xlarge")
+    );
+    // The same pod on a node only a little larger than it needs: few types are cheaper.
+    let mut fleet = Fleet::new();
+    fleet.add("a", "m5.4xlarge", "spot", pods("a", 1, 250, 1), |v| v);
+    spot_pool(&mut fleet, &["c5", "m5", "r5"]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+}
+
+/// The replacement offers EC2 only types cheaper than the nodes it replaces by the saving,
+/// cheapest first, and never their own type: offered a dearer one, EC2 could pick it.
+#[test]
+fn a_replacement_offers_only_types_cheaper_than_the_node_and_not_its_own() {
+    let mut fleet = Fleet::new();
+    fleet.add("a", "m5.2xlarge", "on-demand", pods("a", 1, 1500, 2), |v| v);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let claim = &plan.commands[0].replacement[0];
+    let ceiling = super::price_ceiling(shape("m5.2xlarge").2);
+    let catalog = standard_catalog(&[ZONE_A]);
+    let cheapest = |t: &str| {
+        catalog
+            .get(t)
+            .unwrap()
+            .offerings
+            .iter()
+            .map(|o| o.price)
+            .fold(f64::MAX, f64::min)
+    };
+    assert!(!claim.instance_types.is_empty());
+    assert!(
+        !claim.instance_types.iter().any(|t| t == "m5.2xlarge"),
+        "{claim:?}"
+    );
+    for t in &claim.instance_types {
+        assert!(
+            cheapest(t) <= ceiling,
+            "{t} at {} over {ceiling}",
+            cheapest(t)
+        );
+    }
+    let prices: Vec<f64> = claim.instance_types.iter().map(|t| cheapest(t)).collect();
+    assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
+    assert_eq!(claim.instance_type, claim.instance_types[0]);
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::requirements::Requirements;
 use crate::api::Taint;
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, Catalog, Offering};
 use crate::resources::Resources;
 
 /// Karpenter's `maxInstanceTypes`: at most 60 instance types are offered to one launch. The
@@ -38,6 +38,52 @@ pub struct PlannedClaim {
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
     pub requirements: Requirements,
+}
+
+impl PlannedClaim {
+    /// This claim narrowed to what a consolidation may launch in place of nodes costing
+    /// `ceiling` an hour: the types whose cheapest offering the claim allows (its zones and
+    /// capacity types, available) costs at most `ceiling`, none of `replaced`'s types, the
+    /// cheapest option recomputed from them; `None` when no type is left. Offered the
+    /// whole list, EC2 would be free to pick a dearer type than the plan's cheapest (spot
+    /// picks by capacity first), and a consolidation that launches something dearer, or
+    /// the same type again, only comes round again.
+    pub fn cheaper_than(
+        &self,
+        catalog: &Catalog,
+        ceiling: f64,
+        replaced: &[&str],
+    ) -> Option<PlannedClaim> {
+        let cheapest = |name: &str| {
+            catalog
+                .get(name)?
+                .offerings
+                .iter()
+                .filter(|o| {
+                    o.available
+                        && self.zones.contains(&o.zone)
+                        && self.capacity_types.contains(&o.capacity_type)
+                })
+                .min_by(|a, b| a.price.total_cmp(&b.price))
+        };
+        let mut kept: Vec<(&String, &Offering)> = self
+            .instance_types
+            .iter()
+            .filter(|t| !replaced.contains(&t.as_str()))
+            .filter_map(|t| cheapest(t).map(|o| (t, o)))
+            .filter(|(_, o)| o.price <= ceiling)
+            .collect();
+        kept.sort_by(|a, b| a.1.price.total_cmp(&b.1.price));
+        let (name, offering) = *kept.first()?;
+        Some(PlannedClaim {
+            instance_types: kept.iter().map(|(t, _)| (*t).clone()).collect(),
+            instance_type: name.clone(),
+            capacity_type: offering.capacity_type,
+            zone: offering.zone.clone(),
+            price_per_hour: offering.price,
+            ..self.clone()
+        })
+    }
 }
 
 /// Pods that fit on a node that exists or is already being launched.

@@ -19,6 +19,7 @@ use super::launch_context::LaunchContext;
 use super::read::CapacityLists;
 use super::rounds::Tally;
 use super::{ProvisionError, Provisioner, kube_err};
+use crate::api::labels::INSTANCE_TYPE;
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
 use crate::ids::NodeName;
@@ -43,8 +44,9 @@ pub struct ReplaceReport {
     pub unschedulable: Vec<(String, String)>,
     pub failed_claims: usize,
     pub throttled: bool,
-    /// Set when the claims planned would cost more per hour than the caller's ceiling:
-    /// their price. Nothing was launched.
+    /// Set when the claims planned would cost more per hour than the caller's ceiling, or
+    /// only the replaced nodes' own types would cost less: their price. Nothing was
+    /// launched.
     pub over_ceiling: Option<f64>,
 }
 
@@ -212,10 +214,25 @@ where
             spoken_for::book(&mut before.nodes, &before.pods, &theirs.nominations);
             snapshot.nodes = before.nodes;
         }
-        let plan = solve(&snapshot, catalog, pools, classes);
+        let mut plan = solve(&snapshot, catalog, pools, classes);
+        // A consolidation's one claim offers EC2 only what saves: types under the ceiling,
+        // not the replaced nodes' own (`PlannedClaim::cheaper_than`); none left, nothing
+        // is launched.
+        let mut nothing_cheaper = false;
+        if let (Some(ceiling), [claim]) = (ceiling, plan.node_claims.as_mut_slice()) {
+            let replaced: Vec<&str> = going
+                .iter()
+                .filter_map(|n| n.metadata.labels.as_ref()?.get(INSTANCE_TYPE))
+                .map(String::as_str)
+                .collect();
+            match claim.cheaper_than(catalog, ceiling, &replaced) {
+                Some(cheaper) => *claim = cheaper,
+                None => nothing_cheaper = true,
+            }
+        }
         let price: f64 = plan.node_claims.iter().map(|c| c.price_per_hour).sum();
         if let Some(ceiling) = ceiling
-            && price > ceiling
+            && (price > ceiling || nothing_cheaper)
         {
             tracing::info!(price, ceiling, "replacement not launched: over the ceiling");
             report.claims = plan.node_claims.len();

@@ -670,3 +670,32 @@ async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_
 mod listing;
 mod profile_and_gc;
 mod tokens;
+
+/// The types a replacement under `ceiling` offers EC2, for one 500m pod.
+async fn offered_under(ceiling: Option<f64>) -> Vec<String> {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let aws = FakeAws::new(&["m5.large", "c5.large"], vec![Answer::Launch]);
+    let mut p = provisioner(vec![], aws);
+    let pods = [pod("web-1", "500m")];
+    if let Err(e) = p
+        .replace_nodes(&["old-1".to_string()], &pods, &[], ceiling, t0)
+        .await
+    {
+        panic!("replace: {e}")
+    }
+    let types: std::collections::BTreeSet<String> = p
+        .aws()
+        .requests()
+        .iter()
+        .flat_map(|r| r.overrides.iter().map(|o| o.instance_type.clone()))
+        .collect();
+    types.into_iter().collect()
+}
+
+#[tokio::test]
+async fn a_replacement_under_a_ceiling_offers_ec2_only_the_types_that_cost_less() {
+    // Spot at the bundled us-east-1 prices less the estimated 60%: c5.large $0.034/h,
+    // m5.large $0.0384/h.
+    assert_eq!(offered_under(None).await, ["c5.large", "m5.large"]);
+    assert_eq!(offered_under(Some(0.036)).await, ["c5.large"]);
+}
