@@ -224,7 +224,7 @@ where
         .nodes()
         .await
         .map_err(act::kube("listing nodes"))?;
-    let pods: Vec<_> = state
+    let mut pods: Vec<_> = state
         .kube
         .bound_pods_by_node()
         .await
@@ -232,6 +232,15 @@ where
         .into_values()
         .flatten()
         .collect();
+    // Pending pods too: consolidation keeps the room they are about to take
+    // (`Simulation::pending_on`); the snapshot reads bound pods only.
+    pods.extend(
+        state
+            .kube
+            .pending_pods()
+            .await
+            .map_err(act::kube("listing pending pods"))?,
+    );
     let instances = state
         .ec2
         .list_owned()

@@ -146,6 +146,14 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
     let mut pods = Vec::new();
     for node in group {
         pods.extend(sim.pods.get(&node.name)?.iter().cloned());
+        // Pending pods this node's room was holding need room elsewhere now.
+        pods.extend(
+            sim.pending_on
+                .get(&node.name)
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
     }
     let nodes = sim
         .nodes

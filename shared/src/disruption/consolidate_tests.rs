@@ -651,3 +651,56 @@ fn a_move_that_would_break_a_zone_spread_once_the_pod_has_left_is_not_made() {
         "{plan:#?}"
     );
 }
+
+/// Pending pods are placed first: the room they are about to take on `big` is not room
+/// for `small`'s pod, so `small` is not deleted onto it.
+#[test]
+fn a_move_does_not_take_the_room_a_pending_pod_needs() {
+    let fleet = || {
+        Fleet::new()
+            .node("small", "m5.large", pods("web", 1, 500, 1))
+            .big_with_room()
+    };
+    let plan = plan_disruption(&fleet().snapshot, t(NOW));
+    assert_eq!(plan.commands[0].action, Action::Delete, "{plan:#?}");
+
+    let mut fleet = fleet();
+    let sim = fleet.snapshot.simulation.as_mut().unwrap();
+    super::simulation::book_pending(sim, pods("waiting", 1, 5800, 1));
+    assert_eq!(
+        sim.pending_on.get("big").map(|p| p[0].name.as_str()),
+        Some("waiting-0"),
+        "{:?}",
+        sim.pending_on
+    );
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert!(
+        plan.commands.iter().all(|c| c.action != Action::Delete),
+        "{plan:#?}"
+    );
+}
+
+/// A pending pod the candidate's own room would hold goes with the candidate: the move
+/// must find it room as well.
+#[test]
+fn a_pending_pod_the_candidate_would_hold_must_find_room_elsewhere_too() {
+    let mut fleet = Fleet::new()
+        .node("small", "m5.large", pods("web", 1, 500, 1))
+        .big_with_room();
+    let sim = fleet.snapshot.simulation.as_mut().unwrap();
+    // `big` full but for 100m: the pending pod fits only on `small`.
+    sim.nodes
+        .iter_mut()
+        .find(|n| n.name == "big")
+        .unwrap()
+        .requested
+        .cpu = 7800;
+    super::simulation::book_pending(sim, pods("waiting", 1, 1000, 1));
+    assert!(sim.pending_on.contains_key("small"), "{:?}", sim.pending_on);
+    let placed = super::consolidate::placement(sim, &[&fleet.snapshot.nodes[0]]).unwrap();
+    let claimed: Vec<&String> = placed.node_claims.iter().flat_map(|c| &c.pods).collect();
+    assert!(
+        claimed.iter().any(|p| p.contains("waiting-0")),
+        "the pending pod is placed with the move: {placed:#?}"
+    );
+}

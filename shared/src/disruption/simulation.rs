@@ -13,8 +13,11 @@ use super::snapshot::PodKind;
 use crate::api::labels::ZONE;
 use crate::api::{EC2NodeClass, NodePool};
 use crate::catalog::Catalog;
-use crate::kube::existing_nodes;
-use crate::scheduling::{ExistingNode, NamespaceLabels, PodDemand, Snapshot as SolverSnapshot};
+use crate::kube::{existing_nodes, is_provisionable};
+use crate::provision::spoken_for::book;
+use crate::scheduling::{
+    ExistingNode, NamespaceLabels, PodDemand, Snapshot as SolverSnapshot, solve,
+};
 
 #[derive(Debug, Clone, Default)]
 pub struct Simulation {
@@ -29,6 +32,10 @@ pub struct Simulation {
     pub catalog: Catalog,
     /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`.
     pub namespace_labels: NamespaceLabels,
+    /// Pending pods the cluster's room already holds, by the node the solver places them
+    /// on; their requests are booked on `nodes`. A consolidation of that node must find
+    /// them room too: a move may not take the room a pending pod needs.
+    pub pending_on: HashMap<String, Vec<PodDemand>>,
 }
 
 pub struct SimulationInputs<'a> {
@@ -46,7 +53,9 @@ pub struct SimulationInputs<'a> {
 
 /// The simulation, or why there is none (no zone known, the catalog unreadable), and one
 /// message per pod or DaemonSet whose spec cannot be read. A node holding such a pod is
-/// left out of `pods`, so it is never consolidated on a guess.
+/// left out of `pods`, so it is never consolidated on a guess. `inputs.pods` may hold
+/// pending pods too: those the provisioner would act on are placed first
+/// ([`Simulation::pending_on`]).
 pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>, Vec<String>) {
     let mut bound: HashMap<String, Vec<Pod>> = HashMap::new();
     for pod in inputs.pods {
@@ -82,14 +91,52 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
         .collect();
     let catalog = Catalog::offline(&zones, inputs.spot_discount)
         .map_err(|e| format!("no catalog to price replacements with: {e}"));
-    let sim = catalog.map(|catalog| Simulation {
-        nodes,
-        pods,
-        daemon_sets: ds.daemon_sets,
-        pools: inputs.pools.to_vec(),
-        classes: inputs.classes.to_vec(),
-        catalog,
-        namespace_labels: inputs.namespace_labels.clone(),
+    // A pending pod whose spec cannot be read is the provisioner's to report.
+    let pending: Vec<PodDemand> = inputs
+        .pods
+        .iter()
+        .filter(|p| is_provisionable(p))
+        .filter_map(|p| PodDemand::from_pod(p).ok())
+        .collect();
+    let sim = catalog.map(|catalog| {
+        let mut sim = Simulation {
+            nodes,
+            pods,
+            daemon_sets: ds.daemon_sets,
+            pools: inputs.pools.to_vec(),
+            classes: inputs.classes.to_vec(),
+            catalog,
+            namespace_labels: inputs.namespace_labels.clone(),
+            pending_on: HashMap::new(),
+        };
+        book_pending(&mut sim, pending);
+        sim
     });
     (sim, problems)
+}
+
+/// Places `pending` on the cluster as it is and books each on the node it lands on; the
+/// ones that need new capacity are the provisioner's and hold no node's room.
+pub fn book_pending(sim: &mut Simulation, pending: Vec<PodDemand>) {
+    if pending.is_empty() {
+        return;
+    }
+    let snapshot = SolverSnapshot {
+        pods: pending,
+        daemon_sets: sim.daemon_sets.clone(),
+        nodes: sim.nodes.clone(),
+        namespace_labels: sim.namespace_labels.clone(),
+    };
+    let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
+    book(&mut sim.nodes, &snapshot.pods, &plan.nominations);
+    let by_key: HashMap<String, &PodDemand> = snapshot.pods.iter().map(|p| (p.key(), p)).collect();
+    for nomination in plan.nominations {
+        let on = sim.pending_on.entry(nomination.node).or_default();
+        on.extend(
+            nomination
+                .pods
+                .iter()
+                .filter_map(|k| by_key.get(k).map(|p| (*p).clone())),
+        );
+    }
 }

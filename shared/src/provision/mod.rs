@@ -22,7 +22,7 @@ mod profiles;
 pub mod service;
 mod shared_launches;
 mod shared_unavailable;
-mod spoken_for;
+pub(crate) mod spoken_for;
 pub mod swr;
 pub mod template_gc;
 mod turn;
