@@ -61,14 +61,22 @@ pub(super) fn collect<'a>(
             continue;
         }
         plan.price_before += node.price_per_hour.unwrap_or(0.0);
+        // Karpenter's budget base: a node still starting is not in it (a replacement on its
+        // way would otherwise let a percentage take one more node that serves); one being
+        // disrupted, or no longer Ready, uses the budget up.
         let count = counts.entry(pool.name.as_str()).or_default();
-        count.0 += 1;
+        if node.initialized || node.disrupting {
+            count.0 += 1;
+        }
         if node.removing == Some(Reason::Expired) {
             *expiring.entry(pool.name.as_str()).or_default() += 1;
         }
         if node.disrupting {
             count.1 += 1;
             continue;
+        }
+        if node.initialized && !node.ready {
+            count.1 += 1;
         }
         room.count(pool.name.as_str(), node);
         if !node.ready {

@@ -210,6 +210,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         owned_instance,
         created,
         ready: readiness(node) == Readiness::Ready,
+        initialized: readiness(node) != Readiness::Starting,
         disrupting: tainted || meta.deletion_timestamp.is_some(),
         removing: crate::removal::Record::read(&name, annotations)
             .ok()

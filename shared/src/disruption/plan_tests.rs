@@ -294,6 +294,32 @@ fn nodes_already_being_disrupted_use_up_the_budget() {
     );
 }
 
+/// Karpenter's base for a percentage: initialized nodes only. Four empty nodes and four
+/// still starting under `nodes: "50%"`: two go, not four; and a node no longer Ready uses
+/// the budget up as one being disrupted does.
+#[test]
+fn starting_nodes_are_not_in_a_percentage_and_a_node_no_longer_ready_uses_the_budget() {
+    let mut p = pool("default");
+    p.budgets = Ok(vec![count_budget(NodesLimit::Percent(50))]);
+    let mut nodes: Vec<_> = (0..4)
+        .map(|i| empty_node(&format!("e{i}"), "default", "01:00:00"))
+        .collect();
+    for i in 0..4 {
+        let mut starting = node(&format!("s{i}"), "default");
+        starting.ready = false;
+        starting.initialized = false;
+        nodes.push(starting);
+    }
+    let plan = plan_disruption(&snapshot(vec![p.clone()], nodes.clone()), t("10:00:00"));
+    assert_eq!(plan.commands.len(), 2, "{plan:#?}");
+    let mut lost = node("lost", "default");
+    lost.ready = false;
+    nodes.push(lost);
+    let plan = plan_disruption(&snapshot(vec![p], nodes), t("10:00:00"));
+    // Five in the base: 50% is three, less the one no longer Ready.
+    assert_eq!(plan.commands.len(), 2, "{plan:#?}");
+}
+
 #[test]
 fn the_default_ten_percent_budget_rounds_up_so_a_small_pool_still_loses_one_node_at_a_time() {
     let nodes: Vec<_> = (0..3)

@@ -59,6 +59,10 @@ pub struct NodeView {
     pub owned_instance: bool,
     pub created: Timestamp,
     pub ready: bool,
+    /// Not one of ours still starting (its kubelet has not reported Ready yet): a starting
+    /// node is not in the base of a budget's percentage, as Karpenter leaves out nodes not
+    /// initialized; one that was and is no longer Ready uses the budget up.
+    pub initialized: bool,
     /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.
     pub disrupting: bool,
     /// The reason of the sweeper's removal under way (its removal record), if it began

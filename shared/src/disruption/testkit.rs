@@ -23,6 +23,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         owned_instance: true,
         created: "2026-03-01T00:00:00Z".parse().unwrap(),
         ready: true,
+        initialized: true,
         disrupting: false,
         removing: None,
         backoff: None,
