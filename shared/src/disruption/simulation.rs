@@ -13,7 +13,7 @@ use super::snapshot::PodKind;
 use crate::api::labels::ZONE;
 use crate::api::{EC2NodeClass, NodePool};
 use crate::catalog::Catalog;
-use crate::kube::{existing_nodes, is_provisionable};
+use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
 use crate::provision::spoken_for::book;
 use crate::scheduling::{
     ExistingNode, NamespaceLabels, PodDemand, Snapshot as SolverSnapshot, solve,
@@ -63,7 +63,20 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
             bound.entry(node.to_string()).or_default().push(pod.clone());
         }
     }
-    let nodes = existing_nodes(inputs.nodes, &bound, &[]);
+    let mut nodes = existing_nodes(inputs.nodes, &bound, &[]);
+    // A node still starting is capacity on its way for the provisioner, but no place to move
+    // pods to: it may never become Ready (Karpenter moves pods onto initialized nodes only).
+    let starting: BTreeSet<&str> = inputs
+        .nodes
+        .iter()
+        .filter(|n| readiness(n) == Readiness::Starting)
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    for n in &mut nodes {
+        if starting.contains(n.name.as_str()) {
+            n.schedulable = false;
+        }
+    }
     let (ds, errors) = SolverSnapshot::from_k8s(&[], inputs.daemon_sets);
     let mut problems: Vec<String> = errors.iter().map(ToString::to_string).collect();
     let mut pods = HashMap::new();
@@ -137,6 +150,73 @@ pub fn book_pending(sim: &mut Simulation, pending: Vec<PodDemand>) {
                 .pods
                 .iter()
                 .filter_map(|k| by_key.get(k).map(|p| (*p).clone())),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                "topology.kubernetes.io/zone": "us-east-1a",
+                "node.kubernetes.io/instance-type": "m5.xlarge",
+                "karpenter.sh/nodepool": "default",
+                "nodewright.io/nodeclaim": format!("claim-{name}")}},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+            "status": {
+                "allocatable": {"cpu": "3900m", "memory": "15Gi", "pods": "58"},
+                "capacity": {"cpu": "4", "memory": "16Gi", "pods": "58"},
+                "conditions": [{"type": "Ready", "status": ready}]}
+        }))
+        .unwrap()
+    }
+
+    fn pending(name: &str, cpu: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": "False", "reason": "Unschedulable"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_starting_node_is_no_destination_and_a_pending_pod_is_booked_where_it_fits() {
+        let nodes = [node("ready", "True"), node("starting", "False")];
+        let pods = [pending("waiting", "1")];
+        let (sim, problems) = simulation(&SimulationInputs {
+            pools: &[],
+            classes: &[],
+            nodes: &nodes,
+            pods: &pods,
+            daemon_sets: &[],
+            spot_discount: 0.6,
+            namespace_labels: &NamespaceLabels::default(),
+        });
+        assert!(problems.is_empty(), "{problems:?}");
+        let sim = sim.unwrap();
+        let schedulable: Vec<(&str, bool)> = sim
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.schedulable))
+            .collect();
+        assert_eq!(schedulable, [("ready", true), ("starting", false)]);
+        assert_eq!(
+            sim.pending_on
+                .get("ready")
+                .map(|p| p.iter().map(|d| d.name.as_str()).collect::<Vec<_>>()),
+            Some(vec!["waiting"])
+        );
+        let ready = sim.nodes.iter().find(|n| n.name == "ready").unwrap();
+        assert_eq!(
+            ready.requested.cpu, 1000,
+            "the pending pod's room is booked"
         );
     }
 }
