@@ -704,3 +704,30 @@ fn a_pending_pod_the_candidate_would_hold_must_find_room_elsewhere_too() {
         "the pending pod is placed with the move: {placed:#?}"
     );
 }
+
+/// Underutilized nodes are tried by savings per unit of disruption, highest first
+/// (Karpenter's `SavingsRatio`): with room for one move, the dearer node of one pod goes
+/// before the cheaper one, and a node of one pod before one as dear with three.
+#[test]
+fn with_room_for_one_move_the_node_saving_most_per_pod_moved_goes_first() {
+    let one_at_a_time = |mut fleet: Fleet| {
+        fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(1))]);
+        plan_disruption(&fleet.snapshot, t(NOW))
+    };
+    let plan = one_at_a_time(
+        Fleet::new()
+            .node("a-cheap", "m5.large", pods("a", 1, 500, 1))
+            .node("b-dear", "m5.xlarge", pods("b", 1, 500, 1))
+            .big_with_room(),
+    );
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["b-dear"]);
+    let plan = one_at_a_time(
+        Fleet::new()
+            .node("a-three", "m5.xlarge", pods("a", 3, 300, 1))
+            .node("b-one", "m5.xlarge", pods("b", 1, 300, 1))
+            .big_with_room(),
+    );
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    assert_eq!(plan.commands[0].nodes, ["b-one"]);
+}
