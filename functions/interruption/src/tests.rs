@@ -19,8 +19,8 @@ use nodewright::aws::{
 use nodewright::catalog::CapacityType;
 use nodewright::interruption::Origin;
 use nodewright::kube::{
-    ConfigLoad, ConfigSource, EventSink, EventType, Eviction, KubeError, NodeOps, NodeRemoval,
-    NodeSource, ObjectKind, PodEviction, PodRef, RemovalMarks,
+    ConfigLoad, ConfigSource, EventSink, EventType, Eviction, KubeError, Marks, NodeOps,
+    NodeRemoval, NodeSource, ObjectKind, PodEviction, PodRef, RemovalMarks,
 };
 use nodewright::provision::{ProvisionError, ReplaceReport};
 use nodewright::removal::{Avoid, Capacity};
@@ -165,8 +165,9 @@ impl RemovalMarks for Fake {
         key: &str,
         value: Option<&str>,
         _: &Taint,
-        tainted: bool,
+        marks: Marks,
     ) -> Result<(), KubeError> {
+        let tainted = marks.tainted;
         if let Some(left) = self
             .failing
             .lock()

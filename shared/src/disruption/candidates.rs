@@ -179,11 +179,14 @@ pub(super) fn collect<'a>(
 }
 
 /// By reason; within one, cheapest to disrupt first, but underutilized nodes by savings per
-/// unit of disruption, highest first (Karpenter's `sortCandidates`): consolidation's
-/// batches then hold the moves worth most. The name keeps plans deterministic.
+/// unit of disruption, highest first (Karpenter's `sortCandidates`: consolidation's
+/// batches then hold the moves worth most), and empty nodes dearest first. The name keeps
+/// plans deterministic.
 pub(super) fn sort(candidates: &mut [Candidate<'_>]) {
     let key = |c: &Candidate<'_>| match c.reason {
         Reason::Underutilized => -savings_ratio(c.node),
+        // Every empty node costs nothing to disrupt: the dearest goes first.
+        Reason::Empty => -c.node.price_per_hour.unwrap_or(0.0),
         _ => c.cost,
     };
     candidates.sort_by(|a, b| {

@@ -260,8 +260,13 @@ fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>, now: Timesta
     let eviction_cost = (1.0 + deletion_cost / 2f64.powi(27) + f64::from(priority) / 2f64.powi(25))
         .clamp(-10.0, 10.0);
     PodView {
-        blocked_by_pdb: blocked.get(&(namespace.clone(), name.clone())).cloned(),
-        do_not_disrupt: crate::drain::do_not_disrupt(pod, now),
+        blocked_by_pdb: meta
+            .deletion_timestamp
+            .is_none()
+            .then(|| blocked.get(&(namespace.clone(), name.clone())).cloned())
+            .flatten(),
+        // A pod already being deleted is leaving anyway: its annotation holds nothing.
+        do_not_disrupt: meta.deletion_timestamp.is_none() && crate::drain::do_not_disrupt(pod, now),
         namespace,
         name,
         kind,
@@ -275,13 +280,11 @@ pub(super) fn pod_kind(pod: &Pod) -> PodKind {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     if matches!(phase, Some("Succeeded" | "Failed")) {
         PodKind::Finished
-    } else if meta.deletion_timestamp.is_some() {
+    } else if meta.deletion_timestamp.is_some() && !owned_by(pod, "StatefulSet") {
+        // A StatefulSet's pod comes back under the same name once it is gone, so it needs
+        // room as a running one does (Karpenter's `IsReschedulable`).
         PodKind::Terminating
-    } else if meta
-        .owner_references
-        .as_ref()
-        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet"))
-    {
+    } else if owned_by(pod, "DaemonSet") {
         PodKind::DaemonSet
     } else if meta
         .annotations
@@ -292,6 +295,13 @@ pub(super) fn pod_kind(pod: &Pod) -> PodKind {
     } else {
         PodKind::Workload
     }
+}
+
+fn owned_by(pod: &Pod, kind: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o.kind == kind))
 }
 
 /// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now.

@@ -131,6 +131,13 @@ fn a_pod_moves_with_its_node_only_when_it_is_a_running_workload_not_already_leav
         (json!({}), "Failed", PodKind::Finished),
         (deleting.clone(), "Running", PodKind::Terminating),
         (deleting.clone(), "Succeeded", PodKind::Finished),
+        // A StatefulSet's pod comes back under its name: it needs room as before.
+        (
+            json!({"deletionTimestamp": "2026-11-27T10:00:00Z", "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "u2"}]}),
+            "Running",
+            PodKind::Workload,
+        ),
         (daemon, "Running", PodKind::DaemonSet),
         (mirror, "Running", PodKind::Mirror),
     ];

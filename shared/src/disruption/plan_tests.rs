@@ -321,6 +321,18 @@ fn starting_nodes_are_not_in_a_percentage_and_a_node_no_longer_ready_uses_the_bu
 }
 
 #[test]
+fn of_empty_nodes_the_dearest_goes_first() {
+    let mut p = pool("default");
+    p.budgets = Ok(vec![count_budget(NodesLimit::Count(1))]);
+    let mut cheap = empty_node("a-cheap", "default", "01:00:00");
+    cheap.price_per_hour = Some(0.05);
+    let mut dear = empty_node("b-dear", "default", "01:00:00");
+    dear.price_per_hour = Some(0.5);
+    let plan = plan_disruption(&snapshot(vec![p], vec![cheap, dear]), t("10:00:00"));
+    assert_eq!(deleted(&plan), vec![("b-dear", Reason::Empty)]);
+}
+
+#[test]
 fn the_default_ten_percent_budget_rounds_up_so_a_small_pool_still_loses_one_node_at_a_time() {
     let nodes: Vec<_> = (0..3)
         .map(|i| empty_node(&format!("e{i}"), "default", "01:00:00"))

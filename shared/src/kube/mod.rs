@@ -41,6 +41,6 @@ pub use ports::{
     PendingPodWatch, PodRef, PodSource,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
-pub use removal_marks::{RemovalMarks, removal_patch};
+pub use removal_marks::{Marks, RemovalMarks, removal_patch};
 pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

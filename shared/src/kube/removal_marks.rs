@@ -1,10 +1,11 @@
 //! A node's removal record and the disruption taint, written together: one guarded
 //! read-modify-write (the node's `resourceVersion`; a 409 reads again), so a node never
 //! carries one without the other and a taint another controller added meanwhile is kept.
-//! The same write takes a node being removed out of external load balancers (the service
-//! controller and the AWS Load Balancer Controller read the label), as Karpenter and NTH
-//! do, so their targets drain before the node goes; a removal given up puts it back, unless
-//! the label was there before.
+//! The same write takes a node whose drain has begun out of external load balancers (the
+//! service controller and the AWS Load Balancer Controller read the label), as Karpenter's
+//! and NTH's drains do, so their targets drain with its pods; a node only waiting for its
+//! replacement still serves, and a removal given up puts the label back off unless it was
+//! there before.
 
 use ::kube::api::{Api, Patch, PatchParams};
 use k8s_openapi::api::core::v1::{Node, Taint as NodeTaint};
@@ -14,16 +15,34 @@ use super::cluster::{FIELD_MANAGER, KubeCluster, TAINT_CONFLICT_ATTEMPTS};
 use super::error::KubeError;
 use crate::api::{Taint, TaintEffect};
 
+/// What a node under removal carries besides its record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marks {
+    /// The disruption taint.
+    pub tainted: bool,
+    /// Its drain has begun: out of external load balancers.
+    pub draining: bool,
+}
+
+impl Marks {
+    /// Neither: the removal is over or given up.
+    pub const NONE: Marks = Marks {
+        tainted: false,
+        draining: false,
+    };
+}
+
 pub trait RemovalMarks: Send + Sync {
     /// Sets annotation `key` to `value` (`None` removes it) and makes the node carry
-    /// `taint` or not (`tainted`), in one write; writes nothing when both are already so.
+    /// `taint` and the load-balancer label as `marks` say, in one write; writes nothing
+    /// when all are already so.
     fn mark_removal(
         &self,
         node: &str,
         key: &str,
         value: Option<&str>,
         taint: &Taint,
-        tainted: bool,
+        marks: Marks,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
 
@@ -47,8 +66,9 @@ pub fn removal_patch(
     key: &str,
     value: Option<&str>,
     taint: &Taint,
-    tainted: bool,
+    marks: Marks,
 ) -> Option<Value> {
+    let tainted = marks.tainted;
     let taints = current
         .spec
         .as_ref()
@@ -63,8 +83,8 @@ pub fn removal_patch(
         .as_ref()
         .is_some_and(|l| l.contains_key(EXCLUDE_FROM_LOAD_BALANCERS));
     let ours = annotations.is_some_and(|a| a.contains_key(EXCLUDED_BY_REMOVAL));
-    let exclude = tainted && !labelled;
-    let include = !tainted && ours;
+    let exclude = marks.draining && !labelled;
+    let include = !marks.draining && ours;
     if has == tainted && annotation == value && !exclude && !include {
         return None;
     }
@@ -100,7 +120,7 @@ impl RemovalMarks for KubeCluster {
         key: &str,
         value: Option<&str>,
         taint: &Taint,
-        tainted: bool,
+        marks: Marks,
     ) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let resource = format!("nodes/{node}");
@@ -114,7 +134,7 @@ impl RemovalMarks for KubeCluster {
                 .retry
                 .run("get", &resource, || api.get(node))
                 .await?;
-            let Some(patch) = removal_patch(&current, key, value, taint, tainted) else {
+            let Some(patch) = removal_patch(&current, key, value, taint, marks) else {
                 return Ok(());
             };
             let patch = Patch::Merge(&patch);
@@ -160,9 +180,31 @@ mod tests {
         }
     }
 
+    const TAKEN: Marks = Marks {
+        tainted: true,
+        draining: false,
+    };
+    const DRAINING: Marks = Marks {
+        tainted: true,
+        draining: true,
+    };
+
     #[test]
     fn taking_a_node_writes_the_record_and_the_taint_in_one_guarded_patch_keeping_other_taints() {
-        let p = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), true).unwrap();
+        let taken = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), TAKEN);
+        let taken = taken.unwrap();
+        assert!(
+            taken["metadata"].get("labels").is_none(),
+            "a node waiting for its replacement still serves: {taken}"
+        );
+        let p = removal_patch(
+            &node(None, &["other"]),
+            "k",
+            Some("r"),
+            &disrupted(),
+            DRAINING,
+        )
+        .unwrap();
         assert_eq!(p["metadata"]["resourceVersion"], "7");
         assert_eq!(p["metadata"]["annotations"]["k"], "r");
         let keys: Vec<&str> = p["spec"]["taints"]
@@ -181,7 +223,7 @@ mod tests {
         let mut theirs = node(None, &[]);
         theirs.metadata.labels =
             Some([(EXCLUDE_FROM_LOAD_BALANCERS.to_string(), "true".to_string())].into());
-        let taken = removal_patch(&theirs, "k", Some("r"), &disrupted(), true).unwrap();
+        let taken = removal_patch(&theirs, "k", Some("r"), &disrupted(), DRAINING).unwrap();
         assert!(taken["metadata"].get("labels").is_none(), "{taken}");
         assert!(
             taken["metadata"]["annotations"]
@@ -197,7 +239,7 @@ mod tests {
             effect: "NoSchedule".into(),
             ..Default::default()
         }]);
-        let p = removal_patch(&given_up, "k", None, &disrupted(), false).unwrap();
+        let p = removal_patch(&given_up, "k", None, &disrupted(), Marks::NONE).unwrap();
         assert!(p["metadata"].get("labels").is_none(), "{p}");
     }
 
@@ -212,7 +254,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(EXCLUDED_BY_REMOVAL.to_string(), "true".to_string());
-        let p = removal_patch(&taken, "k", None, &disrupted(), false).unwrap();
+        let p = removal_patch(&taken, "k", None, &disrupted(), Marks::NONE).unwrap();
         assert_eq!(p["metadata"]["annotations"]["k"], Value::Null);
         assert_eq!(p["spec"]["taints"].as_array().unwrap().len(), 1);
         assert_eq!(
@@ -224,11 +266,11 @@ mod tests {
             Value::Null
         );
         assert_eq!(
-            removal_patch(&taken, "k", Some("r"), &disrupted(), true),
+            removal_patch(&taken, "k", Some("r"), &disrupted(), DRAINING),
             None
         );
         // A record changed on a node already tainted: the taints are left alone.
-        let p = removal_patch(&taken, "k", Some("r2"), &disrupted(), true).unwrap();
+        let p = removal_patch(&taken, "k", Some("r2"), &disrupted(), DRAINING).unwrap();
         assert!(p.get("spec").is_none(), "{p}");
     }
 }

@@ -20,7 +20,7 @@ use crate::api::{Taint, TaintEffect};
 use crate::aws::{AwsError, InstanceState, OwnedInstance, OwnedInstances, is_owned};
 use crate::drain::{DrainProgress, execute, reschedulable};
 use crate::kube::{
-    EventType, KubeError, NodeDisruption, ObjectKind, PodRef, Readiness, parse_provider_id,
+    EventType, KubeError, Marks, NodeDisruption, ObjectKind, PodRef, Readiness, parse_provider_id,
     readiness,
 };
 use crate::provision::ReplaceReport;
@@ -301,12 +301,16 @@ where
 }
 
 async fn write<K: NodeDisruption>(kube: &K, name: &str, r: &Record) -> Result<(), RemovalError> {
+    let marks = Marks {
+        tainted: true,
+        draining: r.drain_started.is_some(),
+    };
     kube.mark_removal(
         name,
         REMOVAL_ANNOTATION,
         Some(&r.to_annotation()),
         &disrupted_taint(),
-        true,
+        marks,
     )
     .await
     .map_err(kube_err("writing the removal record"))
@@ -356,9 +360,15 @@ where
                 }
             }
             Act::Untaint => {
-                kube.mark_removal(name, REMOVAL_ANNOTATION, None, &disrupted_taint(), false)
-                    .await
-                    .map_err(kube_err("removing a stale disruption taint"))?;
+                kube.mark_removal(
+                    name,
+                    REMOVAL_ANNOTATION,
+                    None,
+                    &disrupted_taint(),
+                    Marks::NONE,
+                )
+                .await
+                .map_err(kube_err("removing a stale disruption taint"))?;
                 let note =
                     format!("{DISRUPTED_TAINT} removed: no removal of this node is under way");
                 event(kube, name, "StaleTaintRemoved", &note, EventType::Normal).await;
@@ -468,9 +478,15 @@ async fn give_up<K: NodeDisruption>(
     why: &str,
     now: Timestamp,
 ) -> Result<(), RemovalError> {
-    kube.mark_removal(name, REMOVAL_ANNOTATION, None, &disrupted_taint(), false)
-        .await
-        .map_err(kube_err("giving the removal up"))?;
+    kube.mark_removal(
+        name,
+        REMOVAL_ANNOTATION,
+        None,
+        &disrupted_taint(),
+        Marks::NONE,
+    )
+    .await
+    .map_err(kube_err("giving the removal up"))?;
     if let Some(cause) = cause {
         let nodes = kube.nodes().await.map_err(kube_err("listing nodes"))?;
         let previous = nodes
