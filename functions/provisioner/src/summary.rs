@@ -62,8 +62,8 @@ impl Summary {
 
     /// Why errors kept this invocation from doing its job, so that it fails (Lambda's
     /// `Errors` metric and the provisioner's alarm) rather than answering as if all were
-    /// well: every poll failed, or no Lease check succeeded, so it neither polled nor saw
-    /// another invocation holding the Lease. `None` when it polled, or stood by behind a
+    /// well: every poll failed, or every Lease check it made failed, so it neither polled
+    /// nor saw another invocation holding the Lease. The last error is the last of either. `None` when it polled, or stood by behind a
     /// holder it saw, or had no time to start.
     pub(crate) fn failure(&self) -> Option<String> {
         let last = self.last_error.as_deref().unwrap_or("unknown");

@@ -147,6 +147,12 @@ where
             return Ok(Asked::NotNow);
         }
     };
+    if let Some(why) = &launched.too_narrow {
+        return Ok(Asked::Dropped(kept_all(
+            command,
+            format!("a replacement would not save enough now: {why}"),
+        )));
+    }
     if let Some(price) = launched.over_ceiling {
         let why = format!(
             "a replacement now costs ${price:.4}/h, not below ${ceiling:.4}/h ({}% less than ${current:.4}/h)",

@@ -233,14 +233,15 @@ where
         .flatten()
         .collect();
     // Pending pods too: consolidation keeps the room they are about to take
-    // (`Simulation::pending_on`); the snapshot reads bound pods only.
-    pods.extend(
-        state
-            .kube
-            .pending_pods()
-            .await
-            .map_err(act::kube("listing pending pods"))?,
-    );
+    // (`Simulation::pending_on`); the snapshot reads bound pods only. Without them the sweep
+    // goes on as before, the room unbooked.
+    match state.kube.pending_pods().await {
+        Ok(pending) => pods.extend(pending),
+        Err(e) => tracing::warn!(
+            error = nodewright::error_chain(&e),
+            "listing pending pods failed; consolidating without their room booked"
+        ),
+    }
     let instances = state
         .ec2
         .list_owned()

@@ -113,9 +113,18 @@ async fn on_its_schedule_the_binary_removes_a_node_left_empty_and_terminates_its
         "{records:#?}\n{}",
         function.logs()
     );
+    assert!(
+        records.len() >= 2,
+        "marked empty, then removed a sweep later: {records:#?}"
+    );
     assert_eq!(
         max_concurrency(&records),
         1,
         "ReservedConcurrentExecutions is 1 in template.yaml"
     );
+    for r in &records {
+        let took = r.ended.duration_since(r.started).unsigned_abs();
+        assert!(took < function.settings.timeout, "{r:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

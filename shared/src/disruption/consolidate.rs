@@ -2,7 +2,7 @@
 //! core's solver, run on the cluster without it, places all of its pods on the other nodes'
 //! free room (delete), or on those plus ONE new node cheaper than what goes (replace).
 //! As in Karpenter (`pkg/controllers/disruption/{multinode,singlenode}consolidation.go`):
-//! first the longest prefix of the candidates (cheapest to disrupt first, at most
+//! first the longest prefix of the candidates (highest savings per unit of disruption first, at most
 //! [`MAX_MULTI_NODE`], and within the pools' budgets) that can go together, by binary
 //! search; failing that, the first single node that can, among every candidate whose pool's
 //! budget allows one node (at most [`MAX_SINGLE_NODE`] of them): the budget bounds how many

@@ -378,6 +378,7 @@ fn do_not_disrupt_is_true_forever_or_a_duration_from_the_pods_start_and_anything
         (Some("30m"), Some("2026-11-21T09:30:00Z"), false),
         (Some("1h30m"), Some("2026-11-21T09:00:00Z"), true),
         (Some("1.5h"), Some("2026-11-21T08:29:59Z"), false),
+        (Some("1.5h"), Some("2026-11-21T08:31:00Z"), true),
         // Not started yet, or its start unknown: still protected (Karpenter fails safe).
         (Some("5m"), None, true),
         (Some("5m"), Some("2026-11-21T10:01:00Z"), true),

@@ -42,36 +42,41 @@ pub struct PlannedClaim {
 
 impl PlannedClaim {
     /// This claim narrowed to what a consolidation may launch in place of nodes costing
-    /// `ceiling` an hour: the types whose cheapest offering the claim allows (its zones and
-    /// capacity types, available) costs at most `ceiling`, none of `replaced`'s types, the
-    /// cheapest option recomputed from them; `None` when no type is left. Offered the
-    /// whole list, EC2 would be free to pick a dearer type than the plan's cheapest (spot
-    /// picks by capacity first), and a consolidation that launches something dearer, or
-    /// the same type again, only comes round again.
+    /// `ceiling` an hour: its capacity type only, and the types whose every offering the
+    /// launch could get (the claim's zones, available) costs at most `ceiling` (the worst
+    /// launch price, as Karpenter judges it: EC2 picks the zone), none of `replaced`'s
+    /// types; the cheapest option recomputed from them; `None` when no type is left.
+    /// Offered the whole list, EC2 would be free to pick a dearer type than the plan's
+    /// cheapest (spot picks by capacity first), and a consolidation that launches something
+    /// dearer, or the same type again, only comes round again.
     pub fn cheaper_than(
         &self,
         catalog: &Catalog,
         ceiling: f64,
         replaced: &[&str],
     ) -> Option<PlannedClaim> {
-        let cheapest = |name: &str| {
-            catalog
-                .get(name)?
-                .offerings
-                .iter()
-                .filter(|o| {
-                    o.available
-                        && self.zones.contains(&o.zone)
-                        && self.capacity_types.contains(&o.capacity_type)
-                })
-                .min_by(|a, b| a.price.total_cmp(&b.price))
+        let offerings = |name: &str| -> Vec<&Offering> {
+            catalog.get(name).map_or_else(Vec::new, |e| {
+                e.offerings
+                    .iter()
+                    .filter(|o| {
+                        o.available
+                            && o.capacity_type == self.capacity_type
+                            && self.zones.contains(&o.zone)
+                    })
+                    .collect()
+            })
         };
         let mut kept: Vec<(&String, &Offering)> = self
             .instance_types
             .iter()
             .filter(|t| !replaced.contains(&t.as_str()))
-            .filter_map(|t| cheapest(t).map(|o| (t, o)))
-            .filter(|(_, o)| o.price <= ceiling)
+            .filter_map(|t| {
+                let all = offerings(t);
+                let worst = all.iter().map(|o| o.price).max_by(f64::total_cmp)?;
+                let cheapest = all.into_iter().min_by(|a, b| a.price.total_cmp(&b.price))?;
+                (worst <= ceiling).then_some((t, cheapest))
+            })
             .collect();
         kept.sort_by(|a, b| a.1.price.total_cmp(&b.1.price));
         let (name, offering) = *kept.first()?;
@@ -79,6 +84,7 @@ impl PlannedClaim {
             instance_types: kept.iter().map(|(t, _)| (*t).clone()).collect(),
             instance_type: name.clone(),
             capacity_type: offering.capacity_type,
+            capacity_types: vec![offering.capacity_type],
             zone: offering.zone.clone(),
             price_per_hour: offering.price,
             ..self.clone()
@@ -109,5 +115,79 @@ pub struct ProvisioningPlan {
 impl ProvisioningPlan {
     pub fn total_price_per_hour(&self) -> f64 {
         self.node_claims.iter().map(|c| c.price_per_hour).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::CatalogEntry;
+    use crate::scheduling::testkit::itype;
+
+    fn spot(zone: &str, price: f64) -> Offering {
+        Offering {
+            zone: zone.into(),
+            capacity_type: CapacityType::Spot,
+            price,
+            available: true,
+        }
+    }
+
+    fn claim(types: &[&str]) -> PlannedClaim {
+        PlannedClaim {
+            nodepool: "default".into(),
+            node_class: "default".into(),
+            instance_types: types.iter().map(|t| t.to_string()).collect(),
+            instance_type: types[0].into(),
+            capacity_type: CapacityType::Spot,
+            zone: "a".into(),
+            price_per_hour: 0.0,
+            zones: vec!["a".into(), "b".into()],
+            capacity_types: vec![CapacityType::Spot, CapacityType::OnDemand],
+            pods: vec![],
+            requests: Resources::default(),
+            daemon_overhead: Resources::default(),
+            allocatable: Resources::default(),
+            labels: BTreeMap::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            requirements: Requirements::default(),
+        }
+    }
+
+    #[test]
+    fn a_type_is_kept_only_when_every_zone_the_launch_could_take_costs_less_than_the_ceiling() {
+        let entry = |name: &str, offerings: Vec<Offering>| CatalogEntry {
+            instance_type: itype(name, 2, 8),
+            offerings,
+        };
+        let catalog = Catalog {
+            entries: vec![
+                // Cheap in zone a, dear in zone b: EC2 may pick b.
+                entry("uneven.large", vec![spot("a", 0.01), spot("b", 0.09)]),
+                entry("even.large", vec![spot("a", 0.04), spot("b", 0.045)]),
+                // Its zone-c offering is not one the claim allows.
+                entry("elsewhere.large", vec![spot("a", 0.03), spot("c", 0.5)]),
+                entry("own.large", vec![spot("a", 0.02), spot("b", 0.02)]),
+                entry("dear.large", vec![spot("a", 0.06), spot("b", 0.06)]),
+            ],
+            spot_prices_estimated: false,
+        };
+        let c = claim(&[
+            "uneven.large",
+            "own.large",
+            "elsewhere.large",
+            "even.large",
+            "dear.large",
+        ]);
+        let narrowed = c.cheaper_than(&catalog, 0.05, &["own.large"]).unwrap();
+        assert_eq!(narrowed.instance_types, ["elsewhere.large", "even.large"]);
+        assert_eq!(narrowed.instance_type, "elsewhere.large");
+        assert_eq!(
+            (narrowed.zone.as_str(), narrowed.price_per_hour),
+            ("a", 0.03)
+        );
+        assert_eq!(narrowed.capacity_types, [CapacityType::Spot]);
+        assert_eq!(c.cheaper_than(&catalog, 0.02, &["own.large"]), None);
     }
 }

@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::super::in_flight::{in_flight, node_instance_ids};
 use super::super::spoken_for;
@@ -19,12 +19,14 @@ use super::launch_context::LaunchContext;
 use super::read::CapacityLists;
 use super::rounds::Tally;
 use super::{ProvisionError, Provisioner, kube_err};
-use crate::api::labels::INSTANCE_TYPE;
+use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
+use crate::catalog::Catalog;
+use crate::disruption::MIN_SPOT_TYPES;
 use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
-use crate::scheduling::{Snapshot, solve};
+use crate::scheduling::{PlannedClaim, Snapshot, solve};
 
 /// The offering an instance ran on: what an interruption says is running out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,10 +46,13 @@ pub struct ReplaceReport {
     pub unschedulable: Vec<(String, String)>,
     pub failed_claims: usize,
     pub throttled: bool,
-    /// Set when the claims planned would cost more per hour than the caller's ceiling, or
-    /// only the replaced nodes' own types would cost less: their price. Nothing was
-    /// launched.
+    /// Set when the claims planned would cost more per hour than the caller's ceiling:
+    /// their price. Nothing was launched.
     pub over_ceiling: Option<f64>,
+    /// Set when, under the ceiling, what is left to offer EC2 would not do: only the
+    /// replaced nodes' own types, or too few spot types to replace spot with spot. Nothing
+    /// was launched.
+    pub too_narrow: Option<String>,
 }
 
 /// What the interruption function asks of the provisioning core.
@@ -218,21 +223,22 @@ where
         // A consolidation's one claim offers EC2 only what saves: types under the ceiling,
         // not the replaced nodes' own (`PlannedClaim::cheaper_than`); none left, nothing
         // is launched.
-        let mut nothing_cheaper = false;
         if let (Some(ceiling), [claim]) = (ceiling, plan.node_claims.as_mut_slice()) {
-            let replaced: Vec<&str> = going
-                .iter()
-                .filter_map(|n| n.metadata.labels.as_ref()?.get(INSTANCE_TYPE))
-                .map(String::as_str)
-                .collect();
-            match claim.cheaper_than(catalog, ceiling, &replaced) {
-                Some(cheaper) => *claim = cheaper,
-                None => nothing_cheaper = true,
+            match narrow(claim, catalog, ceiling, &going) {
+                Ok(narrowed) => *claim = narrowed,
+                Err(why) if claim.price_per_hour <= ceiling => {
+                    tracing::info!(why, "replacement not launched");
+                    report.claims = 1;
+                    report.too_narrow = Some(why);
+                    return Ok(report);
+                }
+                // Over the ceiling whatever the types: said below.
+                Err(_) => {}
             }
         }
         let price: f64 = plan.node_claims.iter().map(|c| c.price_per_hour).sum();
         if let Some(ceiling) = ceiling
-            && (price > ceiling || nothing_cheaper)
+            && price > ceiling
         {
             tracing::info!(price, ceiling, "replacement not launched: over the ceiling");
             report.claims = plan.node_claims.len();
@@ -279,4 +285,41 @@ impl<T: Replacement> Replacement for &T {
     ) -> Result<ReplaceReport, ProvisionError> {
         (**self).replace(node, pods, reclaimed, now).await
     }
+}
+
+/// A consolidation's one claim, narrowed at today's prices to what saves
+/// ([`crate::scheduling::PlannedClaim::cheaper_than`]), with the decision's spot-to-spot
+/// rule applied again: prices may have moved since the plan. `Err`: why nothing is left.
+fn narrow(
+    claim: &PlannedClaim,
+    catalog: &Catalog,
+    ceiling: f64,
+    going: &[Node],
+) -> Result<PlannedClaim, String> {
+    let label = |n: &Node, key: &str| n.metadata.labels.as_ref()?.get(key).cloned();
+    let replaced: Vec<String> = going
+        .iter()
+        .filter_map(|n| label(n, INSTANCE_TYPE))
+        .collect();
+    let replaced: Vec<&str> = replaced.iter().map(String::as_str).collect();
+    let narrowed = claim
+        .cheaper_than(catalog, ceiling, &replaced)
+        .ok_or_else(|| {
+            "no type but the replaced nodes' own costs less in every zone it could launch in"
+                .to_string()
+        })?;
+    let all_spot = !going.is_empty()
+        && going
+            .iter()
+            .all(|n| label(n, CAPACITY_TYPE).as_deref() == Some("spot"));
+    if all_spot
+        && narrowed.capacity_type == CapacityType::Spot
+        && narrowed.instance_types.len() < MIN_SPOT_TYPES
+    {
+        return Err(format!(
+            "only {} spot types cost less (spot-to-spot needs {MIN_SPOT_TYPES})",
+            narrowed.instance_types.len()
+        ));
+    }
+    Ok(narrowed)
 }
