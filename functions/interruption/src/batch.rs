@@ -362,7 +362,7 @@ async fn act<K, E, R, Q>(
         if taken {
             continue;
         }
-        let at = now + nodewright::drain::DRAIN_RECHECK;
+        let at = now + nodewright::removal::decide::DEADLINE_DRAIN_RECHECK;
         let look = Look {
             node: name,
             instance_id: &w.instance_id,

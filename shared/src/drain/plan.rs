@@ -109,7 +109,7 @@ impl DrainPlan {
         if self.finished() {
             return None;
         }
-        let soon = now + every.max(DRAIN_RECHECK);
+        let soon = now + every;
         Some(self.next_delete.map_or(soon, |d| soon.min(d)))
     }
 }

@@ -44,6 +44,10 @@ pub const BUDGET_RECHECK: Duration = Duration::from_secs(30);
 /// The longest wait between two looks at a drain that is not moving: the look backs off from
 /// `drain::DRAIN_RECHECK` to this while nothing changes.
 pub const MAX_DRAIN_RECHECK: Duration = Duration::from_secs(60);
+/// How often a drain against AWS's deadline (a spot warning's two minutes) is looked at: a
+/// PodDisruptionBudget lets one pod go as the last one's successor is Ready, and each look
+/// missed is a pod deleted at the deadline instead of evicted.
+pub const DEADLINE_DRAIN_RECHECK: Duration = Duration::from_secs(2);
 
 /// What EC2 says of the node's instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +208,10 @@ fn involuntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
         taken(s, &record, &mut acts);
         return Next::going(acts, record, None, "drained");
     }
-    let interval = drain_interval(&record, now);
+    let interval = match record.deadline {
+        Some(_) => DEADLINE_DRAIN_RECHECK,
+        None => drain_interval(&record, now),
+    };
     let recheck = plan
         .recheck_at(now, interval)
         .map(|r| record.deadline.map_or(r, |d| r.min(d.max(now))));
