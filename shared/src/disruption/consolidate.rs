@@ -208,17 +208,27 @@ fn replace(
     };
     let claim = cheaper;
     let all_spot = group.iter().all(|n| n.capacity_type == "spot");
-    if all_spot
-        && claim.capacity_type == CapacityType::Spot
-        && claim.instance_types.len() < MIN_SPOT_TYPES
-    {
-        return Outcome::No(format!(
-            "a spot replacement could be only {} types cheaper than it (spot-to-spot needs {MIN_SPOT_TYPES})",
-            claim.instance_types.len()
-        ));
+    if let Some(why) = too_few_spot_types(all_spot, &claim) {
+        return Outcome::No(why);
     }
     Outcome::Replace {
         savings: current - claim.price_per_hour,
         claim: Box::new(claim),
     }
+}
+
+/// Spot is replaced by spot only with at least [`MIN_SPOT_TYPES`] cheaper types to choose
+/// from (Karpenter's spot-to-spot rule: a narrow choice walks down to the types spot takes
+/// back first). `all_spot`: every node replaced is spot. `Some(why)` when `claim` is too
+/// narrow; the plan judges by it, and the launch again at its own prices.
+pub fn too_few_spot_types(all_spot: bool, claim: &PlannedClaim) -> Option<String> {
+    let narrow = all_spot
+        && claim.capacity_type == CapacityType::Spot
+        && claim.instance_types.len() < MIN_SPOT_TYPES;
+    narrow.then(|| {
+        format!(
+            "a spot replacement could be only {} types cheaper than it (spot-to-spot needs {MIN_SPOT_TYPES})",
+            claim.instance_types.len()
+        )
+    })
 }

@@ -531,7 +531,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
-        fn every_pod_is_placed_once_on_a_node_that_holds_it_and_never_dearer_than_the_greedy(
+        fn every_pod_is_placed_once_on_a_node_that_holds_it(
             mix in prop::collection::vec((0usize..6, 0usize..6, 1u32..12), 1..8),
         ) {
             let bins = family();
@@ -548,10 +548,10 @@ mod tests {
             let greedy = greedy(&bins, &shapes).unwrap();
             let packed = configuration_packing(&bins, &shapes, &[&greedy]).unwrap();
             placed_once_and_fitting(&bins, &shapes, &packed);
-            // Not guaranteed by construction (the dive and a node-limited search could
-            // round worse), but the greedy's nodes are columns the LP starts from; 1,000
-            // cases held it when this was written, and the repack keeps the cheaper anyway.
-            prop_assert!(price(&bins, &packed) <= price(&bins, &greedy) + 1e-9);
+            // Its price against the greedy's is no property: rounding the LP can cost more
+            // (a mix of six shapes did), which is why the repack keeps the cheapest of its
+            // packings, the greedy's among them (`repack::packings`). Where the LP wins is
+            // shown on fixed mixes above.
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
 use crate::catalog::Catalog;
-use crate::disruption::MIN_SPOT_TYPES;
+use crate::disruption::too_few_spot_types;
 use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
 use crate::scheduling::{PlannedClaim, Snapshot, solve};
@@ -312,14 +312,8 @@ fn narrow(
         && going
             .iter()
             .all(|n| label(n, CAPACITY_TYPE).as_deref() == Some("spot"));
-    if all_spot
-        && narrowed.capacity_type == CapacityType::Spot
-        && narrowed.instance_types.len() < MIN_SPOT_TYPES
-    {
-        return Err(format!(
-            "only {} spot types cost less (spot-to-spot needs {MIN_SPOT_TYPES})",
-            narrowed.instance_types.len()
-        ));
+    match too_few_spot_types(all_spot, &narrowed) {
+        Some(why) => Err(why),
+        None => Ok(narrowed),
     }
-    Ok(narrowed)
 }
