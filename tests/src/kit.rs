@@ -260,6 +260,39 @@ pub fn app_pods(world: &World, app: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The names of the simulated cluster's Nodes.
+pub fn node_names(world: &World) -> Vec<String> {
+    world
+        .sim
+        .list_json("v1", "Node")
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// One quick in-process provisioner invocation for what `world` has applied, then waits
+/// (a minute at most) until every `inflate` pod runs on a node.
+pub async fn inflate_running(world: &World) -> anyhow::Result<()> {
+    // Boxed: the provisioner's futures are deep, and a test's own future holding them
+    // inline passes the compiler's layout depth.
+    let provisioner = Box::pin(world.provisioner(
+        crate::world::provisioner::quick(Duration::from_secs(3)),
+        quick_batch(),
+    ))
+    .await?;
+    Box::pin(crate::world::provisioner::invoke(&provisioner)).await?;
+    wait_until(
+        "inflate running",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            let pods = app_pods(world, "inflate");
+            !pods.is_empty() && pods.iter().all(running_on_a_node)
+        },
+    )
+    .await
+}
+
 /// Running, and bound to a node.
 pub fn running_on_a_node(pod: &Value) -> bool {
     pod["status"]["phase"] == "Running" && pod["spec"]["nodeName"].is_string()

@@ -13,11 +13,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use nodewright_world::interruption::{ACCOUNT, REGION};
-use nodewright_world::kit::{app_pods, quick_batch, running_on_a_node, timed_world, wait_until};
+use nodewright_world::kit::{app_pods, inflate_running, timed_world, wait_until};
 use nodewright_world::lambda::{Lambda, Outcome, RecursiveLoop, lineage, max_concurrency};
 use nodewright_world::sqs::model::{DeadLetterWhy, Fate};
 use nodewright_world::world::World;
-use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::json;
 
 const FUNCTION: &str = "InterruptionFunction";
@@ -192,22 +191,7 @@ async fn blocked_workload(world: &World) {
         )
         .unwrap();
     world.apply_yaml(&pool).unwrap();
-    let provisioner = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap();
-    invoke(&provisioner).await.unwrap();
-    wait_until(
-        "inflate running",
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || {
-            let pods = app_pods(world, "inflate");
-            !pods.is_empty() && pods.iter().all(running_on_a_node)
-        },
-    )
-    .await
-    .unwrap();
+    inflate_running(world).await.unwrap();
     world
         .apply_yaml(
             "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: inflate, namespace: default}\nspec:\n  maxUnavailable: 0\n  selector: {matchLabels: {app: inflate}}\n",

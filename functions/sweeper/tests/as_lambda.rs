@@ -10,24 +10,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nodewright_world::kit::{app_pods, quick_batch, running_on_a_node, timed_world, wait_until};
+use nodewright_world::kit::{inflate_running, node_names, timed_world};
 use nodewright_world::lambda::{Lambda, Outcome, max_concurrency};
 use nodewright_world::world::World;
-use nodewright_world::world::provisioner::{invoke, quick};
 
 const FUNCTION: &str = "SweeperFunction";
 
 fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_sweeper"))
-}
-
-fn nodes(world: &World) -> Vec<String> {
-    world
-        .sim
-        .list_json("v1", "Node")
-        .iter()
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// `inflate` at one replica, running on a node the provisioner launched.
@@ -36,23 +26,8 @@ async fn one_busy_node(world: &World) -> String {
         .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 1")])
         .unwrap();
     world.apply_yaml(&example).unwrap();
-    let provisioner = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap();
-    invoke(&provisioner).await.unwrap();
-    wait_until(
-        "inflate running",
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || {
-            let pods = app_pods(world, "inflate");
-            !pods.is_empty() && pods.iter().all(running_on_a_node)
-        },
-    )
-    .await
-    .unwrap();
-    let nodes = nodes(world);
+    inflate_running(world).await.unwrap();
+    let nodes = node_names(world);
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     nodes[0].clone()
 }
@@ -88,11 +63,11 @@ async fn on_its_schedule_the_binary_removes_a_node_left_empty_and_terminates_its
             .unwrap_or(false)
     };
     let until = std::time::Instant::now() + Duration::from_secs(180);
-    while !(nodes(&world).is_empty() && terminated().await) {
+    while !(node_names(&world).is_empty() && terminated().await) {
         assert!(
             std::time::Instant::now() < until,
             "node {node} still there: nodes {:?}; invocations {:#?}\n{}",
-            nodes(&world),
+            node_names(&world),
             function.records(),
             function.logs()
         );

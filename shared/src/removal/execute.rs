@@ -316,6 +316,18 @@ async fn write<K: NodeDisruption>(kube: &K, name: &str, r: &Record) -> Result<()
     .map_err(kube_err("writing the removal record"))
 }
 
+/// Takes the taint, the record and the load-balancer label off in one write.
+async fn clear<K: NodeDisruption>(kube: &K, name: &str) -> Result<(), KubeError> {
+    kube.mark_removal(
+        name,
+        REMOVAL_ANNOTATION,
+        None,
+        &disrupted_taint(),
+        Marks::NONE,
+    )
+    .await
+}
+
 async fn event<K: NodeDisruption>(kube: &K, node: &str, reason: &str, note: &str, t: EventType) {
     kube.object_event(ObjectKind::Node, node, reason, note, t)
         .await;
@@ -360,15 +372,9 @@ where
                 }
             }
             Act::Untaint => {
-                kube.mark_removal(
-                    name,
-                    REMOVAL_ANNOTATION,
-                    None,
-                    &disrupted_taint(),
-                    Marks::NONE,
-                )
-                .await
-                .map_err(kube_err("removing a stale disruption taint"))?;
+                clear(kube, name)
+                    .await
+                    .map_err(kube_err("removing a stale disruption taint"))?;
                 let note =
                     format!("{DISRUPTED_TAINT} removed: no removal of this node is under way");
                 event(kube, name, "StaleTaintRemoved", &note, EventType::Normal).await;
@@ -478,15 +484,9 @@ async fn give_up<K: NodeDisruption>(
     why: &str,
     now: Timestamp,
 ) -> Result<(), RemovalError> {
-    kube.mark_removal(
-        name,
-        REMOVAL_ANNOTATION,
-        None,
-        &disrupted_taint(),
-        Marks::NONE,
-    )
-    .await
-    .map_err(kube_err("giving the removal up"))?;
+    clear(kube, name)
+        .await
+        .map_err(kube_err("giving the removal up"))?;
     if let Some(cause) = cause {
         let nodes = kube.nodes().await.map_err(kube_err("listing nodes"))?;
         let previous = nodes

@@ -25,7 +25,7 @@ use nodewright::provision::{BatchWindow, Replacement};
 use nodewright_sweeper::{
     GroupReplacement, LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
 };
-use nodewright_world::kit::{SimNow, sweeper_state};
+use nodewright_world::kit::{SimNow, node_names, sweeper_state};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -70,15 +70,6 @@ fn names(v: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(|s| s.as_str().map(str::to_string))
-        .collect()
-}
-
-fn node_names(world: &World) -> Vec<String> {
-    world
-        .sim
-        .list_json("v1", "Node")
-        .iter()
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
         .collect()
 }
 
