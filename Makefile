@@ -37,7 +37,7 @@ TEST_SELECTION := --workspace --lib --bins --tests
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 
 # Nothing here needs root: the terminal `nodewright status` is tested in is a pseudo-terminal
-# opened by the test itself (cli/tests/status_terminal.rs), not a system package.
+# opened by the test itself (cli/tests/cli/status_terminal.rs), not a system package.
 test: setup
 	$(CARGO) test $(TEST_SELECTION)
 

@@ -2,7 +2,7 @@
 //! real kubectl to the simulated cluster, which decodes every object as its Kubernetes type
 //! and refuses unknown fields (strict field validation): what is read back is what an API
 //! server would store. The group it binds is the one the stack's access entries name.
-//! (`cli/tests/cli.rs` checks that `nodewright rbac` prints this file with the group filled
+//! (`cli/tests/cli/main.rs` checks that `nodewright rbac` prints this file with the group filled
 //! in.)
 
 use nodewright_world::kube_sim::{SimCluster, SimConfig};

@@ -10,14 +10,12 @@
 //! - each supported requirement in the requirements table really launches: `plan` places a
 //!   pod on a NodePool that has it.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::document::{concrete, merge, set};
-use common::markdown::{code, root, table_after};
+use crate::common::document::{concrete, merge, set};
+use crate::common::markdown::{code, root, table_after};
 use serde_json::{Value, json};
 
 /// The kinds with a matrix, each with its marker in docs/configure.md and the documents a

@@ -1,5 +1,17 @@
 //! The `nodewright` binary on the example files: exit codes, messages, and plans checked
 //! against the bundled catalog independently of the solver.
+//!
+//! One test binary for the crate (each links the CLI and its dependencies again): the
+//! other files are modules of it, `cargo test --workspace --test cli doc_examples::` runs one.
+
+mod cli_reference;
+mod common;
+mod conventions;
+mod doc_examples;
+mod explain_event;
+mod status_terminal;
+mod support_matrix;
+mod sweep_plan;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

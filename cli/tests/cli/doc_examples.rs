@@ -11,12 +11,10 @@
 //! installed, examples/getting-started.yaml applied) with the real kubectl from `.venv`.
 //! `nodewright eks-token` needs AWS credentials and is the one command not run.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::markdown::{Block, blocks, pages, root};
+use crate::common::markdown::{Block, blocks, pages, root};
 use nodewright_world::kube_sim::{SimClock, SimCluster, SimConfig};
 use serde::Deserialize;
 

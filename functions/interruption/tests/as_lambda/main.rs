@@ -8,6 +8,10 @@
 //! Kubernetes (the simulated cluster). The binary, its handler and its adapters are real.
 //! The world runs on an accelerated clock (the binary follows it through
 //! `NODEWRIGHT_CLOCK`); the AWS SDK's and the API server's latencies are wall-clock.
+//!
+//! One test binary for the crate (each links the whole AWS SDK): the metrics are modules of it.
+
+mod emf_metrics;
 
 use std::path::PathBuf;
 use std::time::Duration;

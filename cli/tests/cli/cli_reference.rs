@@ -1,11 +1,9 @@
 //! docs/cli.md is the CLI's reference: it names every command and every flag `--help` shows,
 //! and repeats the exit-status table `--help` ends with, word for word.
 
-mod common;
-
 use std::process::Command;
 
-use common::markdown::root;
+use crate::common::markdown::root;
 
 fn help(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_nodewright"))

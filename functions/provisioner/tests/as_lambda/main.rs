@@ -3,6 +3,12 @@
 //!
 //! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
 //! world's front) and Kubernetes (the simulated cluster). The binary is the real one.
+//!
+//! One test binary for the crate (each links the whole AWS SDK): the metrics and the
+//! overlapping invocations are modules of it.
+
+mod emf_metrics;
+mod overlap;
 
 use std::path::Path;
 use std::time::Duration;
