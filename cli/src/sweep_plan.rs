@@ -12,7 +12,7 @@ use nodewright::catalog::{
     BUNDLED_PRICE_REGION, DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price,
 };
 use nodewright::disruption::{
-    FirstSight, Plan, SimulationInputs, plan_disruption, simulation, snapshot,
+    FirstSight, Plan, Reason, SimulationInputs, plan_disruption, simulation, snapshot,
 };
 use nodewright::scheduling::{NamespaceLabels, selects_namespaces};
 use serde::de::DeserializeOwned;
@@ -35,6 +35,9 @@ pub struct Args {
     /// The time to decide at (RFC 3339, e.g. 2026-03-02T10:00:00Z); default now.
     #[arg(long, value_name = "TIME")]
     pub now: Option<Timestamp>,
+    /// Plan node repair too, as the sweeper does with the template's `NodeRepair=true`.
+    #[arg(long)]
+    pub node_repair: bool,
     /// wide adds the instance type a replacement would launch.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -104,6 +107,7 @@ pub fn run(args: &Args) -> Exit {
         instances: None,
         price: &price,
         first_sight: FirstSight::SinceCreation,
+        node_repair: args.node_repair,
         now,
     });
     let namespace_labels: NamespaceLabels = objects
@@ -167,15 +171,11 @@ struct Step {
 /// command would take, and for each node whose removal is under way, as the sweeper would
 /// take it now.
 fn next_steps(plan: &Plan, objects: &Objects, inputs: &Inputs, now: Timestamp) -> Vec<Step> {
-    use nodewright::removal::{Cause, Record, offline, record_of};
-    let planned: std::collections::BTreeMap<&str, Cause> = plan
+    use nodewright::removal::{Record, offline, record_of};
+    let planned: std::collections::BTreeMap<&str, Reason> = plan
         .commands
         .iter()
-        .flat_map(|c| {
-            c.nodes
-                .iter()
-                .map(move |n| (n.as_str(), Cause::from(c.reason)))
-        })
+        .flat_map(|c| c.nodes.iter().map(move |n| (n.as_str(), c.reason)))
         .collect();
     let grace = |node: &Node| {
         let pool = node
@@ -196,9 +196,7 @@ fn next_steps(plan: &Plan, objects: &Objects, inputs: &Inputs, now: Timestamp) -
     let mut steps = Vec::new();
     for node in &objects.nodes {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let wanted = planned
-            .get(name.as_str())
-            .map(|c| Record::new(*c, now, None));
+        let wanted = planned.get(name.as_str()).map(|r| Record::sweep(*r, now));
         let under_way = matches!(record_of(node), Ok(Some(_)) | Err(_));
         if wanted.is_none() && !under_way {
             continue;

@@ -295,6 +295,7 @@ fn sweep(
         instances: None,
         price,
         first_sight: FirstSight::SinceCreation,
+        node_repair: false,
         now,
     });
     assert!(problems.is_empty(), "{problems:?}");

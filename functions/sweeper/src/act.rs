@@ -19,8 +19,8 @@ use nodewright::drain::reschedulable;
 use nodewright::kube::{KubeError, NodeDisruption};
 use nodewright::lease::LeaseError;
 use nodewright::removal::{
-    Advanced, Ask, Budget, Capacity, Cause, Context, Ports, Record, Replacement, advance,
-    record_of, record_replacement,
+    Advanced, Ask, Budget, Capacity, Context, Ports, Record, Replacement, advance, record_of,
+    record_replacement,
 };
 use serde::Serialize;
 
@@ -287,8 +287,7 @@ where
         return Ok(());
     }
     let Some(node) = node else { return Ok(()) };
-    let mut record = Record::new(Cause::from(command.reason), now, None);
-    record.origin = format!("sweep {}", command.reason.as_str());
+    let mut record = Record::sweep(command.reason, now);
     if let Some(r) = launched {
         record.replacement = r;
     }
@@ -517,12 +516,16 @@ pub(crate) fn recheck(
     let Some(node) = node else {
         return Some("the node is gone".into());
     };
+    if tainted(node) || record_of(node).ok().flatten().is_some() {
+        return Some("another removal is under way".into());
+    }
+    // Nothing a node or its pods say holds a repair.
+    if reason == Reason::Unhealthy {
+        return None;
+    }
     let annotations = node.metadata.annotations.clone().unwrap_or_default();
     if annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true") {
         return Some("the node now has karpenter.sh/do-not-disrupt".into());
-    }
-    if tainted(node) || record_of(node).ok().flatten().is_some() {
-        return Some("another removal is under way".into());
     }
     let moving: Vec<&Pod> = reschedulable(pods).collect();
     if reason == Reason::Empty && !moving.is_empty() {

@@ -50,6 +50,15 @@ pub const LEASE_NAMESPACE: &str = "kube-system";
 /// at most this; one that ends releases it at once.
 pub const LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// `NODE_REPAIR` as the template sets it: `true` or `false`; unset is off.
+pub fn node_repair_from(value: Option<&str>) -> Result<bool, String> {
+    match value.map(str::trim) {
+        None | Some("") | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(other) => Err(format!("NODE_REPAIR={other:?}: expected true or false")),
+    }
+}
+
 /// Clients built once per cold start, borrowed by every invocation.
 pub struct State<K, E, R = NoReplacement> {
     pub kube: K,
@@ -70,6 +79,8 @@ pub struct State<K, E, R = NoReplacement> {
     pub replacer: Option<R>,
     /// Leftover instance profiles, collected after the sweep when due. `None`: never.
     pub profiles: Option<Box<dyn CollectProfiles>>,
+    /// Node repair (the template's `NodeRepair`); off by default, as Karpenter's gate.
+    pub node_repair: bool,
 }
 
 impl<K, E> State<K, E> {
@@ -90,6 +101,7 @@ impl<K, E> State<K, E> {
             lease: None,
             replacer: None,
             profiles: None,
+            node_repair: false,
         }
     }
 }
@@ -112,12 +124,19 @@ impl<K, E, R> State<K, E, R> {
             lease: self.lease,
             replacer: Some(replacer),
             profiles: self.profiles,
+            node_repair: self.node_repair,
         }
     }
 
     /// Collects leftover instance profiles through `profiles` (see [`ProfileCollection`]).
     pub fn with_profile_collection(mut self, profiles: impl CollectProfiles + 'static) -> Self {
         self.profiles = Some(Box::new(profiles));
+        self
+    }
+
+    /// Repairs unhealthy nodes (see [`State::node_repair`]).
+    pub fn with_node_repair(mut self, on: bool) -> Self {
+        self.node_repair = on;
         self
     }
 
@@ -280,6 +299,7 @@ where
         instances: Some(&instances),
         price: &price,
         first_sight: FirstSight::Mark,
+        node_repair: state.node_repair,
         now,
     });
     let (sim, sim_problems) = simulation(&SimulationInputs {
@@ -319,4 +339,24 @@ where
         report.profiles_deleted = profiles.collect(&config, now).await;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn node_repair_is_off_unless_the_template_says_true_and_a_typo_is_an_error() {
+        let cases = [
+            (None, Ok(false)),
+            (Some(""), Ok(false)),
+            (Some("false"), Ok(false)),
+            (Some("true"), Ok(true)),
+            (
+                Some("yes"),
+                Err("NODE_REPAIR=\"yes\": expected true or false".to_string()),
+            ),
+        ];
+        for (value, want) in cases {
+            assert_eq!(super::node_repair_from(value), want, "{value:?}");
+        }
+    }
 }

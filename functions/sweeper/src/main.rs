@@ -6,6 +6,7 @@
 //!   `DEFAULT_AMI_ALIAS`: as the provisioner's, so the default NodePool (when neither CRDs
 //!   nor the ConfigMap hold one) is the same one it provisions for, and the replacement
 //!   an expired or drifted node gets before it drains launches as the provisioner would.
+//! - `NODE_REPAIR`: `true` replaces unhealthy nodes (the template's `NodeRepair`).
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
@@ -34,6 +35,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     tracing::info!(version = nodewright::VERSION, "nodewright sweeper starting");
     install_crypto_provider();
     let env = FunctionEnv::from_lookup(|name| std::env::var(name).ok())?;
+    let node_repair =
+        nodewright_sweeper::node_repair_from(std::env::var("NODE_REPAIR").ok().as_deref())?;
     let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Sweeper)?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -73,6 +76,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let state = State::new(kube, ec2_adapter, cluster_name.clone(), clock)
         .with_lease(elector)
         .with_profile_collection(profiles)
+        .with_node_repair(node_repair)
         .with_replacer(tokio::sync::Mutex::new(provisioner));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {

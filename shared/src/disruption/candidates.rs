@@ -79,7 +79,8 @@ pub(super) fn collect<'a>(
             count.1 += 1;
         }
         room.count(pool.name.as_str(), node);
-        if !node.ready {
+        // An unhealthy node is repair's (`repair.rs`), whatever else holds for it.
+        if !node.ready || node.unhealthy.is_some() {
             continue;
         }
         // A removal of it was given up lately: its empty-since mark is kept up to date, and

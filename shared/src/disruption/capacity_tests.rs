@@ -292,6 +292,7 @@ fn a_nodes_free_room_is_its_allocatable_less_what_its_running_pods_request() {
         instances: None,
         price: &price,
         first_sight: FirstSight::Mark,
+        node_repair: false,
         now: jiff::Timestamp::UNIX_EPOCH,
     });
     assert!(problems.is_empty(), "{problems:?}");

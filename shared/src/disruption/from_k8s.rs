@@ -49,6 +49,8 @@ pub struct Inputs<'a> {
     /// Price per hour of (instance type, capacity type), when known.
     pub price: &'a dyn Fn(&str, &str) -> Option<f64>,
     pub first_sight: FirstSight,
+    /// Whether node repair is on (`repair.rs`); off, no node is unhealthy.
+    pub node_repair: bool,
     /// What a pod's `do-not-disrupt` duration counts to.
     pub now: Timestamp,
 }
@@ -216,6 +218,10 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
             .ok()
             .flatten()
             .and_then(|r| r.cause.disruption()),
+        unhealthy: inputs
+            .node_repair
+            .then(|| node_unhealthy(node, inputs.now))
+            .flatten(),
         backoff: crate::removal::Backoff::read(annotations),
         do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
         empty_since,
@@ -229,6 +235,17 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         moving_requests: Resources::default(),
         name,
     })
+}
+
+fn node_unhealthy(node: &Node, now: Timestamp) -> Option<super::Unhealthy> {
+    let conditions = node.status.as_ref()?.conditions.as_ref()?;
+    super::unhealthy(
+        conditions.iter().map(|c| {
+            let since = c.last_transition_time.as_ref().map(|t| t.0);
+            (c.type_.as_str(), c.status.as_str(), since)
+        }),
+        now,
+    )
 }
 
 /// The Node's `status.allocatable` (None when it reports none, as before its kubelet

@@ -66,6 +66,12 @@ pub enum KeptWhy {
         pool: String,
         headroom: String,
     },
+    /// Due for repair, but more of its pool's nodes are unhealthy than repair may take on.
+    PoolUnhealthy {
+        pool: String,
+        unhealthy: usize,
+        nodes: usize,
+    },
 }
 
 impl KeptWhy {
@@ -143,6 +149,15 @@ impl fmt::Display for KeptWhy {
             KeptWhy::CapacityHeadroom { pool, headroom } => write!(
                 f,
                 "NodePool {pool} keeps {headroom} free now ({CAPACITY_WINDOWS_ANNOTATION})"
+            ),
+            KeptWhy::PoolUnhealthy {
+                pool,
+                unhealthy,
+                nodes,
+            } => write!(
+                f,
+                "not repaired: {unhealthy} of NodePool {pool}'s {nodes} nodes are unhealthy, more than {}% (a shared cause new nodes would have too)",
+                super::UNHEALTHY_AT_ONCE_PERCENT
             ),
             KeptWhy::PoolSettings { pool, error } => {
                 write!(

@@ -17,6 +17,7 @@ mod kept;
 mod leftovers;
 mod plan;
 mod removal;
+mod repair;
 mod replace_first;
 mod simulation;
 mod snapshot;
@@ -42,6 +43,10 @@ pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
 pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
+pub use repair::{
+    REPAIR_POLICIES, RepairPolicy, UNHEALTHY_AT_ONCE_PERCENT, Unhealthy, unhealthy,
+    unhealthy_allowed,
+};
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, launches_first, parse_replacement, replacement_value,
 };
@@ -58,6 +63,8 @@ pub enum Reason {
     Expired,
     Underutilized,
     Drifted,
+    /// A node condition past its toleration (`repair.rs`).
+    Unhealthy,
 }
 
 impl Reason {
@@ -67,6 +74,7 @@ impl Reason {
             Reason::Expired => "expired",
             Reason::Underutilized => "underutilized",
             Reason::Drifted => "drifted",
+            Reason::Unhealthy => "unhealthy",
         }
     }
 
@@ -77,12 +85,14 @@ impl Reason {
             "expired" => Reason::Expired,
             "underutilized" => Reason::Underutilized,
             "drifted" => Reason::Drifted,
+            "unhealthy" => Reason::Unhealthy,
             _ => return None,
         })
     }
 
     /// A budget's `reasons` entry (`Empty`, `Underutilized`, `Drifted`, as Karpenter v1
-    /// spells them). Expiration has no entry: only budgets without `reasons` limit it.
+    /// spells them). Expiration has no entry: only budgets without `reasons` limit it; repair
+    /// none at all (its own limit is the pool's health).
     pub fn from_budget(s: &str) -> Option<Reason> {
         Some(match s {
             "Empty" => Reason::Empty,
@@ -99,6 +109,7 @@ impl Reason {
             Reason::Expired => "DisruptingExpired",
             Reason::Underutilized => "DisruptingUnderutilized",
             Reason::Drifted => "DisruptingDrifted",
+            Reason::Unhealthy => "DisruptingUnhealthy",
         }
     }
 }
@@ -115,5 +126,7 @@ mod drift_tests;
 mod from_k8s_tests;
 #[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+mod repair_tests;
 #[cfg(test)]
 mod testkit;

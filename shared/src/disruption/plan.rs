@@ -1,8 +1,10 @@
 //! [`plan_disruption`]: which of nodewright's nodes go now, in which order, and why the
 //! other candidates stay. The rules, in order (Karpenter's disruption controller,
 //! `pkg/controllers/disruption/`, is the model):
-//! 1. only a Ready node of a NodePool nodewright serves, not already being disrupted, is a
-//!    candidate;
+//! 0. repair (`repair.rs`): a node with a condition past its toleration is replaced at
+//!    once, outside the budgets, unless too much of its pool is unhealthy;
+//! 1. only a Ready, healthy node of a NodePool nodewright serves, not already being
+//!    disrupted, is a candidate;
 //! 2. emptiness: nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
 //!    counted from when the sweeper first saw it empty (its `nodewright.io/empty-since`
 //!    annotation, set by the executor, so the first sight never removes a node);
@@ -36,6 +38,7 @@ use super::consolidate::{self, Decision, Outcome};
 use super::headroom::Room;
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::kept::{Kept, KeptWhy, kept};
+use super::repair;
 use super::snapshot::{NodeView, PoolPolicy, Snapshot};
 use crate::scheduling::PlannedClaim;
 
@@ -88,6 +91,9 @@ pub struct Plan {
 
 pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut plan = Plan::default();
+    let repairs = repair::repairs(snapshot, now);
+    plan.commands.extend(repairs.commands);
+    plan.kept.extend(repairs.kept);
     let Collected {
         candidates,
         mut underutilized,
@@ -104,6 +110,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         .iter()
         .filter(|(_, (_, disrupting))| *disrupting > 0)
         .map(|(pool, _)| *pool)
+        .chain(repairs.pools)
         .collect();
     for c in candidates {
         let (nodes, disrupting) = counts[c.pool.name.as_str()];

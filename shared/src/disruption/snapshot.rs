@@ -68,6 +68,9 @@ pub struct NodeView {
     /// The reason of the sweeper's removal under way (its removal record), if it began
     /// one: expirations under way count against the pool's cap.
     pub removing: Option<super::Reason>,
+    /// A condition matching a repair policy (`repair.rs`), toleration past or not: such a
+    /// node is left to repair, never a candidate for the other methods.
+    pub unhealthy: Option<super::Unhealthy>,
     /// A removal of it was given up lately: not taken again before the back-off ends.
     pub backoff: Option<crate::removal::Backoff>,
     /// `karpenter.sh/do-not-disrupt: "true"` on the node.

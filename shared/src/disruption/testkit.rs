@@ -26,6 +26,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         initialized: true,
         disrupting: false,
         removing: None,
+        unhealthy: None,
         backoff: None,
         do_not_disrupt: false,
         empty_since: None,

@@ -19,6 +19,9 @@ pub enum Cause {
     Expired,
     Drifted,
     Underutilized,
+    /// Repair: a node condition past its toleration. Forceful, as AWS's causes: the node
+    /// is broken whatever its pods say.
+    Unhealthy,
 }
 
 impl Cause {
@@ -33,6 +36,7 @@ impl Cause {
             Cause::Expired => "expired",
             Cause::Drifted => "drifted",
             Cause::Underutilized => "underutilized",
+            Cause::Unhealthy => "unhealthy",
         }
     }
 
@@ -48,6 +52,7 @@ impl Cause {
             Cause::Expired => "DisruptionExpired",
             Cause::Drifted => "DisruptionDrifted",
             Cause::Underutilized => "DisruptionUnderutilized",
+            Cause::Unhealthy => "NodeRepair",
         }
     }
 
@@ -59,7 +64,8 @@ impl Cause {
             Cause::SpotInterrupted
             | Cause::CapacityReservationInterrupted
             | Cause::ScheduledMaintenance
-            | Cause::InstanceStopping => Kind::Involuntary,
+            | Cause::InstanceStopping
+            | Cause::Unhealthy => Kind::Involuntary,
             _ => Kind::Voluntary,
         }
     }
@@ -83,6 +89,7 @@ impl Cause {
             Cause::Expired => Disruption::Expired,
             Cause::Drifted => Disruption::Drifted,
             Cause::Underutilized => Disruption::Underutilized,
+            Cause::Unhealthy => Disruption::Unhealthy,
             _ => return None,
         })
     }
@@ -95,6 +102,7 @@ impl From<Disruption> for Cause {
             Disruption::Expired => Cause::Expired,
             Disruption::Drifted => Cause::Drifted,
             Disruption::Underutilized => Cause::Underutilized,
+            Disruption::Unhealthy => Cause::Unhealthy,
         }
     }
 }
@@ -115,7 +123,7 @@ impl From<Interruption> for Cause {
 mod tests {
     use super::*;
 
-    const ALL: [Cause; 9] = [
+    const ALL: [Cause; 10] = [
         Cause::SpotInterrupted,
         Cause::CapacityReservationInterrupted,
         Cause::ScheduledMaintenance,
@@ -125,10 +133,11 @@ mod tests {
         Cause::Expired,
         Cause::Drifted,
         Cause::Underutilized,
+        Cause::Unhealthy,
     ];
 
     #[test]
-    fn only_what_aws_forces_is_involuntary() {
+    fn only_what_aws_forces_and_repair_are_involuntary() {
         for c in ALL {
             let forced = matches!(
                 c,
@@ -136,6 +145,7 @@ mod tests {
                     | Cause::CapacityReservationInterrupted
                     | Cause::ScheduledMaintenance
                     | Cause::InstanceStopping
+                    | Cause::Unhealthy
             );
             assert_eq!(!c.voluntary(), forced, "{c:?}");
         }
@@ -158,6 +168,7 @@ mod tests {
             Disruption::Expired,
             Disruption::Drifted,
             Disruption::Underutilized,
+            Disruption::Unhealthy,
         ] {
             assert_eq!(Cause::from(r).disruption(), Some(r));
         }

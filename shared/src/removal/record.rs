@@ -138,6 +138,16 @@ impl Record {
         }
     }
 
+    /// The record of a removal the sweeper begins for `reason`. Repair is forceful, as
+    /// Karpenter sets a repaired NodeClaim's termination time to now: its drain's deadline
+    /// is when it begins.
+    pub fn sweep(reason: crate::disruption::Reason, now: Timestamp) -> Record {
+        let deadline = (reason == crate::disruption::Reason::Unhealthy).then_some(now);
+        let mut record = Record::new(reason.into(), now, deadline);
+        record.origin = format!("sweep {}", reason.as_str());
+        record
+    }
+
     pub fn moved_on(mut self, now: Timestamp) -> Record {
         self.progress = now;
         self

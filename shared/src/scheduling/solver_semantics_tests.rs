@@ -111,3 +111,58 @@ fn min_values_on_instance_type_splits_a_claim_instead_of_stranding_its_pods() {
         assert!(c.instance_types.len() >= 3, "{:?}", c.instance_types);
     }
 }
+
+#[test]
+fn exists_on_a_key_only_another_nodepool_defines_leaves_the_pod_pending() {
+    // Each NodePool answers for its own requirements: pool `a` defines `team`, pool `b` does
+    // not, and a pod that selects `b` (by name, by a template label, by a requirement `b`
+    // defines) and requires `team` to exist fits neither.
+    let pools = [
+        pool("a").req("team", In, &["payments"]).build(),
+        pool("b")
+            .label("tier", "general")
+            .req("size", In, &["small"])
+            .build(),
+    ];
+    let solve_one = |select: &dyn Fn(PodBuilder) -> PodBuilder| {
+        solve(
+            &Snapshot {
+                pods: pods("p", 1, |p| select(p), 500, GI),
+                ..Default::default()
+            },
+            &standard_catalog(ZONES),
+            &pools,
+            &[class("default")],
+        )
+    };
+    let selections: [(&str, &dyn Fn(PodBuilder) -> PodBuilder); 3] = [
+        ("by name", &|p| p.select(NODEPOOL, "b")),
+        ("by template label", &|p| p.select("tier", "general")),
+        ("by requirement", &|p| p.select("size", "small")),
+    ];
+    for (how, select) in selections {
+        let pending = solve_one(&|p| select(p).require("team", Exists, &[]));
+        assert!(
+            pending.node_claims.is_empty(),
+            "{how}: {:?}",
+            pending.node_claims
+        );
+        assert_eq!(pending.unschedulable.len(), 1, "{how}");
+        // Without `team` the same selection lands on `b`.
+        let placed = solve_one(select);
+        assert!(
+            placed.unschedulable.is_empty(),
+            "{how}: {:?}",
+            placed.unschedulable
+        );
+        assert_eq!(placed.node_claims[0].nodepool, "b", "{how}");
+    }
+    // Without a selection, `team` takes it to `a`, which defines the key.
+    let placed = solve_one(&|p| p.require("team", Exists, &[]));
+    assert!(
+        placed.unschedulable.is_empty(),
+        "{:?}",
+        placed.unschedulable
+    );
+    assert_eq!(placed.node_claims[0].nodepool, "a");
+}

@@ -74,10 +74,24 @@ pub fn delete_pod(
 }
 
 /// The simulated kubelets stop the Terminating pods whose grace has run out at `now`, and
-/// any Terminating pod whose node is gone; they leave the store.
+/// any Terminating pod whose node is gone; they leave the store. A node whose kubelet no
+/// longer reports (Ready Unknown) stops nothing: its pods stay Terminating until the Node
+/// is deleted, as on a real cluster.
 pub fn stop_terminating(store: &mut Store, now: Timestamp, report: &mut StepReport) {
     let nodes: BTreeSet<String> = store
         .list(NODES, None)
+        .filter_map(|n| n.pointer("/metadata/name")?.as_str().map(str::to_string))
+        .collect();
+    let unreachable: BTreeSet<String> = store
+        .list(NODES, None)
+        .filter(|n| {
+            n.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "Unknown")
+                })
+        })
         .filter_map(|n| n.pointer("/metadata/name")?.as_str().map(str::to_string))
         .collect();
     let due: Vec<(String, String)> = store
@@ -93,7 +107,7 @@ pub fn stop_terminating(store: &mut Store, now: Timestamp, report: &mut StepRepo
                 .pointer("/spec/nodeName")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            at <= now || !nodes.contains(node)
+            (at <= now && !unreachable.contains(node)) || !nodes.contains(node)
         })
         .filter_map(|p| {
             let s = |k: &str| p.pointer(k).and_then(Value::as_str).map(str::to_string);

@@ -145,23 +145,7 @@ fn lose_node(
     let name = node["metadata"]["name"].as_str().unwrap_or("").to_string();
     if ready_status(node).as_deref() != Some("Unknown") {
         let mut n = node.clone();
-        set_condition(
-            &mut n,
-            "Ready",
-            "Unknown",
-            Some("NodeStatusUnknown"),
-            Some("Kubelet stopped posting node status."),
-            ts,
-        );
-        let mut taints: Vec<Value> = n
-            .pointer("/spec/taints")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        taints.retain(|t| t["key"] != NOT_READY && t["key"] != UNREACHABLE);
-        taints.push(json!({"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": ts}));
-        taints.push(json!({"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": ts}));
-        n["spec"]["taints"] = json!(taints);
+        mark_unreachable(&mut n, ts);
         if store.replace(NODES, "", &name, n, Write::Internal).is_ok() {
             report.nodes_not_ready.push(name);
         }
@@ -197,6 +181,28 @@ fn lose_node(
         }
         report.nodes_deleted.push(name);
     }
+}
+
+/// What the node lifecycle controller writes once a kubelet stops posting status: Ready
+/// Unknown and the unreachable taints.
+pub(super) fn mark_unreachable(node: &mut Value, ts: &str) {
+    set_condition(
+        node,
+        "Ready",
+        "Unknown",
+        Some("NodeStatusUnknown"),
+        Some("Kubelet stopped posting node status."),
+        ts,
+    );
+    let mut taints: Vec<Value> = node
+        .pointer("/spec/taints")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    taints.retain(|t| t["key"] != NOT_READY && t["key"] != UNREACHABLE);
+    taints.push(json!({"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": ts}));
+    taints.push(json!({"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": ts}));
+    node["spec"]["taints"] = json!(taints);
 }
 
 fn set_ready(node: &mut Value, ts: &str) {

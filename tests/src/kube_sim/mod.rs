@@ -458,6 +458,24 @@ impl SimCluster {
         self.inner.shared.faults().cap_pages(items);
     }
 
+    /// The kubelet of `node` stops (a wedged kernel, a dead container runtime) while its
+    /// instance runs on: the node goes Ready Unknown with the unreachable taints, as the
+    /// node lifecycle controller marks it, its Lease is no longer renewed, and nothing on
+    /// it starts or stops again.
+    pub fn stop_kubelet(&self, node: &str) -> Result<(), SimError> {
+        let ts = clock::format_ts(self.inner.shared.clock.now());
+        let mut store = self.inner.shared.store();
+        let mut n = store
+            .get(resources::NODES, "", node)
+            .map_err(SimError::Api)?
+            .clone();
+        kubelet::mark_unreachable(&mut n, &ts);
+        store
+            .replace(resources::NODES, "", node, n, store::Write::Internal)
+            .map_err(SimError::Api)?;
+        Ok(())
+    }
+
     /// Removes every injected fault and delay.
     pub fn clear_faults(&self) {
         self.inner.shared.faults().clear();

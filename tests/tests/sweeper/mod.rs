@@ -8,10 +8,11 @@
 //! from. The handler, its adapters, the AWS SDK and `kube::Client` are real.
 //!
 //! What keeps a node or calls its removal off is in `guards.rs`; orphan Nodes in
-//! `hygiene.rs`; both use this file's set-up.
+//! `hygiene.rs`; node repair in `repair.rs`; all use this file's set-up.
 
 mod guards;
 mod hygiene;
+mod repair;
 
 use std::sync::Arc;
 use std::time::Duration;

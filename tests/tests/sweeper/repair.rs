@@ -1,0 +1,113 @@
+//! Node repair end to end: a node whose kubelet stopped while its instance runs on is
+//! replaced once its `Ready` condition has been Unknown for thirty minutes, whatever its
+//! NodePool's budget says; its pods run again on the replacement and the instance is
+//! terminated.
+//!
+//! Emulated besides moto and the simulated cluster: the stopped kubelet
+//! (`SimCluster::stop_kubelet`: the node lifecycle controller's Ready Unknown and
+//! unreachable taints; the pods on it can no longer stop, so they stay Terminating until the
+//! Node is deleted, as on a real cluster). The simulated cluster has no taint-based
+//! eviction, so nothing but the sweeper moves the pods.
+
+use super::*;
+
+/// The notes of the Events about `node` with `reason` (core or events.k8s.io Events).
+fn events(world: &World, node: &str, reason: &str) -> Vec<String> {
+    let mut all = world.sim.list_json("v1", "Event");
+    all.extend(world.sim.list_json("events.k8s.io/v1", "Event"));
+    all.into_iter()
+        .filter(|e| e["reason"] == reason)
+        .filter(|e| e["involvedObject"]["name"] == node || e["regarding"]["name"] == node)
+        .filter_map(|e| {
+            e["note"]
+                .as_str()
+                .or_else(|| e["message"].as_str())
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_kubelet_stopped_is_replaced_after_thirty_minutes_past_a_zero_budget() {
+    let world = start("sweep-repair").await;
+    // xlarge only (3 one-CPU pods per node): four pods on two nodes, and the pods of either
+    // do not fit on the other. A budget of zero nodes stops every voluntary disruption.
+    let provisioner = running(
+        &world,
+        4,
+        &[
+            (
+                "    consolidateAfter: 1m",
+                "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"0\"",
+            ),
+            (
+                "      nodeClassRef:",
+                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
+            ),
+        ],
+    )
+    .await;
+    let before = node_names(&world);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let sick = running_on(&world)[0].clone();
+    let sick_id = world.sim.get_json("v1", "Node", "", &sick).unwrap()["spec"]["providerID"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap()
+        .to_string();
+    let held = running_on(&world).iter().filter(|n| **n == sick).count();
+    world.sim.stop_kubelet(&sick).unwrap();
+    let sweeper = sweeper(&world)
+        .await
+        .with_node_repair(true)
+        .with_replacer(provisioner.provisioner());
+
+    // Within the toleration nothing happens to it.
+    world.clock().advance(Duration::from_secs(29 * 60));
+    let early = sweep(&sweeper).await;
+    assert!(names(&early["started"]).is_empty(), "{early}");
+    assert_eq!(world.instances().await.unwrap().len(), 2);
+
+    // Past it, with node repair off (the template's default, as Karpenter's feature gate):
+    // still nothing.
+    world.clock().advance(Duration::from_secs(2 * 60));
+    let off = super::sweeper(&world).await;
+    let untouched = sweep(&off).await;
+    assert!(names(&untouched["started"]).is_empty(), "{untouched}");
+
+    // On: taken, its pods deleted (nothing holds a repair), a replacement launched.
+    let first = sweep(&sweeper).await;
+    assert_eq!(names(&first["started"]), vec![sick.clone()], "{first}");
+    assert_eq!(names(&first["replacements_launched"]).len(), 1, "{first}");
+    let told = events(&world, &sick, "NodeRepair");
+    assert_eq!(told.len(), 1, "one Event says why the node goes: {told:?}");
+    assert!(told[0].contains("unhealthy"), "{told:?}");
+    let terminating = world
+        .sim
+        .list_json("v1", "Pod")
+        .into_iter()
+        .filter(|p| p["spec"]["nodeName"] == sick.as_str())
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_string())
+        .count();
+    assert_eq!(terminating, held, "every pod of the node is being deleted");
+
+    // The replacement joins and the pods' successors run on it; the stopped kubelet
+    // cannot confirm its pods gone, so the drain ends once they are stuck (a minute).
+    for _ in 0..8 {
+        step(&world, 10).await;
+    }
+    let mut last = Value::Null;
+    for _ in 0..3 {
+        last = sweep(&sweeper).await;
+        if names(&last["removed"]).contains(&sick) {
+            break;
+        }
+        step(&world, 30).await;
+    }
+    assert!(names(&last["removed"]).contains(&sick), "{last}");
+    assert_eq!(state_of(&world, &sick_id).await, "terminated");
+    step(&world, 10).await;
+    assert!(!node_names(&world).contains(&sick));
+    assert_eq!(inflate_running(&world), 4);
+    assert!(!running_on(&world).contains(&sick));
+}
