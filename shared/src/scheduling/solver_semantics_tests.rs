@@ -127,7 +127,7 @@ fn exists_on_a_key_only_another_nodepool_defines_leaves_the_pod_pending() {
     let solve_one = |select: &dyn Fn(PodBuilder) -> PodBuilder| {
         solve(
             &Snapshot {
-                pods: pods("p", 1, |p| select(p), 500, GI),
+                pods: pods("p", 1, select, 500, GI),
                 ..Default::default()
             },
             &standard_catalog(ZONES),
