@@ -26,6 +26,9 @@
 //!   SQS calls on the stack's queue and its dead-letter queue are answered by the world's
 //!   own queue on the world's clock ([`crate::sqs`]) after moto has judged their IAM.
 //!
+//! - **Failed status checks** (off unless a test sets them, [`AwsFront::impair`]): moto's
+//!   DescribeInstanceStatus answer says `impaired` for them ([`crate::status_checks`]).
+//!
 //! Every call is recorded (action, time, what the front did), so tests and benchmarks can
 //! read the wire: how often the SDK retried, when CreateFleet was sent.
 //!
@@ -116,6 +119,7 @@ struct Front {
     armed: Mutex<Armed>,
     tokens: Tokens,
     consistency: Consistency,
+    status_checks: crate::status_checks::StatusChecks,
     calls: Mutex<Vec<Call>>,
     sqs: std::sync::OnceLock<Arc<crate::sqs::Sqs>>,
     /// The world's clock: injected delays are world time, and a call being served counts
@@ -155,6 +159,17 @@ impl AwsFront {
         }
     }
 
+    /// EC2 reports `check` of `instance_id` impaired since `since` from now on
+    /// ([`crate::status_checks`]).
+    pub fn impair(
+        &self,
+        instance_id: &str,
+        check: crate::status_checks::Check,
+        since: jiff::Timestamp,
+    ) {
+        self.front.status_checks.impair(instance_id, check, since);
+    }
+
     /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
     pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -168,6 +183,7 @@ impl AwsFront {
             armed: Mutex::default(),
             tokens: Tokens::default(),
             consistency: Consistency::default(),
+            status_checks: Default::default(),
             calls: Mutex::default(),
             sqs: std::sync::OnceLock::new(),
             clock: std::sync::OnceLock::new(),
@@ -474,7 +490,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
     let read_answer = token_key.is_some()
         || matches!(
             action.as_str(),
-            "CreateFleet" | "RunInstances" | "DescribeInstances"
+            "CreateFleet" | "RunInstances" | "DescribeInstances" | "DescribeInstanceStatus"
         );
     let response = if read_answer {
         let (parts_out, out_body) = response.into_parts();
@@ -482,7 +498,8 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             .await
             .unwrap_or_default();
         front.consistency.launched(&action, &bytes, at);
-        let bytes = Bytes::from(front.consistency.visible(&action, bytes.to_vec(), at));
+        let bytes = front.consistency.visible(&action, bytes.to_vec(), at);
+        let bytes = Bytes::from(front.status_checks.rewrite(&action, bytes));
         // EC2 remembers the answer whether or not the caller lived to read it.
         if let Some(key) = token_key {
             let content_type = parts_out

@@ -17,6 +17,7 @@ pub mod lambda_api;
 pub mod moto;
 pub mod soak;
 pub mod sqs;
+pub mod status_checks;
 pub mod template;
 pub mod world;
 pub mod world_time;

@@ -408,6 +408,7 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
         &[
             ("eks:DescribeCluster", Called),
             ("ec2:DescribeInstances", Called),
+            ("ec2:DescribeInstanceStatus", Called),
             ("ec2:DescribeInstanceTypes", Called),
             ("ec2:DescribeInstanceTypeOfferings", Called),
             ("ec2:DescribeSpotPriceHistory", Called),

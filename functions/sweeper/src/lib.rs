@@ -15,6 +15,7 @@ mod drift;
 mod events;
 mod floor;
 mod profiles;
+mod repair;
 mod replacement;
 
 use std::collections::HashMap;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::api::labels;
-use nodewright::aws::OwnedInstances;
+use nodewright::aws::{InstanceStatusChecks, OwnedInstances};
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
@@ -155,7 +156,7 @@ pub async fn handler<K, E, R>(
 ) -> Result<Value, Error>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
-    E: OwnedInstances,
+    E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
@@ -174,7 +175,7 @@ where
 pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
-    E: OwnedInstances,
+    E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let Some(elector) = &state.lease else {
@@ -230,7 +231,7 @@ async fn label_nodes<K, E, R>(
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource,
-    E: OwnedInstances,
+    E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let config = state
@@ -331,6 +332,9 @@ where
     }
     for p in &problems {
         tracing::warn!(problem = p, "object not considered for disruption");
+    }
+    if state.node_repair {
+        repair::mark_status_checks(state, &mut snapshot, &instances, now).await;
     }
     let plan = plan_disruption(&snapshot, now);
     let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;

@@ -294,6 +294,8 @@ pub enum AwsError {
     InstanceProfileVanished { name: String },
     #[error("DescribeInstances failed")]
     DescribeInstances { source: ApiError },
+    #[error("DescribeInstanceStatus failed")]
+    DescribeInstanceStatus { source: ApiError },
     #[error("TerminateInstances failed for {ids:?}")]
     TerminateInstances { ids: Vec<String>, source: ApiError },
     #[error("CreateTags failed for {ids:?}")]
@@ -366,6 +368,7 @@ impl AwsError {
             | AwsError::RemoveRoleFromInstanceProfile { source, .. }
             | AwsError::DeleteInstanceProfile { source, .. }
             | AwsError::DescribeInstances { source }
+            | AwsError::DescribeInstanceStatus { source }
             | AwsError::TerminateInstances { source, .. }
             | AwsError::CreateTags { source, .. }
             | AwsError::SendMessage { source, .. }

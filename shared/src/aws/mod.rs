@@ -19,6 +19,7 @@ pub mod price_list;
 pub mod pricing;
 pub mod profile_leftovers;
 pub mod queue;
+pub mod status_checks;
 
 mod convert;
 
@@ -37,8 +38,9 @@ pub use launch_templates::{
 pub use network::{SecurityGroup, Subnet, pick_subnet_per_zone};
 pub use ownership::{InstanceOwnership, is_owned};
 pub use ports::{
-    Fleet, ImageResolver, InstanceInventory, InstanceProfileLeftovers, InstanceProfiles,
-    InstanceTypeSource, LaunchTemplates, NetworkDiscovery, OnDemandPriceSource, OwnInstanceProfile,
+    Fleet, ImageResolver, Impaired, InstanceInventory, InstanceProfileLeftovers, InstanceProfiles,
+    InstanceStatusChecks, InstanceTypeSource, LaunchTemplates, NetworkDiscovery,
+    OnDemandPriceSource, OwnInstanceProfile, StatusCheck,
 };
 pub use pricing::{BundledPrices, PricingAdapter, pricing_client, pricing_endpoint_region};
 pub use profile_leftovers::ProfileLeftoversAdapter;

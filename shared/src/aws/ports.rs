@@ -151,6 +151,42 @@ pub trait InstanceInventory {
     ) -> impl Future<Output = Result<HashMap<String, InstanceState>, AwsError>> + Send;
 }
 
+/// One of EC2's two status checks of a running instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusCheck {
+    /// AWS's side: the host, its power and network.
+    System,
+    /// The instance's own: its operating system, memory, file systems, network setup.
+    Instance,
+}
+
+impl StatusCheck {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            StatusCheck::System => "SystemStatus",
+            StatusCheck::Instance => "InstanceStatus",
+        }
+    }
+}
+
+/// A status check EC2 reports impaired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impaired {
+    pub instance_id: String,
+    pub check: StatusCheck,
+    /// The check's `impairedSince`, when EC2 gives one.
+    pub since: Option<jiff::Timestamp>,
+}
+
+/// EC2's status checks (DescribeInstanceStatus), for node repair.
+pub trait InstanceStatusChecks {
+    /// The impaired checks of those of `ids` that are running.
+    fn impaired(
+        &self,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<Impaired>, AwsError>> + Send;
+}
+
 /// On-demand prices of the region the functions run in (the AWS Pricing API).
 pub trait OnDemandPriceSource {
     /// USD per hour by instance type, for Linux, shared tenancy, no pre-installed

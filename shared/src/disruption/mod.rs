@@ -44,8 +44,8 @@ pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
 pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
 pub use repair::{
-    REPAIR_POLICIES, RepairPolicy, UNHEALTHY_AT_ONCE_PERCENT, Unhealthy, unhealthy,
-    unhealthy_allowed,
+    REPAIR_POLICIES, RepairPolicy, STATUS_CHECK_TOLERATION, UNHEALTHY_AT_ONCE_PERCENT, Unhealthy,
+    mark_impaired, unhealthy, unhealthy_allowed,
 };
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, launches_first, parse_replacement, replacement_value,

@@ -1,6 +1,6 @@
 //! Node repair, as Karpenter's node health controller: a node whose kubelet or EKS node
-//! monitoring agent has reported a problem for longer than the condition's toleration is
-//! replaced, forcefully (its drain's deadline is now: PodDisruptionBudgets and
+//! monitoring agent has reported a problem for longer than the condition's toleration, or
+//! whose instance fails an EC2 status check for [`STATUS_CHECK_TOLERATION`], is replaced, forcefully (its drain's deadline is now: PodDisruptionBudgets and
 //! `do-not-disrupt` no longer hold its pods, which a broken node cannot run anyway). No
 //! pool is repaired while more than a fifth of its nodes are unhealthy at once: that is a
 //! broken AMI, subnet or dependency, which new nodes would share, not a broken node.
@@ -14,6 +14,7 @@ use super::Reason;
 use super::kept::{Kept, KeptWhy};
 use super::plan::{Action, Command};
 use super::snapshot::{NodeView, Snapshot};
+use crate::aws::Impaired;
 
 /// A node condition that makes a node unhealthy once it has held for `toleration`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,11 @@ pub const REPAIR_POLICIES: &[RepairPolicy] = &[
     },
 ];
 
+/// How long an EC2 status check may be impaired before the node is repaired: as long as
+/// the shortest node condition's, since an impaired check is AWS's own word that the
+/// machine is broken (Karpenter does not read status checks).
+pub const STATUS_CHECK_TOLERATION: Duration = minutes(10);
+
 /// The share of a pool's nodes that may be unhealthy at once (rounded up) for any of them
 /// to be repaired: Karpenter's 20%.
 pub const UNHEALTHY_AT_ONCE_PERCENT: usize = 20;
@@ -108,6 +114,32 @@ pub fn unhealthy<'a>(
             })
         })
         .min_by_key(Unhealthy::due)
+}
+
+/// Adds EC2's impaired status checks to the nodes of their instances: a node is unhealthy by
+/// whichever of its conditions and checks is due first. A check without an impaired-since
+/// time counts from `now`.
+pub fn mark_impaired(snapshot: &mut Snapshot, impaired: &[Impaired], now: Timestamp) {
+    for node in &mut snapshot.nodes {
+        let Some(id) = node.instance_id.as_deref() else {
+            continue;
+        };
+        let checks = impaired
+            .iter()
+            .filter(|i| i.instance_id == id)
+            .map(|i| Unhealthy {
+                condition: i.check.as_str().to_string(),
+                status: "impaired".to_string(),
+                since: i.since.unwrap_or(now),
+                toleration: STATUS_CHECK_TOLERATION,
+            });
+        node.unhealthy = node
+            .unhealthy
+            .take()
+            .into_iter()
+            .chain(checks)
+            .min_by_key(Unhealthy::due);
+    }
 }
 
 /// How many of `nodes` may be unhealthy at once for repair to go on.

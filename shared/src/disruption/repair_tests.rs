@@ -226,3 +226,39 @@ fn consolidation_waits_in_a_pool_being_repaired() {
         .collect();
     assert_eq!(waiting, vec![&KeptWhy::RemovalUnderWay; 6]);
 }
+
+#[test]
+fn an_impaired_status_check_makes_a_node_unhealthy_after_ten_minutes_unless_a_condition_is_due_first()
+ {
+    use crate::aws::{Impaired, StatusCheck};
+    let now = t("10:00:00");
+    let mut healthy = node("healthy", "default");
+    healthy.instance_id = Some("i-healthy".into());
+    let mut checked = node("checked", "default");
+    checked.instance_id = Some("i-checked".into());
+    let mut both = sick(node("both", "default"), "Ready", "Unknown", "09:20:00");
+    both.instance_id = Some("i-both".into());
+    let mut snap = snapshot(vec![pool("default")], vec![healthy, checked, both]);
+    let impaired = [
+        Impaired {
+            instance_id: "i-checked".into(),
+            check: StatusCheck::Instance,
+            since: None,
+        },
+        Impaired {
+            instance_id: "i-both".into(),
+            check: StatusCheck::System,
+            since: Some(t("09:55:00")),
+        },
+    ];
+    mark_impaired(&mut snap, &impaired, now);
+    let by = |name: &str| snap.nodes.iter().find(|n| n.name == name).unwrap();
+    assert_eq!(by("healthy").unhealthy, None);
+    let checked = by("checked").unhealthy.clone().unwrap();
+    assert_eq!(
+        (checked.condition.as_str(), checked.due()),
+        ("InstanceStatus", t("10:10:00"))
+    );
+    // Ready Unknown since 09:20 is due at 09:50, before the check's 10:05.
+    assert_eq!(by("both").unhealthy.as_ref().unwrap().condition, "Ready");
+}
