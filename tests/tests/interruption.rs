@@ -97,12 +97,19 @@ fn node(world: &World, name: &str) -> Option<Value> {
     world.sim.get_json("v1", "Node", "", name)
 }
 
-fn tainted(node: &Value) -> bool {
+const DISRUPTION_TAINTS: [&str; 2] = ["nodewright.io/disrupted", "karpenter.sh/disrupted"];
+
+fn carries(node: &Value, key: &str) -> bool {
     node["spec"]["taints"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|t| t["key"] == "nodewright.io/disrupted" && t["effect"] == "NoSchedule")
+        .any(|t| t["key"] == key && t["effect"] == "NoSchedule")
+}
+
+/// Tainted as nodewright taints: its own taint and Karpenter's, both NoSchedule.
+fn tainted(node: &Value) -> bool {
+    DISRUPTION_TAINTS.iter().all(|key| carries(node, key))
 }
 
 async fn owned(world: &World) -> Vec<Instance> {
@@ -485,7 +492,10 @@ async fn an_invocation_that_dies_once_its_first_look_is_queued_is_resumed_by_tha
         at = crash.happened() => { at.unwrap(); }
     }
     let untouched = node(&world, &victim).expect("the node is still there");
-    assert!(!tainted(&untouched), "{untouched}");
+    assert!(
+        !DISRUPTION_TAINTS.iter().any(|key| carries(&untouched, key)),
+        "{untouched}"
+    );
     assert!(
         inflate_pods(&world)
             .iter()

@@ -164,7 +164,7 @@ impl RemovalMarks for Fake {
         node: &str,
         key: &str,
         value: Option<&str>,
-        _: &Taint,
+        _: &[Taint],
         marks: Marks,
     ) -> Result<(), KubeError> {
         let tainted = marks.tainted;

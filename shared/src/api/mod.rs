@@ -62,6 +62,10 @@ pub mod labels {
     pub const NODECLAIM: &str = "nodewright.io/nodeclaim";
     pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
     pub const DISRUPTED_TAINT: &str = "nodewright.io/disrupted";
+    /// Karpenter's taint on a node it disrupts, written beside [`DISRUPTED_TAINT`] so pods
+    /// and tools made for Karpenter (a toleration to stay, a node filter) see the same.
+    /// nodewright's own taint is the one it reads.
+    pub const KARPENTER_DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
     /// On a node being replaced: the instances launched for its pods (comma-separated,
     /// `none` when its pods fit on existing capacity).
     pub const REPLACEMENT_ANNOTATION: &str = "nodewright.io/replacement";

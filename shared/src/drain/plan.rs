@@ -21,7 +21,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT};
+use crate::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, KARPENTER_DISRUPTED_TAINT};
 use crate::kube::PodRef;
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
@@ -146,7 +146,8 @@ fn skip_reason(pod: &Pod) -> Option<Skip> {
     None
 }
 
-/// A toleration matching `nodewright.io/disrupted=:NoSchedule`: same key (or an empty key
+/// A toleration matching `nodewright.io/disrupted=:NoSchedule` or Karpenter's
+/// `karpenter.sh/disrupted=:NoSchedule` (both are on the node): same key (or an empty key
 /// with `Exists`, which tolerates everything), `Exists` or an empty value, any or
 /// NoSchedule effect.
 fn tolerates_disruption(pod: &Pod) -> bool {
@@ -155,7 +156,7 @@ fn tolerates_disruption(pod: &Pod) -> bool {
         let exists = t.operator.as_deref() == Some("Exists");
         let key_ok = match t.key.as_deref() {
             None | Some("") => exists,
-            Some(k) => k == DISRUPTED_TAINT,
+            Some(k) => k == DISRUPTED_TAINT || k == KARPENTER_DISRUPTED_TAINT,
         };
         let value_ok = exists || t.value.as_deref().unwrap_or_default().is_empty();
         let effect_ok = matches!(t.effect.as_deref(), None | Some("") | Some("NoSchedule"));

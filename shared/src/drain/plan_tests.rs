@@ -46,6 +46,10 @@ fn pods() -> Vec<Pod> {
             "stays",
             json!({"spec": {"tolerations": [{"key": "nodewright.io/disrupted", "operator": "Exists", "effect": "NoSchedule"}]}}),
         ),
+        pod(
+            "stays-as-on-karpenter",
+            json!({"spec": {"tolerations": [{"key": "karpenter.sh/disrupted", "operator": "Exists"}]}}),
+        ),
         pod("done", json!({"status": {"phase": "Succeeded"}})),
         pod(
             "pinned",
@@ -59,7 +63,7 @@ fn pods() -> Vec<Pod> {
 }
 
 #[test]
-fn daemonset_mirror_tolerating_and_finished_pods_are_left_alone() {
+fn daemonset_mirror_tolerating_either_disruption_taint_and_finished_pods_are_left_alone() {
     let plan = plan_drain(
         &pods(),
         &involuntary("2026-11-21T09:17:00Z"),
@@ -76,6 +80,7 @@ fn daemonset_mirror_tolerating_and_finished_pods_are_left_alone() {
             ("ds", Skip::DaemonSet),
             ("mirror", Skip::Mirror),
             ("stays", Skip::ToleratesDisruption),
+            ("stays-as-on-karpenter", Skip::ToleratesDisruption),
             ("done", Skip::Finished),
         ]
     );

@@ -1,4 +1,4 @@
-//! A node's removal record and the disruption taint, written together: one guarded
+//! A node's removal record and the disruption taints, written together: one guarded
 //! read-modify-write (the node's `resourceVersion`; a 409 reads again), so a node never
 //! carries one without the other and a taint another controller added meanwhile is kept.
 //! The same write takes a node whose drain has begun out of external load balancers (the
@@ -34,14 +34,14 @@ impl Marks {
 
 pub trait RemovalMarks: Send + Sync {
     /// Sets annotation `key` to `value` (`None` removes it) and makes the node carry
-    /// `taint` and the load-balancer label as `marks` say, in one write; writes nothing
+    /// `taints` and the load-balancer label as `marks` say, in one write; writes nothing
     /// when all are already so.
     fn mark_removal(
         &self,
         node: &str,
         key: &str,
         value: Option<&str>,
-        taint: &Taint,
+        taints: &[Taint],
         marks: Marks,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
@@ -65,7 +65,7 @@ pub fn removal_patch(
     current: &Node,
     key: &str,
     value: Option<&str>,
-    taint: &Taint,
+    wanted: &[Taint],
     marks: Marks,
 ) -> Option<Value> {
     let tainted = marks.tainted;
@@ -74,7 +74,11 @@ pub fn removal_patch(
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    let has = taints.iter().any(|t| t.key == taint.key);
+    let carries = |w: &Taint| taints.iter().any(|t| t.key == w.key);
+    let as_wanted = match tainted {
+        true => wanted.iter().all(carries),
+        false => !wanted.iter().any(carries),
+    };
     let annotations = current.metadata.annotations.as_ref();
     let annotation = annotations.and_then(|a| a.get(key)).map(String::as_str);
     let labelled = current
@@ -85,7 +89,7 @@ pub fn removal_patch(
     let ours = annotations.is_some_and(|a| a.contains_key(EXCLUDED_BY_REMOVAL));
     let exclude = marks.draining && !labelled;
     let include = !marks.draining && ours;
-    if has == tainted && annotation == value && !exclude && !include {
+    if as_wanted && annotation == value && !exclude && !include {
         return None;
     }
     let mut patch = json!({
@@ -99,12 +103,15 @@ pub fn removal_patch(
         patch["metadata"]["labels"] = json!({ EXCLUDE_FROM_LOAD_BALANCERS: mark });
         patch["metadata"]["annotations"][EXCLUDED_BY_REMOVAL] = json!(mark);
     }
-    if has != tainted {
-        let kept = taints.iter().filter(|t| t.key != taint.key).cloned();
-        let added = tainted.then(|| NodeTaint {
-            key: taint.key.clone(),
-            value: taint.value.clone(),
-            effect: effect(taint).into(),
+    if !as_wanted {
+        let kept = taints
+            .iter()
+            .filter(|t| !wanted.iter().any(|w| w.key == t.key))
+            .cloned();
+        let added = wanted.iter().filter(|_| tainted).map(|w| NodeTaint {
+            key: w.key.clone(),
+            value: w.value.clone(),
+            effect: effect(w).into(),
             time_added: None,
         });
         let all: Vec<NodeTaint> = kept.chain(added).collect();
@@ -119,7 +126,7 @@ impl RemovalMarks for KubeCluster {
         node: &str,
         key: &str,
         value: Option<&str>,
-        taint: &Taint,
+        taints: &[Taint],
         marks: Marks,
     ) -> Result<(), KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
@@ -134,7 +141,7 @@ impl RemovalMarks for KubeCluster {
                 .retry
                 .run("get", &resource, || api.get(node))
                 .await?;
-            let Some(patch) = removal_patch(&current, key, value, taint, marks) else {
+            let Some(patch) = removal_patch(&current, key, value, taints, marks) else {
                 return Ok(());
             };
             let patch = Patch::Merge(&patch);
@@ -191,7 +198,13 @@ mod tests {
 
     #[test]
     fn taking_a_node_writes_the_record_and_the_taint_in_one_guarded_patch_keeping_other_taints() {
-        let taken = removal_patch(&node(None, &["other"]), "k", Some("r"), &disrupted(), TAKEN);
+        let taken = removal_patch(
+            &node(None, &["other"]),
+            "k",
+            Some("r"),
+            &[disrupted()],
+            TAKEN,
+        );
         let taken = taken.unwrap();
         assert!(
             taken["metadata"].get("labels").is_none(),
@@ -201,7 +214,7 @@ mod tests {
             &node(None, &["other"]),
             "k",
             Some("r"),
-            &disrupted(),
+            &[disrupted()],
             DRAINING,
         )
         .unwrap();
@@ -219,11 +232,43 @@ mod tests {
     }
 
     #[test]
+    fn karpenter_s_taint_is_written_and_taken_off_with_nodewright_s() {
+        let both = crate::removal::disrupted_taints();
+        let keys = |p: &Value| -> Vec<String> {
+            p["spec"]["taints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["key"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let taken = removal_patch(&node(None, &["other"]), "k", Some("r"), &both, TAKEN).unwrap();
+        assert_eq!(
+            keys(&taken),
+            ["other", "nodewright.io/disrupted", "karpenter.sh/disrupted"]
+        );
+        // A node taken before Karpenter's taint was written gets it with the next write.
+        let older = node(Some("r"), &["nodewright.io/disrupted"]);
+        let added = removal_patch(&older, "k", Some("r"), &both, TAKEN).unwrap();
+        assert_eq!(
+            keys(&added),
+            ["nodewright.io/disrupted", "karpenter.sh/disrupted"]
+        );
+        let done = node(
+            Some("r"),
+            &["nodewright.io/disrupted", "other", "karpenter.sh/disrupted"],
+        );
+        assert!(removal_patch(&done, "k", Some("r"), &both, TAKEN).is_none());
+        let cleared = removal_patch(&done, "k", None, &both, Marks::NONE).unwrap();
+        assert_eq!(keys(&cleared), ["other"]);
+    }
+
+    #[test]
     fn a_node_already_out_of_load_balancers_keeps_its_label_when_a_removal_is_given_up() {
         let mut theirs = node(None, &[]);
         theirs.metadata.labels =
             Some([(EXCLUDE_FROM_LOAD_BALANCERS.to_string(), "true".to_string())].into());
-        let taken = removal_patch(&theirs, "k", Some("r"), &disrupted(), DRAINING).unwrap();
+        let taken = removal_patch(&theirs, "k", Some("r"), &[disrupted()], DRAINING).unwrap();
         assert!(taken["metadata"].get("labels").is_none(), "{taken}");
         assert!(
             taken["metadata"]["annotations"]
@@ -239,7 +284,7 @@ mod tests {
             effect: "NoSchedule".into(),
             ..Default::default()
         }]);
-        let p = removal_patch(&given_up, "k", None, &disrupted(), Marks::NONE).unwrap();
+        let p = removal_patch(&given_up, "k", None, &[disrupted()], Marks::NONE).unwrap();
         assert!(p["metadata"].get("labels").is_none(), "{p}");
     }
 
@@ -254,7 +299,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(EXCLUDED_BY_REMOVAL.to_string(), "true".to_string());
-        let p = removal_patch(&taken, "k", None, &disrupted(), Marks::NONE).unwrap();
+        let p = removal_patch(&taken, "k", None, &[disrupted()], Marks::NONE).unwrap();
         assert_eq!(p["metadata"]["annotations"]["k"], Value::Null);
         assert_eq!(p["spec"]["taints"].as_array().unwrap().len(), 1);
         assert_eq!(
@@ -266,11 +311,11 @@ mod tests {
             Value::Null
         );
         assert_eq!(
-            removal_patch(&taken, "k", Some("r"), &disrupted(), DRAINING),
+            removal_patch(&taken, "k", Some("r"), &[disrupted()], DRAINING),
             None
         );
         // A record changed on a node already tainted: the taints are left alone.
-        let p = removal_patch(&taken, "k", Some("r2"), &disrupted(), DRAINING).unwrap();
+        let p = removal_patch(&taken, "k", Some("r2"), &[disrupted()], DRAINING).unwrap();
         assert!(p.get("spec").is_none(), "{p}");
     }
 }

@@ -15,7 +15,7 @@ use super::decide::{Act, Budget, Instance, Next, Situation, merge, next};
 use super::record::{
     Avoid, BACKOFF_ANNOTATION, Backoff, REMOVAL_ANNOTATION, Record, RecordError, Replacement,
 };
-use crate::api::labels::DISRUPTED_TAINT;
+use crate::api::labels::{DISRUPTED_TAINT, KARPENTER_DISRUPTED_TAINT};
 use crate::api::{Taint, TaintEffect};
 use crate::aws::{AwsError, InstanceState, OwnedInstance, OwnedInstances, is_owned};
 use crate::drain::{DrainProgress, execute, reschedulable};
@@ -62,13 +62,14 @@ impl RemovalError {
     }
 }
 
-/// The disruption taint: a node being taken away gets no new pods.
-pub fn disrupted_taint() -> Taint {
-    Taint {
-        key: DISRUPTED_TAINT.into(),
+/// The disruption taints, nodewright's and Karpenter's: a node being taken away gets no
+/// new pods.
+pub fn disrupted_taints() -> [Taint; 2] {
+    [DISRUPTED_TAINT, KARPENTER_DISRUPTED_TAINT].map(|key| Taint {
+        key: key.into(),
         value: None,
         effect: TaintEffect::NoSchedule,
-    }
+    })
 }
 
 /// What the caller knows of the node's NodePool and why it acts.
@@ -309,7 +310,7 @@ async fn write<K: NodeDisruption>(kube: &K, name: &str, r: &Record) -> Result<()
         name,
         REMOVAL_ANNOTATION,
         Some(&r.to_annotation()),
-        &disrupted_taint(),
+        &disrupted_taints(),
         marks,
     )
     .await
@@ -322,7 +323,7 @@ async fn clear<K: NodeDisruption>(kube: &K, name: &str) -> Result<(), KubeError>
         name,
         REMOVAL_ANNOTATION,
         None,
-        &disrupted_taint(),
+        &disrupted_taints(),
         Marks::NONE,
     )
     .await

@@ -14,7 +14,7 @@ pub use capacity::{Capacity, offering};
 pub use cause::Cause;
 pub use decide::{Act, Budget, Instance, Next, Situation, merge, next};
 pub use execute::{
-    Advanced, Ask, Context, Ports, RemovalError, advance, disrupted_taint, instance_of, record_of,
+    Advanced, Ask, Context, Ports, RemovalError, advance, disrupted_taints, instance_of, record_of,
     record_replacement, replacement_of,
 };
 pub use record::{
