@@ -258,7 +258,11 @@ fn blocker(node: &NodeView, pool: &PoolPolicy) -> Option<KeptWhy> {
             .as_ref()
             .map(|pdb| KeptWhy::PodDisruptionBudget {
                 pod: format!("{}/{}", p.namespace, p.name),
-                pdb: format!("{}/{}", p.namespace, pdb),
+                pdb: pdb
+                    .split(" and ")
+                    .map(|name| format!("{}/{name}", p.namespace))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
             })
     })
 }

@@ -321,18 +321,17 @@ fn owned_by(pod: &Pod, kind: &str) -> bool {
         .is_some_and(|o| o.iter().any(|o| o.kind == kind))
 }
 
-/// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now.
+/// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now, or the
+/// budgets (`a and b`) of a pod under more than one: the Eviction API refuses such a pod
+/// whatever they allow, so it holds its node as Karpenter's candidate filter has it.
 pub(super) fn blocked_pods(
     pdbs: &[PodDisruptionBudget],
     pods: &[Pod],
     problems: &mut Vec<String>,
 ) -> HashMap<(String, String), String> {
-    let mut out = HashMap::new();
+    // Per pod: the budgets over it, in order, and whether one allows no disruption now.
+    let mut over: HashMap<(String, String), (Vec<String>, Option<String>)> = HashMap::new();
     for pdb in pdbs {
-        let allowed = pdb.status.as_ref().map(|s| s.disruptions_allowed);
-        if allowed != Some(0) {
-            continue;
-        }
         let ns = pdb
             .metadata
             .namespace
@@ -352,14 +351,24 @@ pub(super) fn blocked_pods(
                 continue;
             }
         };
+        let exhausted = pdb.status.as_ref().map(|s| s.disruptions_allowed) == Some(0);
         for pod in pods {
             let pod_ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             let labels = pod.metadata.labels.clone().unwrap_or_default();
             if pod_ns == ns && selector.matches(&labels) {
                 let key = (ns.clone(), pod.metadata.name.clone().unwrap_or_default());
-                out.entry(key).or_insert_with(|| name.clone());
+                let (names, first_exhausted) = over.entry(key).or_default();
+                names.push(name.clone());
+                if exhausted && first_exhausted.is_none() {
+                    *first_exhausted = Some(name.clone());
+                }
             }
         }
     }
-    out
+    over.into_iter()
+        .filter_map(|(pod, (names, exhausted))| {
+            let held = exhausted.or_else(|| (names.len() > 1).then(|| names.join(" and ")));
+            held.map(|by| (pod, by))
+        })
+        .collect()
 }

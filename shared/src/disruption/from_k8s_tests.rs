@@ -79,9 +79,21 @@ fn a_budget_allowing_no_disruption_now_holds_the_pods_it_selects_in_its_namespac
             0,
         ),
         (
-            "two budgets over one pod: the first named",
-            vec![pdb("first", web(), Some(0)), pdb("second", web(), Some(0))],
-            vec!["default/web-0 by first"],
+            "two budgets over one pod: the first allowing none named",
+            vec![pdb("first", web(), Some(1)), pdb("second", web(), Some(0))],
+            vec!["default/web-0 by second"],
+            0,
+        ),
+        (
+            "two budgets over one pod, both allowing: the Eviction API refuses it",
+            vec![pdb("first", web(), Some(1)), pdb("second", web(), Some(2))],
+            vec!["default/web-0 by first and second"],
+            0,
+        ),
+        (
+            "one budget allowing holds nothing",
+            vec![pdb("first", web(), Some(1))],
+            vec![],
             0,
         ),
         (

@@ -98,6 +98,11 @@ impl fmt::Display for KeptWhy {
             KeptWhy::DoNotDisruptPod { pod } => {
                 write!(f, "a pod has karpenter.sh/do-not-disrupt ({pod})")
             }
+            // Names hold no spaces: `a and b` is a pod under more than one budget.
+            KeptWhy::PodDisruptionBudget { pod, pdb } if pdb.contains(' ') => write!(
+                f,
+                "PodDisruptionBudgets {pdb} both cover pod {pod}: the Eviction API refuses to evict it"
+            ),
             KeptWhy::PodDisruptionBudget { pod, pdb } => {
                 write!(
                     f,

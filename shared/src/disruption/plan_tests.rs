@@ -168,11 +168,18 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
     let mut p = pod("db-0", PodKind::Workload);
     p.blocked_by_pdb = Some("db".into());
     with_pdb.pods.push(p);
+    let mut with_two = node("with-two-pdbs", "default");
+    let mut p = pod("web-0", PodKind::Workload);
+    p.blocked_by_pdb = Some("web and web-strict".into());
+    with_two.pods.push(p);
     // A do-not-disrupt DaemonSet pod does not move, so it does not hold the node.
     let mut ds_only = empty_node("ds-only", "default", "01:00:00");
     ds_only.pods[0].do_not_disrupt = true;
     let plan = plan_disruption(
-        &snapshot(vec![expiring], vec![annotated, with_pod, with_pdb, ds_only]),
+        &snapshot(
+            vec![expiring],
+            vec![annotated, with_pod, with_pdb, with_two, ds_only],
+        ),
         t("10:00:00"),
     );
     assert_eq!(deleted(&plan), vec![("ds-only", Reason::Empty)]);
@@ -190,6 +197,11 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
             (
                 "with-pdb",
                 "PodDisruptionBudget default/db allows no disruption of pod default/db-0"
+                    .to_string()
+            ),
+            (
+                "with-two-pdbs",
+                "PodDisruptionBudgets default/web and default/web-strict both cover pod default/web-0: the Eviction API refuses to evict it"
                     .to_string()
             ),
         ]
