@@ -321,6 +321,15 @@ fn owned_by(pod: &Pod, kind: &str) -> bool {
         .is_some_and(|o| o.iter().any(|o| o.kind == kind))
 }
 
+/// The pod's Ready condition is False (the Eviction API's "unhealthy").
+fn not_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "False")
+}
+
 /// (namespace, pod) -> the PodDisruptionBudget that allows no disruption of it now, or the
 /// budgets (`a and b`) of a pod under more than one: the Eviction API refuses such a pod
 /// whatever they allow, so it holds its node as Karpenter's candidate filter has it.
@@ -352,6 +361,13 @@ pub(super) fn blocked_pods(
             }
         };
         let exhausted = pdb.status.as_ref().map(|s| s.disruptions_allowed) == Some(0);
+        // `unhealthyPodEvictionPolicy: AlwaysAllow`: a pod that is not Ready may be evicted
+        // whatever the budget allows.
+        let always_allow_unready = pdb
+            .spec
+            .as_ref()
+            .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+            == Some("AlwaysAllow");
         for pod in pods {
             let pod_ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             let labels = pod.metadata.labels.clone().unwrap_or_default();
@@ -359,7 +375,8 @@ pub(super) fn blocked_pods(
                 let key = (ns.clone(), pod.metadata.name.clone().unwrap_or_default());
                 let (names, first_exhausted) = over.entry(key).or_default();
                 names.push(name.clone());
-                if exhausted && first_exhausted.is_none() {
+                let holds = exhausted && !(always_allow_unready && not_ready(pod));
+                if holds && first_exhausted.is_none() {
                     *first_exhausted = Some(name.clone());
                 }
             }

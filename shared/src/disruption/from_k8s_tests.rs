@@ -166,3 +166,33 @@ fn a_pod_moves_with_its_node_only_when_it_is_a_running_workload_not_already_leav
         assert_eq!(pod_kind(&pod), kind, "{extra} {phase}");
     }
 }
+
+#[test]
+fn an_always_allow_budget_lets_a_pod_that_is_not_ready_go_and_holds_a_ready_one() {
+    let web = json!({"matchLabels": {"app": "web"}});
+    let ready = |name: &str, status: &str| {
+        let mut p = pod("default", name, "web");
+        p.status = Some(
+            serde_json::from_value(json!({"conditions": [{"type": "Ready", "status": status}]}))
+                .unwrap(),
+        );
+        p
+    };
+    let pods = [ready("up", "True"), ready("down", "False")];
+    // (policy, pods held)
+    let cases = [
+        (Some("AlwaysAllow"), vec!["default/up"]),
+        (Some("IfHealthyBudget"), vec!["default/down", "default/up"]),
+        (None, vec!["default/down", "default/up"]),
+    ];
+    for (policy, want) in cases {
+        let mut budget = pdb("web", web.clone(), Some(0));
+        if let Some(spec) = budget.spec.as_mut() {
+            spec.unhealthy_pod_eviction_policy = policy.map(str::to_string);
+        }
+        let held = blocked_pods(&[budget], &pods, &mut Vec::new());
+        let mut got: Vec<String> = held.keys().map(|(ns, p)| format!("{ns}/{p}")).collect();
+        got.sort();
+        assert_eq!(got, want, "{policy:?}");
+    }
+}
