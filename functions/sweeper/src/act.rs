@@ -531,9 +531,7 @@ pub(crate) fn recheck(
     if reason == Reason::Empty && !moving.is_empty() {
         return Some("a pod was scheduled on it".into());
     }
-    let held = moving
-        .iter()
-        .find(|p| nodewright::drain::do_not_disrupt(p, now));
+    let held = pods.iter().find(|p| nodewright::drain::holds_node(p, now));
     held.map(|p| {
         format!(
             "pod {} now has karpenter.sh/do-not-disrupt",

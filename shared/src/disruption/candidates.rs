@@ -248,7 +248,7 @@ fn blocker(node: &NodeView, pool: &PoolPolicy) -> Option<KeptWhy> {
         return Some(KeptWhy::DoNotDisruptNode);
     }
     let moving = || node.pods.iter().filter(|p| p.moves());
-    if let Some(p) = moving().find(|p| p.do_not_disrupt) {
+    if let Some(p) = node.pods.iter().find(|p| p.holds_node()) {
         return Some(KeptWhy::DoNotDisruptPod {
             pod: format!("{}/{}", p.namespace, p.name),
         });

@@ -172,17 +172,22 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
     let mut p = pod("web-0", PodKind::Workload);
     p.blocked_by_pdb = Some("web and web-strict".into());
     with_two.pods.push(p);
-    // A do-not-disrupt DaemonSet pod does not move, so it does not hold the node.
+    // A do-not-disrupt DaemonSet pod holds its node too, as in Karpenter; a finished pod's
+    // annotation does not.
     let mut ds_only = empty_node("ds-only", "default", "01:00:00");
     ds_only.pods[0].do_not_disrupt = true;
+    let mut finished = empty_node("finished", "default", "01:00:00");
+    let mut done = pod("job", PodKind::Finished);
+    done.do_not_disrupt = true;
+    finished.pods.push(done);
     let plan = plan_disruption(
         &snapshot(
             vec![expiring],
-            vec![annotated, with_pod, with_pdb, with_two, ds_only],
+            vec![annotated, with_pod, with_pdb, with_two, ds_only, finished],
         ),
         t("10:00:00"),
     );
-    assert_eq!(deleted(&plan), vec![("ds-only", Reason::Empty)]);
+    assert_eq!(deleted(&plan), vec![("finished", Reason::Empty)]);
     assert_eq!(
         kept(&plan),
         vec![
@@ -203,6 +208,10 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
                 "with-two-pdbs",
                 "PodDisruptionBudgets default/web and default/web-strict both cover pod default/web-0: the Eviction API refuses to evict it"
                     .to_string()
+            ),
+            (
+                "ds-only",
+                "a pod has karpenter.sh/do-not-disrupt (default/ds-ds-only)".to_string()
             ),
         ]
     );

@@ -127,6 +127,15 @@ impl PodView {
     pub fn moves(&self) -> bool {
         self.kind == PodKind::Workload
     }
+
+    /// `do-not-disrupt` on a pod still running on the node, of any kind (`drain::holds_node`).
+    pub fn holds_node(&self) -> bool {
+        self.do_not_disrupt
+            && matches!(
+                self.kind,
+                PodKind::Workload | PodKind::DaemonSet | PodKind::Mirror
+            )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -197,6 +197,18 @@ pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
     })
 }
 
+/// A pod that holds its node against voluntary disruption: `do-not-disrupt` on a pod still
+/// running there, whatever its kind. A DaemonSet's or a static (mirror) pod counts too, as
+/// in Karpenter: its owner asked that this node not go, though the pod itself never moves.
+pub fn holds_node(pod: &Pod, now: Timestamp) -> bool {
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|p| p == "Succeeded" || p == "Failed");
+    !finished && pod.metadata.deletion_timestamp.is_none() && do_not_disrupt(pod, now)
+}
+
 fn critical(pod: &Pod) -> bool {
     pod.spec
         .as_ref()

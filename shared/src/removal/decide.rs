@@ -16,8 +16,8 @@
 //!   the NodePool's `terminationGracePeriod` counts from then. No somewhere to go (pods the
 //!   replacement cannot place, or capacity not Ready within [`REPLACEMENT_WAIT`]) gives the
 //!   removal up: untainted, its record cleared, a back-off before the next try.
-//! - **do-not-disrupt** holds a voluntary removal (expiry aside, which is forceful): it is
-//!   given up at once.
+//! - **do-not-disrupt** on any pod still running on the node (a DaemonSet's too) holds a
+//!   voluntary removal (expiry aside, which is forceful): it is given up at once.
 //! - **Nothing tainted without progress.** A voluntary drain with no deadline that has made
 //!   no progress for [`STUCK_AFTER`] is given up the same way; pods stuck terminating no
 //!   longer hold a drain.
@@ -251,7 +251,7 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
     // Given up at once, before a replacement is launched for nothing and the taint sits
     // until the drain is declared stuck.
     if record.cause != super::Cause::Expired
-        && let Some(held) = reschedulable(s.pods).find(|p| crate::drain::do_not_disrupt(p, now))
+        && let Some(held) = s.pods.iter().find(|p| crate::drain::holds_node(p, now))
     {
         let name = held.metadata.name.as_deref().unwrap_or("");
         return restore(format!("pod {name} is karpenter.sh/do-not-disrupt"), s);

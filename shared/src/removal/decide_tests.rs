@@ -386,7 +386,8 @@ fn a_consolidation_that_launched_first_waits_for_its_replacement_like_any_other(
 }
 
 #[test]
-fn a_do_not_disrupt_pod_gives_up_a_voluntary_removal_but_not_expiry_or_an_interruption() {
+fn a_do_not_disrupt_pod_of_any_running_kind_gives_up_a_voluntary_removal_but_not_expiry_or_an_interruption()
+ {
     let held = pod(
         "critical",
         json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}),
@@ -402,7 +403,8 @@ fn a_do_not_disrupt_pod_gives_up_a_voluntary_removal_but_not_expiry_or_an_interr
         assert_eq!(kinds(&n), vec!["restore"], "{cause:?}");
         assert!(n.note.unwrap().contains("critical"), "{cause:?}");
     }
-    // Only the pods that would move count: a DaemonSet's do-not-disrupt pod holds nothing.
+    // A DaemonSet's do-not-disrupt pod holds the node too, as in Karpenter, though it never
+    // moves; a finished one does not.
     let mut ds = daemon();
     ds.metadata.annotations = Some(
         [(
@@ -416,6 +418,14 @@ fn a_do_not_disrupt_pod_gives_up_a_voluntary_removal_but_not_expiry_or_an_interr
         Some(Record::new(Cause::Drifted, at(0, 0), None)),
         &only_daemon,
     );
+    assert_eq!(kinds(&next(&drift, at(0, 5))), vec!["restore"]);
+    let done = pod(
+        "job",
+        json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+               "status": {"phase": "Succeeded"}}),
+    );
+    let finished = vec![pod("web-1", json!({})), done];
+    let drift = situation(Some(Record::new(Cause::Drifted, at(0, 0), None)), &finished);
     assert_ne!(kinds(&next(&drift, at(0, 5))), vec!["restore"]);
     let expired = situation(Some(Record::new(Cause::Expired, at(0, 0), None)), &pods);
     assert_ne!(kinds(&next(&expired, at(0, 5))), vec!["restore"]);
