@@ -294,8 +294,7 @@ fn pod_view(pod: &Pod, blocked: &HashMap<(String, String), String>, now: Timesta
 /// Whether the pod would have to move if its node went.
 pub(super) fn pod_kind(pod: &Pod) -> PodKind {
     let meta = &pod.metadata;
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
+    if crate::drain::finished(pod) {
         PodKind::Finished
     } else if meta.deletion_timestamp.is_some() && !owned_by(pod, "StatefulSet") {
         // A StatefulSet's pod comes back under the same name once it is gone, so it needs

@@ -8,7 +8,7 @@ mod plan;
 pub use execute::{DrainProgress, execute};
 pub use plan::{
     DEFAULT_GRACE_SECONDS, DRAIN_RECHECK, Disruption, DrainPlan, DrainPolicy, MIN_LEAD, PodStep,
-    STUCK_TERMINATING, Skip, do_not_disrupt, holds_node, plan_drain, reschedulable,
+    STUCK_TERMINATING, Skip, do_not_disrupt, finished, holds_node, plan_drain, reschedulable,
 };
 
 #[cfg(test)]

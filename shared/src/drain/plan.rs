@@ -117,9 +117,14 @@ impl DrainPlan {
 const CRITICAL_PRIORITY_CLASSES: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
-fn skip_reason(pod: &Pod) -> Option<Skip> {
+/// Succeeded or Failed: nothing of it runs any more.
+pub fn finished(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+fn skip_reason(pod: &Pod) -> Option<Skip> {
+    if finished(pod) {
         return Some(Skip::Finished);
     }
     let meta = &pod.metadata;
@@ -201,12 +206,7 @@ pub fn do_not_disrupt(pod: &Pod, now: Timestamp) -> bool {
 /// running there, whatever its kind. A DaemonSet's or a static (mirror) pod counts too, as
 /// in Karpenter: its owner asked that this node not go, though the pod itself never moves.
 pub fn holds_node(pod: &Pod, now: Timestamp) -> bool {
-    let finished = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p == "Succeeded" || p == "Failed");
-    !finished && pod.metadata.deletion_timestamp.is_none() && do_not_disrupt(pod, now)
+    !finished(pod) && pod.metadata.deletion_timestamp.is_none() && do_not_disrupt(pod, now)
 }
 
 fn critical(pod: &Pod) -> bool {

@@ -78,22 +78,17 @@ pub fn delete_pod(
 /// longer reports (Ready Unknown) stops nothing: its pods stay Terminating until the Node
 /// is deleted, as on a real cluster.
 pub fn stop_terminating(store: &mut Store, now: Timestamp, report: &mut StepReport) {
-    let nodes: BTreeSet<String> = store
-        .list(NODES, None)
-        .filter_map(|n| n.pointer("/metadata/name")?.as_str().map(str::to_string))
-        .collect();
-    let unreachable: BTreeSet<String> = store
-        .list(NODES, None)
-        .filter(|n| {
-            n.pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "Unknown")
-                })
-        })
-        .filter_map(|n| n.pointer("/metadata/name")?.as_str().map(str::to_string))
-        .collect();
+    let mut nodes = BTreeSet::new();
+    let mut unreachable = BTreeSet::new();
+    for n in store.list(NODES, None) {
+        let Some(name) = n.pointer("/metadata/name").and_then(Value::as_str) else {
+            continue;
+        };
+        if super::kubelet::ready_status(n).as_deref() == Some("Unknown") {
+            unreachable.insert(name.to_string());
+        }
+        nodes.insert(name.to_string());
+    }
     let due: Vec<(String, String)> = store
         .list(PODS, None)
         .filter(|p| {

@@ -30,7 +30,7 @@ fn instance_id_of(node: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-fn ready_status(node: &Value) -> Option<String> {
+pub(super) fn ready_status(node: &Value) -> Option<String> {
     node.pointer("/status/conditions")?
         .as_array()?
         .iter()

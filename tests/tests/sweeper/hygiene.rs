@@ -7,15 +7,6 @@
 
 use super::*;
 
-fn instance_of(world: &World, node: &str) -> String {
-    let n = world.sim.get_json("v1", "Node", "", node).unwrap();
-    n["spec"]["providerID"]
-        .as_str()
-        .and_then(|p| p.rsplit('/').next())
-        .unwrap()
-        .to_string()
-}
-
 async fn terminate(world: &World, id: &str) {
     aws_sdk_ec2::Client::new(&world.sdk)
         .terminate_instances()

@@ -147,6 +147,16 @@ async fn run_foreign_instance(world: &World, tags: &[(&str, &str)]) -> String {
     out.instances()[0].instance_id().unwrap().to_string()
 }
 
+/// The instance id in `node`'s provider id.
+fn instance_of(world: &World, node: &str) -> String {
+    let n = world.sim.get_json("v1", "Node", "", node).unwrap();
+    n["spec"]["providerID"]
+        .as_str()
+        .and_then(|p| p.rsplit('/').next())
+        .unwrap()
+        .to_string()
+}
+
 async fn state_of(world: &World, id: &str) -> String {
     let out = aws_sdk_ec2::Client::new(&world.sdk)
         .describe_instances()

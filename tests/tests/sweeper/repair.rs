@@ -53,14 +53,6 @@ async fn two_full_nodes(world: &World) -> ProvisionerState {
     provisioner
 }
 
-fn instance_of(world: &World, node: &str) -> String {
-    world.sim.get_json("v1", "Node", "", node).unwrap()["spec"]["providerID"]
-        .as_str()
-        .and_then(|p| p.rsplit('/').next())
-        .unwrap()
-        .to_string()
-}
-
 /// Sweeps (the world stepping in between) until `node` is removed; the last report.
 async fn swept_until_removed<R>(
     sweeper: &State<KubeCluster, Ec2Adapter, R>,
@@ -87,31 +79,9 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_kubelet_stopped_is_replaced_after_thirty_minutes_past_a_zero_budget() {
     let world = start("sweep-repair").await;
-    // xlarge only (3 one-CPU pods per node): four pods on two nodes, and the pods of either
-    // do not fit on the other. A budget of zero nodes stops every voluntary disruption.
-    let provisioner = running(
-        &world,
-        4,
-        &[
-            (
-                "    consolidateAfter: 1m",
-                "    consolidateAfter: 1m\n    budgets:\n      - nodes: \"0\"",
-            ),
-            (
-                "      nodeClassRef:",
-                "        - key: karpenter.k8s.aws/instance-size\n          operator: In\n          values: [\"xlarge\"]\n      nodeClassRef:",
-            ),
-        ],
-    )
-    .await;
-    let before = node_names(&world);
-    assert_eq!(before.len(), 2, "{before:?}");
+    let provisioner = two_full_nodes(&world).await;
     let sick = running_on(&world)[0].clone();
-    let sick_id = world.sim.get_json("v1", "Node", "", &sick).unwrap()["spec"]["providerID"]
-        .as_str()
-        .and_then(|p| p.rsplit('/').next())
-        .unwrap()
-        .to_string();
+    let sick_id = instance_of(&world, &sick);
     let held = running_on(&world).iter().filter(|n| **n == sick).count();
     world.sim.stop_kubelet(&sick).unwrap();
     let sweeper = sweeper(&world)
