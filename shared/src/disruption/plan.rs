@@ -156,12 +156,8 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             *lowered.entry(c.pool.name.as_str()).or_default() += 1;
             room.take(c.pool.name.as_str(), c.node);
         }
-        let moves = c.node.pods.iter().any(|p| p.moves());
-        let (action, savings) = if matches!(c.reason, Reason::Expired | Reason::Drifted) && moves {
-            (Action::Replace, 0.0)
-        } else {
-            (Action::Delete, c.node.price_per_hour.unwrap_or(0.0))
-        };
+        let replaced = matches!(c.reason, Reason::Expired | Reason::Drifted);
+        let (action, savings) = action_for(c.node, replaced);
         plan.commands.push(Command {
             action,
             reason: c.reason,
@@ -286,6 +282,16 @@ fn at_floor(
             pool: c.pool.name.clone(),
             headroom,
         })
+}
+
+/// How a node that goes alone goes: replaced, for a reason that replaces, when pods would
+/// move (the fleet pays again for what it launches); else deleted, saving its price.
+pub(super) fn action_for(node: &NodeView, replaced: bool) -> (Action, f64) {
+    if replaced && node.pods.iter().any(|p| p.moves()) {
+        (Action::Replace, 0.0)
+    } else {
+        (Action::Delete, node.price_per_hour.unwrap_or(0.0))
+    }
 }
 
 /// The reasons whose removals lower a pool's node count (the others are replaced).

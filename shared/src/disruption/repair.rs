@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::Reason;
 use super::kept::{Kept, KeptWhy};
-use super::plan::{Action, Command};
+use super::plan::{Command, action_for};
 use super::snapshot::{NodeView, Snapshot};
 use crate::aws::Impaired;
 
@@ -182,10 +182,7 @@ pub(super) fn repairs(snapshot: &Snapshot, now: Timestamp) -> Repairs<'_> {
                 });
                 continue;
             }
-            let (action, savings) = match node.pods.iter().any(|p| p.moves()) {
-                true => (Action::Replace, 0.0),
-                false => (Action::Delete, node.price_per_hour.unwrap_or(0.0)),
-            };
+            let (action, savings) = action_for(node, true);
             out.pools.insert(pool.name.as_str());
             out.commands.push(Command {
                 action,
