@@ -464,3 +464,49 @@ fn the_next_step_of_the_removal_path_is_shown_for_planned_nodes_and_removals_und
         "{text}"
     );
 }
+
+#[test]
+fn a_static_nodepool_over_its_count_loses_its_emptiest_node_and_is_never_emptied() {
+    let scaled = |replicas: u32| {
+        let text = CLUSTER.replacen(
+            "spec:\n  template:",
+            &format!("spec:\n  replicas: {replicas}\n  template:"),
+            1,
+        );
+        let file = write(&format!("static-{replicas}.yaml"), &text);
+        let plan = plan_json(&file, "2026-03-02T10:00:00Z");
+        let commands: Vec<(String, String, String)> = plan["commands"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (
+                    field("action"),
+                    field("reason"),
+                    c["nodes"][0].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        commands
+    };
+    let scale_down = |node: &str| {
+        (
+            "delete".to_string(),
+            "scale-down".to_string(),
+            node.to_string(),
+        )
+    };
+    // At its count: the empty node stays (a dynamic pool's would go, as above).
+    assert_eq!(scaled(2), vec![]);
+    // One over: the empty node goes first, for the scale-down; none to two nodes fewer:
+    // the node held by a do-not-disrupt pod goes last, as a scale-down is forceful.
+    assert_eq!(scaled(1), vec![scale_down("ip-10-0-1-5.ec2.internal")]);
+    assert_eq!(
+        scaled(0),
+        vec![
+            scale_down("ip-10-0-1-5.ec2.internal"),
+            scale_down("ip-10-0-2-9.ec2.internal")
+        ]
+    );
+}

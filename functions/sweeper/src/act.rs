@@ -334,7 +334,9 @@ async fn step<K, E, R>(
             );
             report.note(&name, &a);
             if let Some(ask) = &a.ask {
-                replace(state, ask, now, report).await;
+                let fixed = super::floor::static_replacement(snapshot, node, now);
+                let pods = fixed.as_deref().unwrap_or(&ask.pods);
+                replace(state, ask, pods, now, report).await;
             }
         }
         Err(e) => {
@@ -361,9 +363,15 @@ fn termination_grace(snapshot: &Snapshot, node: &Node) -> Option<Duration> {
         .and_then(|p| p.termination_grace)
 }
 
-/// Asks the provisioning core for `ask`'s capacity and records the answer on the node.
-async fn replace<K, E, R>(state: &State<K, E, R>, ask: &Ask, now: Timestamp, report: &mut Report)
-where
+/// Asks the provisioning core for capacity for `pods` (`ask`'s, or a static pool's floor)
+/// and records the answer on the node.
+async fn replace<K, E, R>(
+    state: &State<K, E, R>,
+    ask: &Ask,
+    pods: &[Pod],
+    now: Timestamp,
+    report: &mut Report,
+) where
     K: NodeDisruption,
     R: Capacity,
 {
@@ -376,7 +384,7 @@ where
         return;
     };
     let answer = replacer
-        .replace_for(std::slice::from_ref(&ask.node), &ask.pods, &[], now.into())
+        .replace_for(std::slice::from_ref(&ask.node), pods, &[], now.into())
         .await;
     if let Err(e) = &answer {
         tracing::warn!(
@@ -519,8 +527,9 @@ pub(crate) fn recheck(
     if tainted(node) || record_of(node).ok().flatten().is_some() {
         return Some("another removal is under way".into());
     }
-    // Nothing a node or its pods say holds a repair.
-    if reason == Reason::Unhealthy {
+    // Nothing a node or its pods say holds a repair, nor a static pool's scale-down (the
+    // user asked for fewer nodes; `do-not-disrupt` made the node the last one chosen).
+    if matches!(reason, Reason::Unhealthy | Reason::ScaleDown) {
         return None;
     }
     let annotations = node.metadata.annotations.clone().unwrap_or_default();

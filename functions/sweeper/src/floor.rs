@@ -9,9 +9,14 @@
 //! its size in pieces ([`headroom_placeholders`]) that may share nodes: the solver books
 //! them on free room already there and launches the rest.
 //!
+//! A static NodePool's `replicas` is a floor that always holds: the sweeper launches what
+//! its pool lacks (the solver opens claims on a static pool for its floor only), and a
+//! static node replaced for drift, expiry or repair is replaced by one more node of its
+//! pool, asked as the pool's whole floor less the node going ([`static_replacement`]).
+//!
 //! The placeholders' uids, which name the launch (its ClientToken), carry the pool and the
-//! hour: a retry within the hour is the same launch, a floor lost later is launched again
-//! the next hour at the latest.
+//! hour: a retry within the hour is the same launch; a launch whose instance died is tried
+//! again under a new token (`provision::attempts`).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -23,8 +28,9 @@ use nodewright::resources::Resources;
 use super::State;
 use super::act::Report;
 
-/// The label the placeholders select each other by.
-const PLACEHOLDER_LABEL: &str = "nodewright.io/capacity-floor";
+/// The label the placeholders select each other by, naming their pool: a static pool
+/// launches only for placeholders that carry it.
+const PLACEHOLDER_LABEL: &str = nodewright::api::labels::CAPACITY_FLOOR;
 
 /// The placeholder pods for `nodes` nodes of `pool`, for the hour of `now`.
 pub fn placeholders(pool: &str, nodes: usize, now: Timestamp) -> Vec<Pod> {
@@ -89,6 +95,19 @@ impl<'a> Placeholders<'a> {
     }
 }
 
+/// What a node of a static pool going for drift, expiry or repair is replaced with: the
+/// pool's floor, which the nodes staying hold but for one, so exactly one node of the pool
+/// is launched (none while the pool is over its count), wherever the node's pods then go.
+pub fn static_replacement(
+    snapshot: &Snapshot,
+    node: &k8s_openapi::api::core::v1::Node,
+    now: Timestamp,
+) -> Option<Vec<Pod>> {
+    let pool = node.metadata.labels.as_ref()?.get(NODEPOOL)?;
+    let replicas = snapshot.pools.iter().find(|p| &p.name == pool)?.replicas?;
+    Some(placeholders(pool, replicas, now))
+}
+
 /// The most pieces a headroom is cut into; each asks for at most 1 CPU and 4 GiB below it.
 const MAX_HEADROOM_PIECES: u64 = 64;
 const PIECE_CPU: u64 = 1_000;
@@ -127,7 +146,7 @@ pub(crate) async fn launch_floors<K, E, R: Replacement>(
         return;
     };
     for pool in &snapshot.pools {
-        let nodes = floor(&pool.capacity, now);
+        let nodes = floor(&pool.capacity, now).max(pool.replicas.unwrap_or(0));
         let mut pods = placeholders(&pool.name, nodes, now);
         pods.extend(headroom_placeholders(
             &pool.name,

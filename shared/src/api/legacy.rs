@@ -321,6 +321,7 @@ pub fn convert_provisioner(p: &V1Alpha5Provisioner) -> ConvertedProvisioner {
                 .map(|l| l.resources.clone())
                 .unwrap_or_default(),
             weight: s.weight,
+            replicas: None,
         },
     };
     ConvertedProvisioner {

@@ -70,6 +70,9 @@ pub mod labels {
     /// `none` when its pods fit on existing capacity).
     pub const REPLACEMENT_ANNOTATION: &str = "nodewright.io/replacement";
     pub const OWNERSHIP_TAG: &str = "nodewright.io/cluster";
+    /// On the placeholder pods a pool's floor (a capacity window's, a static NodePool's
+    /// replicas) is planned with, naming the pool; never created in the cluster.
+    pub const CAPACITY_FLOOR: &str = "nodewright.io/capacity-floor";
 
     pub const SPOT: &str = "spot";
     pub const ON_DEMAND: &str = "on-demand";

@@ -27,6 +27,17 @@ pub struct NodePoolSpec {
     /// 1..=100; pools with a higher weight are tried first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<i32>,
+    /// Set: a static NodePool, kept at exactly this many nodes whatever the pods ask
+    /// (Karpenter's static capacity); never consolidated, only `limits.nodes` applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+}
+
+impl NodePoolSpec {
+    /// The node count a static NodePool keeps (`None`: a dynamic one).
+    pub fn static_replicas(&self) -> Option<usize> {
+        self.replicas.map(|r| usize::try_from(r).unwrap_or(0))
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

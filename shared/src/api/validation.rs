@@ -237,6 +237,34 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     }
 }
 
+/// Karpenter's rules for a static NodePool: `replicas` not negative, no `weight`, no limit
+/// but `limits.nodes`.
+fn static_pool_errors(spec: &crate::api::NodePoolSpec) -> Vec<FieldError> {
+    let Some(replicas) = spec.replicas else {
+        return Vec::new();
+    };
+    let mut errors = Vec::new();
+    if replicas < 0 {
+        errors.push(err(
+            "spec.replicas",
+            format!("{replicas} is negative; allowed: 0 or more nodes"),
+        ));
+    }
+    if spec.weight.is_some() {
+        errors.push(err(
+            "spec.weight",
+            "not allowed on a static NodePool (replicas set): it launches only for its own count",
+        ));
+    }
+    for name in spec.limits.keys().filter(|k| *k != "nodes") {
+        errors.push(err(
+            format!("spec.limits.{name}"),
+            "not allowed on a static NodePool (replicas set); only limits.nodes is",
+        ));
+    }
+    errors
+}
+
 /// Every rule about one NodePool on its own.
 pub fn node_pool_errors(np: &NodePool) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -249,6 +277,7 @@ pub fn node_pool_errors(np: &NodePool) -> Vec<FieldError> {
             format!("{w} is out of range; allowed: 1 to 100"),
         ));
     }
+    errors.extend(static_pool_errors(spec));
     if spec.template.spec.node_class_ref.name.is_empty() {
         errors.push(err(
             "spec.template.spec.nodeClassRef.name",

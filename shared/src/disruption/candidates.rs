@@ -100,7 +100,9 @@ pub(super) fn collect<'a>(
                 since: None,
             });
         }
-        let reason = match (empty, pool.consolidate_after) {
+        // A static pool keeps its count: its nodes are never empty or underutilized.
+        let consolidate_after = pool.consolidate_after.filter(|_| pool.replicas.is_none());
+        let reason = match (empty, consolidate_after) {
             (true, Some(after)) => match node.empty_since {
                 None => {
                     plan.empty_marks.push(EmptyMark {
@@ -137,7 +139,10 @@ pub(super) fn collect<'a>(
             continue;
         }
         let Some(reason) = reason else {
-            if !empty && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized {
+            if !empty
+                && pool.replicas.is_none()
+                && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized
+            {
                 match settled(node, pool, now) {
                     Ok(()) => match blocker(node, pool) {
                         None => underutilized.push(Candidate {

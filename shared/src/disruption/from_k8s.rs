@@ -154,6 +154,7 @@ fn pool_policy(np: &NodePool) -> PoolPolicy {
         budgets,
         termination_grace: np.spec.template.spec.termination_grace_period.map(|d| d.0),
         capacity: capacity.unwrap_or_default(),
+        replicas: np.spec.static_replicas(),
     }
 }
 

@@ -21,6 +21,7 @@ mod repair;
 mod replace_first;
 mod simulation;
 mod snapshot;
+mod static_pools;
 
 pub use budget::{
     BudgetRule, EXPIRING_AT_ONCE_PERCENT, NodesLimit, SettingError, TIME_ZONE_ANNOTATION, Window,
@@ -65,6 +66,9 @@ pub enum Reason {
     Drifted,
     /// A node condition past its toleration (`repair.rs`).
     Unhealthy,
+    /// A static NodePool holds more nodes than its `replicas` (`static_pools.rs`).
+    #[serde(rename = "scale-down")]
+    ScaleDown,
 }
 
 impl Reason {
@@ -75,6 +79,7 @@ impl Reason {
             Reason::Underutilized => "underutilized",
             Reason::Drifted => "drifted",
             Reason::Unhealthy => "unhealthy",
+            Reason::ScaleDown => "scale-down",
         }
     }
 
@@ -86,6 +91,7 @@ impl Reason {
             "underutilized" => Reason::Underutilized,
             "drifted" => Reason::Drifted,
             "unhealthy" => Reason::Unhealthy,
+            "scale-down" => Reason::ScaleDown,
             _ => return None,
         })
     }
@@ -110,6 +116,7 @@ impl Reason {
             Reason::Underutilized => "DisruptingUnderutilized",
             Reason::Drifted => "DisruptingDrifted",
             Reason::Unhealthy => "DisruptingUnhealthy",
+            Reason::ScaleDown => "DisruptingScaleDown",
         }
     }
 }
@@ -128,5 +135,7 @@ mod from_k8s_tests;
 mod plan_tests;
 #[cfg(test)]
 mod repair_tests;
+#[cfg(test)]
+mod static_pools_tests;
 #[cfg(test)]
 mod testkit;

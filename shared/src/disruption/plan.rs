@@ -1,11 +1,12 @@
 //! [`plan_disruption`]: which of nodewright's nodes go now, in which order, and why the
 //! other candidates stay. The rules, in order (Karpenter's disruption controller,
 //! `pkg/controllers/disruption/`, is the model):
-//! 0. repair (`repair.rs`): a node with a condition past its toleration is replaced at
+//! 0. a static NodePool's surplus (`static_pools.rs`) goes at once, outside the budgets;
+//!    repair (`repair.rs`): a node with a condition past its toleration is replaced at
 //!    once, outside the budgets, unless too much of its pool is unhealthy;
 //! 1. only a Ready, healthy node of a NodePool nodewright serves, not already being
 //!    disrupted, is a candidate;
-//! 2. emptiness: nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
+//! 2. emptiness (not in a static pool, which keeps its count): nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
 //!    counted from when the sweeper first saw it empty (its `nodewright.io/empty-since`
 //!    annotation, set by the executor, so the first sight never removes a node);
 //! 3. expiration: older than `expireAfter`; then drift (`drift.rs`, found by the sweeper:
@@ -17,7 +18,8 @@
 //!    within its pool's budget for the reason; expired nodes also within the pool's
 //!    expiration cap (`budget.rs`: a tenth of its nodes at once, at least one, whatever
 //!    the budgets allow);
-//! 6. consolidation (`WhenEmptyOrUnderutilized`), only when nothing else is going: nodes
+//! 6. consolidation (`WhenEmptyOrUnderutilized`, never of a static pool), only when
+//!    nothing else is going: nodes
 //!    with pods, launched and last given a pod at least `consolidateAfter` ago, are
 //!    simulated away with the core's solver (`consolidate.rs`), and at most one delete or
 //!    replace command is planned.
@@ -40,6 +42,7 @@ use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::kept::{Kept, KeptWhy, kept};
 use super::repair;
 use super::snapshot::{NodeView, PoolPolicy, Snapshot};
+use super::static_pools;
 use crate::scheduling::PlannedClaim;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -91,8 +94,20 @@ pub struct Plan {
 
 pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut plan = Plan::default();
+    // A surplus node goes for the scale-down, unreplaced, even when it is also due a repair.
+    let scale_down = static_pools::scale_down(snapshot);
+    let surplus: std::collections::HashSet<&str> = scale_down
+        .iter()
+        .flat_map(|c| c.nodes.iter().map(String::as_str))
+        .collect();
+    plan.commands.extend(scale_down.iter().cloned());
     let repairs = repair::repairs(snapshot, now);
-    plan.commands.extend(repairs.commands);
+    plan.commands.extend(
+        repairs
+            .commands
+            .into_iter()
+            .filter(|c| !c.nodes.iter().any(|n| surplus.contains(n.as_str()))),
+    );
     plan.kept.extend(repairs.kept);
     let Collected {
         candidates,
@@ -113,6 +128,9 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         .chain(repairs.pools)
         .collect();
     for c in candidates {
+        if surplus.contains(c.node.name.as_str()) {
+            continue;
+        }
         let (nodes, disrupting) = counts[c.pool.name.as_str()];
         if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
             plan.kept.push(kept(c.node, c.reason, why));

@@ -34,11 +34,15 @@ mod tests {
             Reason::Expired,
             Reason::Underutilized,
             Reason::Drifted,
+            Reason::Unhealthy,
+            Reason::ScaleDown,
         ] {
             assert_eq!(
                 parse_removal(&removal_value(reason, at)),
                 Some((reason, at))
             );
+            // sweep-plan's JSON spells it as the marker does.
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }
         for other in [
             "",

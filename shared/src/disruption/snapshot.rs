@@ -42,6 +42,9 @@ pub struct PoolPolicy {
     /// Its capacity windows (`nodewright.io/capacity-windows`): the floor emptiness and
     /// consolidation never go below. One that cannot be read is a `budgets` error.
     pub capacity: Vec<CapacityWindow>,
+    /// A static NodePool's `replicas`: its node count, kept by launching the shortfall and
+    /// removing the surplus; never emptied nor consolidated.
+    pub replicas: Option<usize>,
 }
 
 /// One Node as the decisions see it.

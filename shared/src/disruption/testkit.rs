@@ -51,6 +51,7 @@ pub fn pool(name: &str) -> PoolPolicy {
         budgets: Ok(vec![count_budget(NodesLimit::Percent(10))]),
         termination_grace: None,
         capacity: Vec::new(),
+        replicas: None,
     }
 }
 

@@ -22,6 +22,9 @@ pub enum Cause {
     /// Repair: a node condition past its toleration. Forceful, as AWS's causes: the node
     /// is broken whatever its pods say.
     Unhealthy,
+    /// A static NodePool scaled below its node count: the user asked for fewer nodes, so
+    /// nothing replaces this one and, as expiry, `do-not-disrupt` does not hold it.
+    ScaleDown,
 }
 
 impl Cause {
@@ -37,6 +40,7 @@ impl Cause {
             Cause::Drifted => "drifted",
             Cause::Underutilized => "underutilized",
             Cause::Unhealthy => "unhealthy",
+            Cause::ScaleDown => "scale-down",
         }
     }
 
@@ -53,6 +57,7 @@ impl Cause {
             Cause::Drifted => "DisruptionDrifted",
             Cause::Underutilized => "DisruptionUnderutilized",
             Cause::Unhealthy => "NodeRepair",
+            Cause::ScaleDown => "DisruptionScaleDown",
         }
     }
 
@@ -74,12 +79,18 @@ impl Cause {
         self.kind() == Kind::Voluntary
     }
 
+    /// A voluntary cause `karpenter.sh/do-not-disrupt` does not hold, as Karpenter's
+    /// forceful methods: such a pod goes at the end of `terminationGracePeriod`.
+    pub fn forceful(&self) -> bool {
+        matches!(self, Cause::Expired | Cause::ScaleDown)
+    }
+
     /// Whether the node's moving pods get new capacity before or while they drain: not for
     /// an empty node (nothing moves) nor a consolidation that deletes (the simulation
     /// found them room on the nodes that stay); a consolidation that replaces asks before
     /// the node is taken, for all its nodes at once.
     pub fn replaces(&self) -> bool {
-        !matches!(self, Cause::Empty | Cause::Underutilized)
+        !matches!(self, Cause::Empty | Cause::Underutilized | Cause::ScaleDown)
     }
 
     /// The sweeper's reason, for a removal it began.
@@ -90,6 +101,7 @@ impl Cause {
             Cause::Drifted => Disruption::Drifted,
             Cause::Underutilized => Disruption::Underutilized,
             Cause::Unhealthy => Disruption::Unhealthy,
+            Cause::ScaleDown => Disruption::ScaleDown,
             _ => return None,
         })
     }
@@ -103,6 +115,7 @@ impl From<Disruption> for Cause {
             Disruption::Drifted => Cause::Drifted,
             Disruption::Underutilized => Cause::Underutilized,
             Disruption::Unhealthy => Cause::Unhealthy,
+            Disruption::ScaleDown => Cause::ScaleDown,
         }
     }
 }
@@ -123,7 +136,7 @@ impl From<Interruption> for Cause {
 mod tests {
     use super::*;
 
-    const ALL: [Cause; 10] = [
+    const ALL: [Cause; 11] = [
         Cause::SpotInterrupted,
         Cause::CapacityReservationInterrupted,
         Cause::ScheduledMaintenance,
@@ -134,6 +147,7 @@ mod tests {
         Cause::Drifted,
         Cause::Underutilized,
         Cause::Unhealthy,
+        Cause::ScaleDown,
     ];
 
     #[test]
@@ -169,6 +183,7 @@ mod tests {
             Disruption::Drifted,
             Disruption::Underutilized,
             Disruption::Unhealthy,
+            Disruption::ScaleDown,
         ] {
             assert_eq!(Cause::from(r).disruption(), Some(r));
         }

@@ -17,7 +17,8 @@
 //!   replacement cannot place, or capacity not Ready within [`REPLACEMENT_WAIT`]) gives the
 //!   removal up: untainted, its record cleared, a back-off before the next try.
 //! - **do-not-disrupt** on any pod still running on the node (a DaemonSet's too) holds a
-//!   voluntary removal (expiry aside, which is forceful): it is given up at once.
+//!   voluntary removal (expiry and scale-down aside, which are forceful): it is given up
+//!   at once.
 //! - **Nothing tainted without progress.** A voluntary drain with no deadline that has made
 //!   no progress for [`STUCK_AFTER`] is given up the same way; pods stuck terminating no
 //!   longer hold a drain.
@@ -246,11 +247,11 @@ fn voluntary(s: &Situation<'_>, mut record: Record, now: Timestamp) -> Next {
     if record.cause == super::Cause::Empty && moving(s.pods) {
         return restore("a pod was scheduled on it".into(), s);
     }
-    // A pod that may not be disrupted holds every voluntary removal but expiry (which, as
-    // in Karpenter, is forceful: such a pod goes at the end of `terminationGracePeriod`).
-    // Given up at once, before a replacement is launched for nothing and the taint sits
-    // until the drain is declared stuck.
-    if record.cause != super::Cause::Expired
+    // A pod that may not be disrupted holds every voluntary removal but the forceful ones
+    // (expiry, a static pool's scale-down): such a pod goes at the end of
+    // `terminationGracePeriod`. Given up at once, before a replacement is launched for
+    // nothing and the taint sits until the drain is declared stuck.
+    if !record.cause.forceful()
         && let Some(held) = s.pods.iter().find(|p| crate::drain::holds_node(p, now))
     {
         let name = held.metadata.name.as_deref().unwrap_or("");

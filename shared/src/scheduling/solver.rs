@@ -185,6 +185,7 @@ impl<'a> Solver<'a> {
                     (0..templates.len())
                         .filter(|&t| {
                             templates[t].unusable.is_none()
+                                && templates[t].launches_for(pod).is_ok()
                                 && templates[t].tolerated_by(&pod.tolerations).is_ok()
                                 && pod.requirements.iter().any(|alt| {
                                     templates[t]
@@ -405,7 +406,7 @@ impl<'a> Solver<'a> {
             }
             None => {
                 let t = &self.templates[c.template];
-                if t.tolerated_by(&pod.tolerations).is_err() {
+                if t.tolerated_by(&pod.tolerations).is_err() || t.launches_for(pod).is_err() {
                     return None;
                 }
                 let mut chosen = None;
@@ -486,6 +487,13 @@ impl<'a> Solver<'a> {
                 whys.push(Why::Unusable {
                     pool: t.nodepool.clone(),
                     why: u.clone(),
+                });
+                continue;
+            }
+            if let Err(why) = t.launches_for(pod) {
+                whys.push(Why::Unusable {
+                    pool: t.nodepool.clone(),
+                    why,
                 });
                 continue;
             }
@@ -691,6 +699,8 @@ struct ClassKey {
     tolerations: Vec<super::taints::Toleration>,
     terms: Terms,
     member_of: Vec<GroupId>,
+    /// The pool whose floor the pod is a placeholder of: a static pool launches only for it.
+    floor_of: Option<String>,
 }
 
 impl ClassKey {
@@ -703,6 +713,7 @@ impl ClassKey {
             tolerations: pod.tolerations.clone(),
             terms: terms.clone(),
             member_of: member_of.to_vec(),
+            floor_of: pod.labels.get(crate::api::labels::CAPACITY_FLOOR).cloned(),
         }
     }
 }

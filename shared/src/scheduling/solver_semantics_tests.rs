@@ -166,3 +166,53 @@ fn exists_on_a_key_only_another_nodepool_defines_leaves_the_pod_pending() {
     );
     assert_eq!(placed.node_claims[0].nodepool, "a");
 }
+
+#[test]
+fn a_static_nodepool_launches_only_for_its_own_floor_never_for_pending_pods() {
+    // Karpenter's static NodePools: the provisioner creates no NodeClaim of theirs for pods.
+    let pools = [pool("fixed").replicas(2).build(), pool("dynamic").build()];
+    let solve_for = |pods: Vec<PodDemand>, pools: &[crate::api::NodePool]| {
+        solve(
+            &Snapshot {
+                pods,
+                ..Default::default()
+            },
+            &standard_catalog(ZONES),
+            pools,
+            &[class("default")],
+        )
+    };
+    let claim_pools = |plan: &ProvisioningPlan| -> Vec<String> {
+        plan.node_claims
+            .iter()
+            .map(|c| c.nodepool.clone())
+            .collect()
+    };
+    // A pending pod goes to the dynamic pool, however the static one is ordered.
+    let plan = solve_for(pods("p", 1, |p| p, 500, GI), &pools);
+    assert_eq!(claim_pools(&plan), ["dynamic"]);
+    // Pinned to the static pool only: pending, and the reason says why.
+    let pinned = pods("p", 1, |p| p.select(NODEPOOL, "fixed"), 500, GI);
+    let plan = solve_for(pinned, &pools);
+    assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
+    assert!(
+        plan.unschedulable[0]
+            .reason
+            .contains("static NodePool (replicas: 2)"),
+        "{:?}",
+        plan.unschedulable
+    );
+    // The static pool's floor placeholder (its label names the pool) launches in it; one
+    // naming another pool does not.
+    let floor = |of: &str| {
+        pods(
+            "floor",
+            1,
+            |p| p.label(CAPACITY_FLOOR, of).select(NODEPOOL, "fixed"),
+            1,
+            1 << 20,
+        )
+    };
+    assert_eq!(claim_pools(&solve_for(floor("fixed"), &pools)), ["fixed"]);
+    assert!(solve_for(floor("dynamic"), &pools).node_claims.is_empty());
+}

@@ -141,6 +141,8 @@ pub struct Template {
     pub zones: Vec<String>,
     /// Set when the NodePool cannot be used at all, with the reason.
     pub unusable: Option<String>,
+    /// A static NodePool's replica count: it launches only for its own floor.
+    pub replicas: Option<usize>,
 }
 
 impl Template {
@@ -259,6 +261,7 @@ impl Template {
             types,
             zones,
             unusable,
+            replicas: pool.spec.static_replicas(),
         }
     }
 
@@ -281,6 +284,18 @@ impl Template {
                 .collect(),
             spot: ct.is_none_or(|r| r.allows(Some(CapacityType::Spot.as_str()))),
             on_demand: ct.is_none_or(|r| r.allows(Some(CapacityType::OnDemand.as_str()))),
+        }
+    }
+
+    /// Whether `pod` may open a claim on this NodePool: a static one (`replicas`) launches
+    /// only to keep its count, for its own floor's placeholders, never for pending pods
+    /// (which still land on its nodes once they are there), as Karpenter's static pools.
+    pub fn launches_for(&self, pod: &PodDemand) -> Result<(), String> {
+        match self.replicas {
+            Some(n) if pod.labels.get(labels::CAPACITY_FLOOR) != Some(&self.nodepool) => Err(
+                format!("a static NodePool (replicas: {n}) launches only to keep its node count"),
+            ),
+            _ => Ok(()),
         }
     }
 

@@ -192,6 +192,10 @@ impl PoolBuilder {
         self.0.spec.weight = Some(w);
         self
     }
+    pub fn replicas(mut self, n: i64) -> Self {
+        self.0.spec.replicas = Some(n);
+        self
+    }
     pub fn build(self) -> NodePool {
         self.0
     }

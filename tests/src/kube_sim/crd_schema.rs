@@ -236,6 +236,11 @@ fn nodepool() -> Value {
                 "weight",
                 integer("Priority among NodePools: higher is tried first."),
             ),
+            (
+                "replicas",
+                json!({ "type": "integer", "format": "int64", "minimum": 0,
+                        "description": "Set: a static NodePool, kept at this many nodes whatever the pods ask." }),
+            ),
         ],
         &["template"],
     );

@@ -363,6 +363,7 @@ pub const PDBS: usize = 8;
 pub const EVENTS: usize = 4;
 pub const EVENTS_V1: usize = 9;
 pub const LEASES: usize = 14;
+pub const NODEPOOLS: usize = 10;
 
 fn served(r: &ResourceType, crds: bool) -> bool {
     !r.crd || crds
@@ -450,9 +451,9 @@ pub fn resource_list(group: &str, version: &str, crds: bool) -> Option<Value> {
                 "version": "v1", "kind": "Eviction", "verbs": ["create"],
             }));
         }
-        if r.plural == "deployments" || r.plural == "replicasets" {
+        if matches!(r.plural, "deployments" | "replicasets" | "nodepools") {
             resources.push(json!({
-                "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": true,
+                "name": format!("{}/scale", r.plural), "singularName": "", "namespaced": r.namespaced,
                 "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
             }));
         }
@@ -487,6 +488,7 @@ mod tests {
             (EVENTS, "events"),
             (EVENTS_V1, "events"),
             (LEASES, "leases"),
+            (NODEPOOLS, "nodepools"),
         ] {
             assert_eq!(RESOURCES[i].plural, plural);
         }

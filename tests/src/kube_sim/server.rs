@@ -16,7 +16,9 @@ use super::openapi;
 use super::patch::{self, PatchKind};
 use super::pod_removals::{self, Via};
 use super::request_log::LoggedRequest;
-use super::resources::{self, DEPLOYMENTS, EVENTS, EVENTS_V1, PODS, REPLICASETS, RESOURCES};
+use super::resources::{
+    self, DEPLOYMENTS, EVENTS, EVENTS_V1, NODEPOOLS, PODS, REPLICASETS, RESOURCES,
+};
 use super::selectors::{FieldSelector, LabelSelector, labels_of};
 use super::state::Shared;
 use super::status::{self, ApiError};
@@ -373,12 +375,10 @@ fn resource(
         ("POST", Some(name), Some("eviction")) if t.res == PODS => {
             evict(store, now, &ns, name, body)
         }
-        ("GET", Some(name), Some("scale")) if t.res == DEPLOYMENTS || t.res == REPLICASETS => {
+        ("GET", Some(name), Some("scale")) if scaled(t.res) => {
             Ok((200, scale_of(store.get(t.res, &ns, name)?)))
         }
-        ("PATCH" | "PUT", Some(name), Some("scale"))
-            if t.res == DEPLOYMENTS || t.res == REPLICASETS =>
-        {
+        ("PATCH" | "PUT", Some(name), Some("scale")) if scaled(t.res) => {
             let current = store.get(t.res, &ns, name)?.clone();
             let mut scale = scale_of(&current);
             if method == Method::PUT {
@@ -390,6 +390,9 @@ fn resource(
                 .pointer("/spec/replicas")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
+            if t.res == NODEPOOLS {
+                static_pool_scale(name, replicas)?;
+            }
             let mut updated = current;
             updated["spec"]["replicas"] = json!(replicas);
             if let Some(rv) = scale.pointer("/metadata/resourceVersion") {
@@ -601,6 +604,25 @@ fn patch_object(
         strict::check(rt, &doc)?;
     }
     Ok((200, store.replace(res, ns, name, doc, how)?))
+}
+
+/// The kinds with a `scale` subresource.
+fn scaled(res: usize) -> bool {
+    matches!(res, DEPLOYMENTS | REPLICASETS | NODEPOOLS)
+}
+
+/// Karpenter's CRD's minimum for a NodePool's scale (a dynamic NodePool, which has no
+/// `replicas`, is refused by the store's transition rule).
+fn static_pool_scale(name: &str, replicas: i64) -> Result<(), ApiError> {
+    if replicas < 0 {
+        return Err(ApiError::invalid(
+            "NodePool",
+            name,
+            "spec.replicas",
+            "should be greater than or equal to 0",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -271,6 +271,9 @@ impl Store {
                 rt.kind, rt.version, rt.kind
             ))
         })?;
+        if how == Write::Main {
+            transition_rules(r, name, &old, &obj)?;
+        }
         let mut new = match how {
             Write::Status if rt.status_subresource => {
                 let mut kept = old.clone();
@@ -395,6 +398,21 @@ fn put_meta(obj: &mut Value, meta: Map<String, Value>) {
     if let Some(o) = obj.as_object_mut() {
         o.insert("metadata".into(), Value::Object(meta));
     }
+}
+
+/// The CRDs' update rules over the old object (CEL's `oldSelf`): a NodePool does not switch
+/// between static (`spec.replicas` set) and dynamic, as Karpenter's CRD.
+fn transition_rules(r: usize, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let fixed = |o: &Value| o.pointer("/spec/replicas").is_some();
+    if r == super::resources::NODEPOOLS && fixed(old) != fixed(new) {
+        return Err(ApiError::invalid(
+            "NodePool",
+            name,
+            "spec",
+            "Cannot transition NodePool between static (replicas set) and dynamic (replicas unset) provisioning modes",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

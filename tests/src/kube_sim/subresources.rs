@@ -1,4 +1,6 @@
-//! Subresources with behaviour of their own: `pods/eviction` and `deployments/scale`.
+//! Subresources with behaviour of their own: `pods/eviction` and the scale of Deployments,
+//! ReplicaSets and NodePools (Karpenter's CRD: `specpath .spec.replicas`, `statuspath
+//! .status.nodes`, no selector).
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -22,6 +24,15 @@ pub fn scale_of(obj: &Value) -> Value {
                 .join(",")
         })
         .unwrap_or_default();
+    let nodepool = obj.get("kind").and_then(Value::as_str) == Some("NodePool");
+    let status_replicas = obj
+        .pointer(if nodepool {
+            "/status/nodes"
+        } else {
+            "/status/replicas"
+        })
+        .cloned()
+        .unwrap_or(json!(0));
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {
@@ -30,7 +41,7 @@ pub fn scale_of(obj: &Value) -> Value {
             "creationTimestamp": obj.pointer("/metadata/creationTimestamp"),
         },
         "spec": { "replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1)) },
-        "status": { "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)), "selector": selector },
+        "status": { "replicas": status_replicas, "selector": selector },
     })
 }
 

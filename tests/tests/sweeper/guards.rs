@@ -33,15 +33,6 @@ fn tainted(world: &World, node: &str) -> bool {
         .is_some_and(|ts| ts.iter().any(|t| t["key"] == "nodewright.io/disrupted"))
 }
 
-fn scale_inflate(world: &World, replicas: u32) {
-    let mut deployment = world
-        .sim
-        .get_json("apps/v1", "Deployment", "default", "inflate")
-        .unwrap();
-    deployment["spec"]["replicas"] = json!(replicas);
-    world.sim.apply_json(deployment).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pdb_allowing_no_disruption_keeps_its_nodes_untainted_with_an_event_until_it_is_deleted()
 {

@@ -8,11 +8,13 @@
 //! from. The handler, its adapters, the AWS SDK and `kube::Client` are real.
 //!
 //! What keeps a node or calls its removal off is in `guards.rs`; orphan Nodes in
-//! `hygiene.rs`; node repair in `repair.rs`; all use this file's set-up.
+//! `hygiene.rs`; node repair in `repair.rs`; static NodePools in `static_pool.rs`; all use
+//! this file's set-up.
 
 mod guards;
 mod hygiene;
 mod repair;
+mod static_pool;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,6 +110,16 @@ async fn running(world: &World, replicas: u32, edits: &[(&str, &str)]) -> Provis
     }
     assert_eq!(inflate_running(world), replicas as usize, "inflate running");
     provisioner
+}
+
+/// `inflate` set to `replicas`.
+fn scale_inflate(world: &World, replicas: u32) {
+    let mut deployment = world
+        .sim
+        .get_json("apps/v1", "Deployment", "default", "inflate")
+        .unwrap();
+    deployment["spec"]["replicas"] = json!(replicas);
+    world.sim.apply_json(deployment).unwrap();
 }
 
 fn inflate_running(world: &World) -> usize {

@@ -61,6 +61,21 @@ fn node_pool_rules_name_the_field_and_what_is_allowed() {
         ("{weight: 0}", "spec.weight", "allowed: 1 to 100"),
         ("{weight: 101}", "spec.weight", "allowed: 1 to 100"),
         (
+            "{replicas: -1}",
+            "spec.replicas",
+            "allowed: 0 or more nodes",
+        ),
+        (
+            "{replicas: 2, weight: 10}",
+            "spec.weight",
+            "not allowed on a static NodePool",
+        ),
+        (
+            "{replicas: 2, limits: {cpu: '10'}}",
+            "spec.limits.cpu",
+            "only limits.nodes is",
+        ),
+        (
             "{template: {spec: {requirements: [{key: karpenter.k8s.aws/instance-generation, operator: Gt, values: [a]}]}}}",
             ".values",
             "exactly one non-negative integer",
@@ -545,4 +560,25 @@ fn a_windows_node_template_is_refused_at_the_family_the_user_wrote() {
         problems[0].message.contains("Linux nodes only"),
         "{problems:?}"
     );
+}
+
+#[test]
+fn a_static_pool_takes_limits_nodes_and_says_its_consolidation_settings_are_ignored() {
+    let fixed = pool("{replicas: 3, limits: {nodes: '5'}}");
+    assert_eq!(node_pool_errors(&fixed), []);
+    assert_eq!(warnings::node_pool_warnings(&fixed), []);
+    let told = warnings::node_pool_warnings(&pool(
+        "{replicas: 3, disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 5m}}",
+    ));
+    let fields: Vec<&str> = told.iter().map(|w| w.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.disruption.consolidationPolicy",
+            "spec.disruption.consolidateAfter"
+        ]
+    );
+    // The same settings on a dynamic pool are what it runs on: no warning.
+    let dynamic = pool("{disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 5m}}");
+    assert_eq!(warnings::node_pool_warnings(&dynamic), []);
 }

@@ -25,6 +25,21 @@ pub fn node_pool_warnings(np: &NodePool) -> Vec<FieldError> {
              cannot carry annotations (a change still counts as drift)",
         ));
     }
+    if np.spec.replicas.is_some() && np.spec.disruption.consolidation_policy != Default::default() {
+        out.push(warn(
+            "spec.disruption.consolidationPolicy",
+            "ignored: a static NodePool (replicas set) is never consolidated",
+        ));
+    }
+    if np.spec.replicas.is_some()
+        && np.spec.disruption.consolidate_after
+            != crate::api::Disruption::default().consolidate_after
+    {
+        out.push(warn(
+            "spec.disruption.consolidateAfter",
+            "ignored: a static NodePool (replicas set) is never consolidated",
+        ));
+    }
     for (i, r) in np.spec.template.spec.requirements.iter().enumerate() {
         for (suffix, m) in launchable::requirement_findings(r).warnings {
             out.push(warn(
