@@ -82,8 +82,8 @@ bench: setup release
 release:
 	$(CARGO) build --release -p nodewright-provisioner -p nodewright-interruption -p nodewright-sweeper
 	@for f in provisioner interruption sweeper; do \
-		mkdir -p target/lambda/$$f && cp target/release/$$f target/lambda/$$f/bootstrap; \
-		ls -l target/lambda/$$f/bootstrap; \
+		mkdir -p $(TARGET_DIR)/lambda/$$f && cp $(TARGET_DIR)/release/$$f $(TARGET_DIR)/lambda/$$f/bootstrap; \
+		ls -l $(TARGET_DIR)/lambda/$$f/bootstrap; \
 	done
 
 # Lambda zips (`bootstrap` at the root, as provided.al2023 wants it) for the template's

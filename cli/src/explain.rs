@@ -138,11 +138,18 @@ struct Objects {
     pods: Vec<Pod>,
 }
 
-fn objects(path: &PathBuf) -> Result<Objects, String> {
+/// The objects in `path`, or the exit status and why not: a file that cannot be read is a
+/// usage error, one that holds invalid documents a problem found, as in every command.
+fn objects(path: &PathBuf) -> Result<Objects, (Exit, String)> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot be read: {e}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| (Exit::Usage, format!("{name}: cannot be read: {e}")))?;
+    invalid_objects(&name, &text).map_err(|e| (Exit::Problems, e))
+}
+
+fn invalid_objects(name: &str, text: &str) -> Result<Objects, String> {
     let mut out = Objects::default();
-    for (index, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let at = format!("{name}: document {}", index + 1);
         let value: Value = serde::Deserialize::deserialize(doc)
             .map_err(|e| format!("{at}: not YAML or JSON: {e}"))?;
@@ -276,9 +283,9 @@ pub fn run(args: &Args) -> Exit {
     };
     let objects = match args.objects.as_ref().map(objects).transpose() {
         Ok(o) => o,
-        Err(e) => {
+        Err((exit, e)) => {
             eprintln!("error: {e}");
-            return Exit::Usage;
+            return exit;
         }
     };
     let origin = match (&args.account, &args.region) {

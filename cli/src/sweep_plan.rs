@@ -257,8 +257,9 @@ fn load(
         let value: Value = match serde::Deserialize::deserialize(doc) {
             Ok(v) => v,
             Err(e) => {
+                // The stream cannot go on past it: serde_yaml answers the same error again.
                 errors.push(format!("{at}: not YAML or JSON: {e}"));
-                continue;
+                break;
             }
         };
         if value.is_null() {
@@ -293,6 +294,7 @@ fn load(
                 "DaemonSet" => push(&at, "DaemonSet", item, &mut objects.daemon_sets, errors),
                 // Labels for pod (anti-)affinity terms that select namespaces by them.
                 "Namespace" => push(&at, "Namespace", item, &mut objects.namespaces, errors),
+                "" => errors.push(format!("{at}: kind: every document needs a kind")),
                 // Deployments, Events...: their pods are listed as Pods.
                 _ => {}
             }

@@ -93,6 +93,32 @@ fn a_bad_flag_or_an_unreadable_input_exits_two_in_every_command() {
 }
 
 #[test]
+fn an_invalid_document_exits_one_in_every_command_and_names_the_document() {
+    // Unclosed flow mapping: YAML no parser can go on past; then a document with no kind.
+    for (text, says) in [
+        ("kind: NodePool\nmetadata: {name: a\n", "document 1"),
+        ("---\njust a scalar\n", "document 1"),
+    ] {
+        for command in ["validate", "plan", "sweep-plan"] {
+            let out = nodewright_with_stdin(&[command, "-f", "-"], text);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{command} on {text:?}: {err}");
+            assert!(err.contains(says), "{command} on {text:?}: {err}");
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("nodewright-objects-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let objects = dir.join("objects.yaml");
+    std::fs::write(&objects, "kind: Node\nmetadata: {name: a\n").unwrap();
+    let objects = objects.to_str().unwrap();
+    let event = r#"{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"i-0123456789abcdef0","instance-action":"terminate"}}"#;
+    let out = nodewright_with_stdin(&["explain-event", "-f", "-", "--objects", objects], event);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("document 1: not YAML or JSON"), "{err}");
+}
+
+#[test]
 fn plan_fails_on_unschedulable_pods_only_when_asked_and_names_them() {
     let input = format!("{POOL}{}{}", pod("small", "1"), pod("enormous", "1000"));
     let out = nodewright_with_stdin(&["plan", "-f", "-"], &input);

@@ -1,7 +1,8 @@
 //! Every `nodewright` command the documentation shows is run, so a doc cannot drift from the
 //! CLI. In README.md, CONTRIBUTING.md and docs/*.md:
-//! - a line of a ```sh block whose command is `nodewright ...`, or a pipeline ending in one,
-//!   runs with `bash -o pipefail` and must exit 0, or the status a trailing `# exit N` names;
+//! - a line of a ```sh block whose command is `nodewright ...`, or a pipeline ending in one or
+//!   piping one into kubectl, runs with `bash -o pipefail` and must exit 0, or the status a
+//!   trailing `# exit N` names;
 //! - in a ```console block, each `$ ` line is such a command and the lines under it are what it
 //!   prints (stdout and stderr together), compared exactly.
 //!
@@ -35,10 +36,12 @@ impl Example {
     }
 }
 
-/// Runs `nodewright` (last in a pipeline or alone), and is not `eks-token`.
+/// Runs `nodewright` (last in a pipeline or alone, or first into kubectl, which the world
+/// answers), and is not `eks-token`.
 fn runnable(command: &str) -> bool {
     let last = command.rsplit('|').next().unwrap_or(command).trim_start();
-    last.starts_with("nodewright ") && !command.contains("nodewright eks-token")
+    let into_kubectl = command.starts_with("nodewright ") && last.starts_with("kubectl ");
+    (last.starts_with("nodewright ") || into_kubectl) && !command.contains("nodewright eks-token")
 }
 
 /// The command without its trailing comment, and the status a `# exit N` comment names.
