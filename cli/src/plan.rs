@@ -56,6 +56,7 @@ pub fn run(args: &Args) -> Exit {
     }
     let (mut snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
     snapshot.namespace_labels = inputs.namespace_labels.clone();
+    snapshot.overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
     note_unknown_namespaces(snapshot.selects_namespaces(), &snapshot.namespace_labels);
     if !pod_errors.is_empty() {
         for e in &pod_errors {
@@ -74,20 +75,28 @@ pub fn run(args: &Args) -> Exit {
             return Exit::Usage;
         }
     };
+    let overlays = inputs.node_overlays.len();
     let plan = solve(
         &snapshot,
         &catalog,
         &inputs.node_pools,
         &inputs.node_classes,
     );
+    for name in &plan.overlay_conflicts {
+        eprintln!(
+            "warning: NodeOverlay {name}: in conflict with another of its weight over the same \
+             offerings or resources; not applied (as Karpenter)"
+        );
+    }
     let printed = if args.output.is_data() {
         print_data(
-            &to_json(&plan, &catalog, &zones, args.spot_discount),
+            &to_json(&plan, &catalog, &zones, args.spot_discount, overlays),
             args.output,
         )
     } else {
         let wide = args.output == Output::Wide;
-        print!("{}", to_table(&plan, &catalog, args.spot_discount, wide));
+        let table = to_table(&plan, &catalog, args.spot_discount, wide, overlays);
+        print!("{table}");
         true
     };
     if !printed {
@@ -154,6 +163,7 @@ fn to_json(
     catalog: &Catalog,
     zones: &[String],
     discount: f64,
+    overlays: usize,
 ) -> serde_json::Value {
     let estimates = catalog.spot_prices_estimated;
     json!({
@@ -162,7 +172,7 @@ fn to_json(
         "total_price_per_hour": round4(plan.total_price_per_hour()),
         "total_price_estimated": plan.node_claims.iter().any(|c| estimated(c, estimates)),
         "spot_prices_estimated": estimates,
-        "prices": money::source_line(discount, estimates),
+        "prices": prices_line(discount, estimates, overlays),
         "zones": zones,
     })
 }
@@ -187,7 +197,24 @@ fn used_of(c: &PlannedClaim, name: &str) -> String {
     }
 }
 
-fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64, wide: bool) -> String {
+/// Where the prices come from, NodeOverlays included.
+fn prices_line(discount: f64, estimates: bool, overlays: usize) -> String {
+    let mut line = money::source_line(discount, estimates);
+    if overlays > 0 {
+        line.push_str(&format!(
+            "; changed by {overlays} NodeOverlay(s) where their requirements select"
+        ));
+    }
+    line
+}
+
+fn to_table(
+    plan: &ProvisioningPlan,
+    catalog: &Catalog,
+    discount: f64,
+    wide: bool,
+    overlays: usize,
+) -> String {
     let estimates = catalog.spot_prices_estimated;
     let rows: Vec<Vec<String>> = plan
         .node_claims
@@ -236,7 +263,7 @@ fn to_table(plan: &ProvisioningPlan, catalog: &Catalog, discount: f64, wide: boo
         if any_estimate { "~" } else { "" },
         usd(plan.total_price_per_hour()),
     ));
-    out.push_str(&money::source_line(discount, any_estimate));
+    out.push_str(&prices_line(discount, any_estimate, overlays));
     out.push('\n');
     if !plan.unschedulable.is_empty() {
         out.push_str("\nUnschedulable pods:\n");

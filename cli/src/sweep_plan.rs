@@ -99,6 +99,7 @@ pub fn run(args: &Args) -> Exit {
         })
         .collect();
     let price = |t: &str, c: &str| prices.get(&(t.to_string(), c.to_string())).copied();
+    let overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
     let (mut snapshot, mut snapshot_problems) = snapshot(&nodewright::disruption::Inputs {
         pools: &inputs.node_pools,
         nodes: &objects.nodes,
@@ -106,6 +107,7 @@ pub fn run(args: &Args) -> Exit {
         pdbs: &objects.pdbs,
         instances: None,
         price: &price,
+        overlays: &overlays,
         first_sight: FirstSight::SinceCreation,
         node_repair: args.node_repair,
         now,
@@ -129,6 +131,7 @@ pub fn run(args: &Args) -> Exit {
         daemon_sets: &objects.daemon_sets,
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
+        overlays: &inputs.node_overlays,
     });
     snapshot_problems.extend(sim_problems);
     match sim {
@@ -287,7 +290,7 @@ fn load(
                 "PodDisruptionBudget" => {
                     push(&at, "PodDisruptionBudget", item, &mut objects.pdbs, errors)
                 }
-                "NodePool" | "EC2NodeClass" | "Provisioner" | "AWSNodeTemplate" => {
+                "NodePool" | "EC2NodeClass" | "Provisioner" | "AWSNodeTemplate" | "NodeOverlay" => {
                     problems.extend(inputs.load_value(file, index + 1, item));
                 }
                 // A new node's DaemonSet overhead, when consolidation plans a replacement.

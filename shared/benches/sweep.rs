@@ -294,6 +294,7 @@ fn sweep(
         pdbs: &[],
         instances: None,
         price,
+        overlays: &Default::default(),
         first_sight: FirstSight::SinceCreation,
         node_repair: false,
         now,
@@ -307,6 +308,7 @@ fn sweep(
         daemon_sets: &[],
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &Default::default(),
+        overlays: &[],
     });
     snap.simulation = sim.ok();
     let plan = plan_disruption(&snap, now);

@@ -129,6 +129,7 @@ async fn the_rbac_manifests_apply_with_kubectl_and_grant_what_the_functions_call
         ("karpenter.sh", "nodepools", "list"),
         ("karpenter.sh", "nodepools", "watch"),
         ("karpenter.sh", "provisioners", "list"),
+        ("karpenter.sh", "nodeoverlays", "list"),
         ("karpenter.k8s.aws", "ec2nodeclasses", "list"),
         ("karpenter.k8s.aws", "awsnodetemplates", "list"),
         ("karpenter.sh", "nodepools/status", "patch"),

@@ -625,3 +625,37 @@ spec:
     assert_eq!(new.len(), 1, "{summary}");
     assert_eq!(new[0].zone, "us-east-1b", "{summary}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_overlay_s_price_decides_which_type_the_provisioner_launches() {
+    // A savings plan covering r6i, written as Karpenter users write it: the provisioner
+    // reads the NodeOverlay from the cluster and launches what is cheapest after it.
+    let world = start("e2e-overlay").await;
+    let overlay = r#"
+apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata:
+  name: savings-plan
+spec:
+  priceAdjustment: "-95%"
+  requirements:
+    - key: karpenter.k8s.aws/instance-family
+      operator: In
+      values: ["r6i"]
+"#;
+    world.apply_yaml(overlay).unwrap();
+    apply_getting_started(&world, 1).await.unwrap();
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap()
+        .with_clock(skipping());
+    let summary = invoke(&state).await.expect("the handler succeeds");
+    let launched = owned_instances(&world).await;
+    assert_eq!(launched.len(), 1, "{summary}");
+    assert!(
+        launched[0].instance_type.starts_with("r6i."),
+        "{} launched: the overlay makes r6i the cheapest",
+        launched[0].instance_type
+    );
+}

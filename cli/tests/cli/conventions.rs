@@ -228,3 +228,38 @@ fn the_version_is_the_workspaces_in_every_form() {
         format!("nodewright {version}")
     );
 }
+
+#[test]
+fn plan_prices_through_node_overlays_says_so_and_warns_of_a_conflict() {
+    let overlay = |name: &str, change: &str| {
+        format!(
+            "---\napiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {{name: {name}}}\n\
+             spec: {{priceAdjustment: \"{change}\"}}\n"
+        )
+    };
+    let total = |out: &Output| -> f64 {
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["total_price_per_hour"].as_f64().unwrap()
+    };
+    let base = format!("{POOL}{}", pod("small", "1"));
+    let list = nodewright_with_stdin(&["plan", "-f", "-", "-o", "json"], &base);
+    let discounted = format!("{base}{}", overlay("half", "-50%"));
+    let out = nodewright_with_stdin(&["plan", "-f", "-", "-o", "json"], &discounted);
+    assert!(
+        (total(&out) - total(&list) / 2.0).abs() < 1e-4,
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let table = nodewright_with_stdin(&["plan", "-f", "-"], &discounted);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("changed by 1 NodeOverlay(s)"), "{text}");
+    // Two of one weight over the same offerings: the later in Karpenter's order is left out.
+    let clash = format!("{discounted}{}", overlay("aa", "+50%"));
+    let out = nodewright_with_stdin(&["plan", "-f", "-", "-o", "json"], &clash);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: NodeOverlay aa: in conflict"),
+        "{err}"
+    );
+    assert!((total(&out) - total(&list) / 2.0).abs() < 1e-4);
+}

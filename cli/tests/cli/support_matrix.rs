@@ -3,7 +3,8 @@
 //! - each row's example is put into a valid document and validated: `supported` must pass
 //!   with nothing said about the field, `ignored (warning)` must pass with a `warning:` that
 //!   names it, `rejected` must fail with an `error:` that names it;
-//! - every field nodewright's NodePool, EC2NodeClass, Provisioner and AWSNodeTemplate accept
+//! - every field nodewright's NodePool, EC2NodeClass, Provisioner, AWSNodeTemplate and
+//!   NodeOverlay accept
 //!   has a row: the fields are found by asking `validate` itself (an unknown field's error
 //!   lists the fields allowed there), level by level;
 //! - every `nodewright.io/` annotation validation knows has a row;
@@ -25,6 +26,7 @@ const KINDS: &[(&str, &str)] = &[
     ("EC2NodeClass", "<!-- support: EC2NodeClass -->"),
     ("Provisioner", "<!-- support: Provisioner -->"),
     ("AWSNodeTemplate", "<!-- support: AWSNodeTemplate -->"),
+    ("NodeOverlay", "<!-- support: NodeOverlay -->"),
 ];
 const ANNOTATIONS: &str = "<!-- support: annotations -->";
 const REQUIREMENTS: &str = "<!-- support: requirements -->";
@@ -56,6 +58,10 @@ fn base(kind: &str) -> Value {
                 "subnetSelector": {"karpenter.sh/discovery": "demo"},
                 "securityGroupSelector": {"karpenter.sh/discovery": "demo"}}
         }),
+        "NodeOverlay" => json!({
+            "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay", "metadata": {"name": "matrix"},
+            "spec": {}
+        }),
         other => panic!("no base document for {other}"),
     }
 }
@@ -68,6 +74,7 @@ fn documents(kind: &str, changed: Value) -> Vec<Value> {
         // An inline provider is the Provisioner's own class: no template beside it.
         "Provisioner" if changed["spec"].get("provider").is_some() => vec![changed],
         "Provisioner" => vec![changed, base("AWSNodeTemplate")],
+        "NodeOverlay" => vec![base("NodePool"), base("EC2NodeClass"), changed],
         _ => vec![base("Provisioner"), changed],
     }
 }

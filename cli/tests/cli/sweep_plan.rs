@@ -510,3 +510,17 @@ fn a_static_nodepool_over_its_count_loses_its_emptiest_node_and_is_never_emptied
         ]
     );
 }
+
+#[test]
+fn a_node_overlay_prices_the_nodes_a_sweep_saves() {
+    let saving = |extra: &str| {
+        let file = write("overlay.yaml", &format!("{CLUSTER}---\n{extra}"));
+        let plan = plan_json(&file, "2026-03-02T10:00:00Z");
+        plan["commands"][0]["savings_per_hour"].as_f64().unwrap()
+    };
+    let list_price = saving("");
+    let overlay = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: plan}\n\
+                   spec: {price: \"0.01\", requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.large]}]}\n";
+    assert!((list_price - 0.01).abs() > 0.01, "{list_price}");
+    assert!((saving(overlay) - 0.01).abs() < 1e-9);
+}

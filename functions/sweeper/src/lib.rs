@@ -292,6 +292,7 @@ where
     };
     let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
     let now = state.clock.now();
+    let overlays = nodewright::scheduling::Overlays::new(&config.inputs.node_overlays);
     let (mut snapshot, mut problems) = snapshot(&Inputs {
         pools: &config.inputs.node_pools,
         nodes: &nodes,
@@ -299,6 +300,7 @@ where
         pdbs: &pdbs,
         instances: Some(&instances),
         price: &price,
+        overlays: &overlays,
         first_sight: FirstSight::Mark,
         node_repair: state.node_repair,
         now,
@@ -311,6 +313,7 @@ where
         daemon_sets: &daemon_sets,
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
+        overlays: &config.inputs.node_overlays,
     });
     problems.extend(sim_problems);
     // Drift needs what a launch would use now, which only the provisioning core knows.

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::diagnostics::{FieldError, Problem, Severity, Source, describe};
 use super::legacy::{self, AWSNodeTemplate, V1Alpha5Provisioner};
-use super::{EC2NodeClass, KubeletConfiguration, NodePool, defaults, workloads};
+use super::{EC2NodeClass, KubeletConfiguration, NodeOverlay, NodePool, defaults, workloads};
 
 /// A kubelet configuration from a v1alpha5 Provisioner that references an AWSNodeTemplate not
 /// loaded yet; it is moved onto the EC2NodeClass when that arrives (Karpenter v1 keeps kubelet
@@ -43,6 +43,8 @@ pub struct Inputs {
     /// Bare pods and the pods expanded from Deployments, ReplicaSets, StatefulSets and Jobs.
     pub pods: Vec<Pod>,
     pub daemon_sets: Vec<DaemonSet>,
+    /// Valid NodeOverlays (`karpenter.sh/v1alpha1`); an invalid one is a problem, not used.
+    pub node_overlays: Vec<NodeOverlay>,
     /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`.
     pub namespace_labels: crate::scheduling::NamespaceLabels,
     /// Non-empty documents read (a `List` counts once).
@@ -64,6 +66,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "EC2NodeClass",
     "Provisioner",
     "AWSNodeTemplate",
+    "NodeOverlay",
     "Pod",
     "Deployment",
     "ReplicaSet",
@@ -209,6 +212,7 @@ impl Inputs {
             "EC2NodeClass" => &["karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"][..],
             "Provisioner" => &["karpenter.sh/v1alpha5"][..],
             "AWSNodeTemplate" => &["karpenter.k8s.aws/v1alpha1"][..],
+            "NodeOverlay" => &["karpenter.sh/v1alpha1"][..],
             "Pod" | "Namespace" => &["v1"][..],
             "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => &["apps/v1"][..],
             "Job" => &["batch/v1"][..],
@@ -305,6 +309,15 @@ impl Inputs {
                         self.add_node_class(nc, source.clone(), problems, &document);
                     }
                 }),
+            "NodeOverlay" => {
+                parse_reporting::<NodeOverlay>(value, &mut field_errors, true).map(|o| {
+                    let rules = super::node_overlay_errors(&o);
+                    if field_errors.is_empty() && rules.is_empty() {
+                        self.node_overlays.push(o);
+                    }
+                    field_errors.extend(rules);
+                })
+            }
             "Pod" => parse_reporting::<Pod>(value, &mut field_errors, false)
                 .map(|pod| self.pods.push(workloads::bare_pod(pod))),
             "Deployment" => parse_reporting::<Deployment>(value, &mut field_errors, false)

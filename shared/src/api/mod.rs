@@ -11,6 +11,7 @@ pub mod legacy;
 pub mod load;
 mod nodeclass;
 mod nodepool;
+mod overlay;
 mod quantity;
 pub mod validation;
 pub mod workloads;
@@ -20,6 +21,10 @@ pub use duration::{Duration, NillableDuration};
 pub use load::Inputs;
 pub use nodeclass::*;
 pub use nodepool::*;
+pub use overlay::{
+    NodeOverlay, NodeOverlaySpec, OverlayOperator, OverlayRequirement, PriceChange,
+    node_overlay_errors,
+};
 pub use quantity::Quantity;
 pub use validation::validate;
 

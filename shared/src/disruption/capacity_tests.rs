@@ -291,6 +291,7 @@ fn a_nodes_free_room_is_its_allocatable_less_what_its_running_pods_request() {
         pdbs: &[],
         instances: None,
         price: &price,
+        overlays: &Default::default(),
         first_sight: FirstSight::Mark,
         node_repair: false,
         now: jiff::Timestamp::UNIX_EPOCH,

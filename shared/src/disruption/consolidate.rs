@@ -176,6 +176,7 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
         daemon_sets: sim.daemon_sets.clone(),
         nodes,
         namespace_labels: sim.namespace_labels.clone(),
+        overlays: sim.overlays.clone(),
     };
     Some(solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes))
 }

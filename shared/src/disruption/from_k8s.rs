@@ -17,6 +17,7 @@ use crate::api::{NillableDuration, NodePool};
 use crate::aws::{InstanceState, OwnedInstance};
 use crate::kube::{Readiness, parse_provider_id, readiness, tainted_for_disruption};
 use crate::resources::{Resources, parse_milli};
+use crate::scheduling::overlay_labels;
 use crate::scheduling::{Selector, effective_requests};
 
 /// On a node: when the sweeper first saw it empty (RFC 3339). Emptiness is counted from it,
@@ -48,6 +49,8 @@ pub struct Inputs<'a> {
     pub instances: Option<&'a [OwnedInstance]>,
     /// Price per hour of (instance type, capacity type), when known.
     pub price: &'a dyn Fn(&str, &str) -> Option<f64>,
+    /// NodeOverlays: a node's price is what they make of `price` for its labels.
+    pub overlays: &'a crate::scheduling::Overlays,
     pub first_sight: FirstSight,
     /// Whether node repair is on (`repair.rs`); off, no node is unhealthy.
     pub node_repair: bool,
@@ -226,7 +229,8 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         backoff: crate::removal::Backoff::read(annotations),
         do_not_disrupt: annotations.get(DO_NOT_DISRUPT).is_some_and(|v| v == "true"),
         empty_since,
-        price_per_hour: (inputs.price)(&instance_type, &capacity_type),
+        price_per_hour: (inputs.price)(&instance_type, &capacity_type)
+            .map(|p| inputs.overlays.price(&overlay_labels(labels), p)),
         instance_type,
         capacity_type,
         pods: Vec::new(),

@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use super::from_k8s::pod_kind;
 use super::snapshot::PodKind;
 use crate::api::labels::ZONE;
-use crate::api::{EC2NodeClass, NodePool};
+use crate::api::{EC2NodeClass, NodeOverlay, NodePool};
 use crate::catalog::Catalog;
 use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
 use crate::provision::spoken_for::book;
 use crate::scheduling::{
-    ExistingNode, NamespaceLabels, PodDemand, Snapshot as SolverSnapshot, solve,
+    ExistingNode, NamespaceLabels, Overlays, PodDemand, Snapshot as SolverSnapshot, solve,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -36,6 +36,8 @@ pub struct Simulation {
     /// on; their requests are booked on `nodes`. A consolidation of that node must find
     /// them room too: a move may not take the room a pending pod needs.
     pub pending_on: HashMap<String, Vec<PodDemand>>,
+    /// The NodeOverlays a replacement is priced and sized with.
+    pub overlays: Overlays,
 }
 
 pub struct SimulationInputs<'a> {
@@ -49,6 +51,7 @@ pub struct SimulationInputs<'a> {
     /// The Namespaces' labels; needed only when a pod's (anti-)affinity term has a
     /// `namespaceSelector` with terms ([`crate::scheduling::selects_namespaces`]).
     pub namespace_labels: &'a NamespaceLabels,
+    pub overlays: &'a [NodeOverlay],
 }
 
 /// The simulation, or why there is none (no zone known, the catalog unreadable), and one
@@ -121,6 +124,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
             catalog,
             namespace_labels: inputs.namespace_labels.clone(),
             pending_on: HashMap::new(),
+            overlays: Overlays::new(inputs.overlays),
         };
         book_pending(&mut sim, pending);
         sim
@@ -139,6 +143,7 @@ pub fn book_pending(sim: &mut Simulation, pending: Vec<PodDemand>) {
         daemon_sets: sim.daemon_sets.clone(),
         nodes: sim.nodes.clone(),
         namespace_labels: sim.namespace_labels.clone(),
+        overlays: sim.overlays.clone(),
     };
     let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
     book(&mut sim.nodes, &snapshot.pods, &plan.nominations);
@@ -198,6 +203,7 @@ mod tests {
             daemon_sets: &[],
             spot_discount: 0.6,
             namespace_labels: &NamespaceLabels::default(),
+            overlays: &[],
         });
         assert!(problems.is_empty(), "{problems:?}");
         let sim = sim.unwrap();

@@ -53,6 +53,12 @@ const CRD_KINDS: &[CrdKind] = &[
         plural: "nodepools",
         versions: &["v1", "v1beta1"],
     },
+    CrdKind {
+        group: "karpenter.sh",
+        kind: "NodeOverlay",
+        plural: "nodeoverlays",
+        versions: &["v1alpha1"],
+    },
 ];
 
 impl CrdKind {

@@ -286,6 +286,7 @@ where
         let launchable = self.launchable(pending.pools, pending.classes, now).await?;
         let mut ctx = LaunchContext::new(launchable, &pending.pods, *turn, now, started, None);
         let mut snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
+        snapshot.overlays = pending.overlays;
         self.read_namespace_labels(&mut snapshot).await?;
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
         report.claims = tally.claims;

@@ -2,12 +2,14 @@
 //! turns pending pods into planned node claims.
 
 mod namespaces;
+mod overlay;
 mod pod;
 mod requirements;
 mod selector;
 mod taints;
 
 pub use namespaces::{NamespaceLabels, selects_namespaces};
+pub use overlay::{Overlays, lookup as overlay_labels, selects as overlay_selects};
 pub use pod::{
     AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity, effective_requests,
 };
@@ -36,6 +38,8 @@ pub use snapshot::{ExistingNode, Snapshot};
 pub use solver::solve;
 pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};
 
+#[cfg(test)]
+mod overlay_tests;
 #[cfg(test)]
 mod packing_tests;
 #[cfg(test)]

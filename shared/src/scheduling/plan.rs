@@ -110,6 +110,8 @@ pub struct ProvisioningPlan {
     pub node_claims: Vec<PlannedClaim>,
     pub nominations: Vec<Nomination>,
     pub unschedulable: Vec<Unschedulable>,
+    /// NodeOverlays left out for a conflict with another of their weight (`overlay.rs`).
+    pub overlay_conflicts: Vec<String>,
 }
 
 impl ProvisioningPlan {

@@ -43,6 +43,8 @@ pub struct Snapshot {
     /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`;
     /// read only when some term has one ([`Snapshot::selects_namespaces`]).
     pub namespace_labels: NamespaceLabels,
+    /// The NodeOverlays the NodePools' instance types are priced and sized with.
+    pub overlays: super::Overlays,
 }
 
 impl Snapshot {

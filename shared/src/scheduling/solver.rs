@@ -35,10 +35,12 @@ pub fn solve(
     pools: &[NodePool],
     classes: &[EC2NodeClass],
 ) -> ProvisioningPlan {
-    let mut templates: Vec<Template> = pools
+    let built: Vec<Template> = pools
         .iter()
         .map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets))
         .collect();
+    let (overlays, overlay_conflicts) = snapshot.overlays.resolve(&built);
+    let mut templates: Vec<Template> = built.into_iter().map(|t| t.overlaid(&overlays)).collect();
     // Higher weight first, as Karpenter orders NodePools; the name breaks ties so plans are
     // deterministic.
     templates.sort_by(|a, b| {
@@ -49,7 +51,9 @@ pub fn solve(
     let mut solver = Solver::new(snapshot, templates);
     solver.pack();
     solver.repack();
-    solver.finish()
+    let mut plan = solver.finish();
+    plan.overlay_conflicts = overlay_conflicts;
+    plan
 }
 
 /// Where a placement lands: requirements narrowed by the pod, and the domain values

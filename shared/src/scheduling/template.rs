@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::overlay::{Overlays, node_labels, selects};
 use super::pod::PodDemand;
 use super::requirements::{Requirement, Requirements};
 use super::taints::{Toleration, first_untolerated};
@@ -241,11 +242,7 @@ impl Template {
                 option.satisfies(&requirements).then_some(option)
             })
             .collect();
-        types.sort_by(|a, b| {
-            let pa = a.cheapest(&requirements).map_or(f64::MAX, |o| o.price);
-            let pb = b.cheapest(&requirements).map_or(f64::MAX, |o| o.price);
-            pa.total_cmp(&pb).then_with(|| a.name.cmp(&b.name))
-        });
+        cheapest_first(&mut types, &requirements);
 
         Template {
             nodepool: name,
@@ -287,6 +284,39 @@ impl Template {
         }
     }
 
+    /// This NodePool's types as NodeOverlays change them: each offering's price, each
+    /// type's extended resources (`overlay.rs`); then cheapest first again.
+    pub fn overlaid(mut self, overlays: &Overlays) -> Template {
+        if overlays.is_empty() {
+            return self;
+        }
+        let mut changes = Vec::with_capacity(self.types.len());
+        for ty in &self.types {
+            let prices: Vec<f64> = ty
+                .offerings
+                .iter()
+                .map(|o| overlays.price(&node_labels(&self, ty, o), o.price))
+                .collect();
+            let extra = overlays.capacity(&|reqs| {
+                ty.offerings
+                    .iter()
+                    .any(|o| selects(reqs, &node_labels(&self, ty, o)))
+            });
+            changes.push((prices, extra));
+        }
+        for (ty, (prices, extra)) in self.types.iter_mut().zip(changes) {
+            for (o, price) in ty.offerings.iter_mut().zip(prices) {
+                o.price = price;
+            }
+            for (name, amount) in extra {
+                *ty.capacity.extended.entry(name.clone()).or_default() += amount;
+                *ty.free.extended.entry(name).or_default() += amount;
+            }
+        }
+        cheapest_first(&mut self.types, &self.requirements);
+        self
+    }
+
     /// Whether `pod` may open a claim on this NodePool: a static one (`replicas`) launches
     /// only to keep its count, for its own floor's placeholders, never for pending pods
     /// (which still land on its nodes once they are there), as Karpenter's static pools.
@@ -305,6 +335,15 @@ impl Template {
             None => Ok(()),
         }
     }
+}
+
+/// Types by the price of their cheapest offering `requirements` allow; the name breaks ties.
+fn cheapest_first(types: &mut [TypeOption], requirements: &Requirements) {
+    types.sort_by(|a, b| {
+        let pa = a.cheapest(requirements).map_or(f64::MAX, |o| o.price);
+        let pb = b.cheapest(requirements).map_or(f64::MAX, |o| o.price);
+        pa.total_cmp(&pb).then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 /// Whether a DaemonSet's pod would run on nodes of this template: it tolerates the taints

@@ -256,6 +256,10 @@ impl PodBuilder {
         self.0.requests.set("nvidia.com/gpu", n * 1000);
         self
     }
+    pub fn extended(mut self, name: &str, n: i64) -> Self {
+        self.0.requests.set(name, n * 1000);
+        self
+    }
     fn selector(app: &str) -> Selector {
         let mut labels = BTreeMap::new();
         labels.insert("app".to_string(), app.to_string());

@@ -366,11 +366,56 @@ fn ec2nodeclass() -> Value {
     )
 }
 
+fn nodeoverlay() -> Value {
+    let requirement = object(
+        "A label requirement the overlay applies under.",
+        &[
+            ("key", string("The label key.")),
+            (
+                "operator",
+                json!({ "type": "string", "description": "In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte or Lte.",
+                        "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"] }),
+            ),
+            ("values", list("The values.", string("A value."))),
+        ],
+        &["key", "operator"],
+    );
+    let spec = object(
+        "NodeOverlaySpec: what the overlay changes of the instance types it selects.",
+        &[
+            (
+                "requirements",
+                list("When the overlay applies.", requirement),
+            ),
+            (
+                "priceAdjustment",
+                string("A change to the price: -0.5, +1.2, +10% or -15%."),
+            ),
+            ("price", string("The price, dollars an hour.")),
+            (
+                "capacity",
+                json!({ "type": "object", "description": "Extended resources added to the node's.",
+                        "additionalProperties": { "x-kubernetes-int-or-string": true } }),
+            ),
+            (
+                "weight",
+                integer("Priority among NodeOverlays: the heaviest applies."),
+            ),
+        ],
+        &[],
+    );
+    top(
+        "NodeOverlay changes the price and extended resources Karpenter's simulation sees.",
+        spec,
+    )
+}
+
 /// The schema of a kind written out here, or `None`.
 pub fn for_kind(kind: &str) -> Option<Value> {
     match kind {
         "NodePool" => Some(nodepool()),
         "EC2NodeClass" => Some(ec2nodeclass()),
+        "NodeOverlay" => Some(nodeoverlay()),
         _ => None,
     }
 }

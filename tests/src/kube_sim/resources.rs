@@ -336,6 +336,19 @@ pub static RESOURCES: &[ResourceType] = &[
         fields = Some(NONE),
         decodes::<rbac::RoleBinding>
     ),
+    res!(
+        "karpenter.sh",
+        "v1alpha1",
+        "nodeoverlays",
+        "nodeoverlay",
+        "NodeOverlay",
+        ns = false,
+        crd = true,
+        status = true,
+        short = &["overlays"],
+        fields = Some(NONE),
+        any_object
+    ),
 ];
 
 /// Index into [`RESOURCES`] of the resource at `group/version/plural`.

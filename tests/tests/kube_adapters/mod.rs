@@ -188,6 +188,7 @@ async fn without_karpenter_crds_the_configmap_is_the_configuration() {
         "/apis/karpenter.k8s.aws/v1/ec2nodeclasses",
         "/apis/karpenter.sh/v1alpha5/provisioners",
         "/apis/karpenter.k8s.aws/v1alpha1/awsnodetemplates",
+        "/apis/karpenter.sh/v1alpha1/nodeoverlays",
     ] {
         assert!(
             crd_lists.iter().any(|p| p == path),

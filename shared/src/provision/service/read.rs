@@ -22,6 +22,8 @@ use crate::kube::{Cluster, ConfigOrigin, ObjectRef, usable};
 pub(super) struct Pending {
     pub(super) pools: Vec<NodePool>,
     pub(super) classes: Vec<EC2NodeClass>,
+    /// The NodeOverlays the pools' types are priced and sized with.
+    pub(super) overlays: crate::scheduling::Overlays,
     /// Configuration objects left out, and why (reported as Events by the act phase).
     pub(super) dropped: Vec<(ObjectRef, String)>,
     pub(super) origin: ConfigOrigin,
@@ -79,6 +81,7 @@ where
         Ok(Pending {
             pools,
             classes,
+            overlays: crate::scheduling::Overlays::new(&config.inputs.node_overlays),
             dropped,
             origin: config.source,
             pods,

@@ -60,6 +60,9 @@ where
         let mut tally = Tally::default();
         for round in 0..MAX_LAUNCH_ROUNDS {
             let plan = solve(&snapshot, &ctx.catalog, &ctx.pools, &ctx.classes);
+            if round == 0 && !plan.overlay_conflicts.is_empty() {
+                tracing::warn!(overlays = ?plan.overlay_conflicts, "NodeOverlays in conflict with another of their weight over the same offerings or resources are not applied");
+            }
             tally.claims += plan.node_claims.len();
             tally.nominated_pods += plan.nominations.iter().map(|n| n.pods.len()).sum::<usize>();
             for key in plan
