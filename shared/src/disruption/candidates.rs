@@ -159,7 +159,7 @@ pub(super) fn collect<'a>(
             }
             continue;
         };
-        if let Some(why) = blocker(node, pool) {
+        if let Some(why) = blocker(node, pool).or_else(|| nominated(snapshot, node, reason)) {
             plan.kept.push(Kept {
                 node: node.name.clone(),
                 reason,
@@ -182,6 +182,22 @@ pub(super) fn collect<'a>(
         expiring,
         room,
     }
+}
+
+/// Pending pods the simulation places on `node` keep it from going empty or drifted, as
+/// Karpenter leaves a nominated node out of disruption. Expiry is forceful; consolidation
+/// moves such pods with the node (`consolidate.rs`).
+fn nominated(snapshot: &Snapshot, node: &NodeView, reason: Reason) -> Option<KeptWhy> {
+    if !matches!(reason, Reason::Empty | Reason::Drifted) {
+        return None;
+    }
+    let pods = snapshot
+        .simulation
+        .as_ref()?
+        .pending_on
+        .get(&node.name)?
+        .len();
+    (pods > 0).then_some(KeptWhy::Nominated { pods })
 }
 
 /// By reason; within one, cheapest to disrupt first, but underutilized nodes by savings per

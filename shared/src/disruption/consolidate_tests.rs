@@ -8,7 +8,7 @@ use super::budget::NodesLimit;
 use super::simulation::Simulation;
 use super::snapshot::{NodeView, PodKind, Snapshot};
 use super::testkit::{count_budget, node, pod, pool, t};
-use super::{Action, KeptWhy, Reason, plan_disruption};
+use super::{Action, KeptWhy, Plan, Reason, plan_disruption};
 use crate::api::ConsolidationPolicy;
 use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use crate::catalog::CapacityType;
@@ -730,4 +730,33 @@ fn with_room_for_one_move_the_node_saving_most_per_pod_moved_goes_first() {
     );
     assert_eq!(plan.commands.len(), 1, "{plan:#?}");
     assert_eq!(plan.commands[0].nodes, ["b-one"]);
+}
+
+/// An empty node the solver places a pending pod on stays, as Karpenter keeps a nominated
+/// node out of disruption: it would be removed just before the pod lands.
+#[test]
+fn an_empty_node_a_pending_pod_is_about_to_land_on_stays() {
+    let mut fleet = Fleet::new().node("idle", "m5.large", vec![]);
+    fleet.snapshot.nodes[0].empty_since = Some(t("08:00:00"));
+    let gone = |plan: &Plan| -> Vec<(String, Reason)> {
+        plan.commands
+            .iter()
+            .flat_map(|c| c.nodes.iter().map(move |n| (n.clone(), c.reason)))
+            .collect()
+    };
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(gone(&plan), [("idle".to_string(), Reason::Empty)]);
+
+    let sim = fleet.snapshot.simulation.as_mut().unwrap();
+    super::simulation::book_pending(sim, pods("waiting", 1, 500, 1));
+    assert!(sim.pending_on.contains_key("idle"), "{:?}", sim.pending_on);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(gone(&plan), []);
+    assert!(
+        plan.kept
+            .iter()
+            .any(|k| k.node == "idle" && k.why == KeptWhy::Nominated { pods: 1 }),
+        "{:?}",
+        plan.kept
+    );
 }

@@ -66,6 +66,11 @@ pub enum KeptWhy {
         pool: String,
         headroom: String,
     },
+    /// Pending pods are about to land on it: the solver places them there (Karpenter's
+    /// nominated node).
+    Nominated {
+        pods: usize,
+    },
     /// Due for repair, but more of its pool's nodes are unhealthy than repair may take on.
     PoolUnhealthy {
         pool: String,
@@ -140,6 +145,10 @@ impl fmt::Display for KeptWhy {
                 remaining.as_secs()
             ),
             KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            KeptWhy::Nominated { pods } => write!(
+                f,
+                "{pods} pending pod(s) are about to land on it: the scheduler has room for them there"
+            ),
             KeptWhy::BackedOff { until, why } => write!(
                 f,
                 "its last removal was given up ({why}); not tried again before {until}"
