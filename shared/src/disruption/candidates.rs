@@ -11,7 +11,7 @@ use super::Reason;
 use super::headroom::Room;
 use super::kept::{Kept, KeptWhy, kept};
 use super::plan::{EmptyMark, Plan};
-use super::snapshot::{NodeView, PoolPolicy, Snapshot};
+use super::snapshot::{NodeView, PodKind, PoolPolicy, Snapshot};
 use crate::api::ConsolidationPolicy;
 
 pub(super) struct Candidate<'a> {
@@ -268,13 +268,18 @@ fn blocker(node: &NodeView, pool: &PoolPolicy) -> Option<KeptWhy> {
     if node.do_not_disrupt {
         return Some(KeptWhy::DoNotDisruptNode);
     }
-    let moving = || node.pods.iter().filter(|p| p.moves());
     if let Some(p) = node.pods.iter().find(|p| p.holds_node()) {
         return Some(KeptWhy::DoNotDisruptPod {
             pod: format!("{}/{}", p.namespace, p.name),
         });
     }
-    moving().find_map(|p| {
+    // A DaemonSet's pod is evicted too, and its budget holds the node as in Karpenter; a
+    // mirror pod is not evicted, so its budget holds nothing.
+    let mut evicted = node
+        .pods
+        .iter()
+        .filter(|p| matches!(p.kind, PodKind::Workload | PodKind::DaemonSet));
+    evicted.find_map(|p| {
         p.blocked_by_pdb
             .as_ref()
             .map(|pdb| KeptWhy::PodDisruptionBudget {

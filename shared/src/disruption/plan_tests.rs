@@ -180,14 +180,27 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
     let mut done = pod("job", PodKind::Finished);
     done.do_not_disrupt = true;
     finished.pods.push(done);
+    // A budget allowing no disruption of a DaemonSet's pod holds the node (it is evicted
+    // too); of a mirror pod's, nothing (it is not), as in Karpenter.
+    let mut ds_pdb = empty_node("ds-pdb", "default", "01:00:00");
+    ds_pdb.pods[0].blocked_by_pdb = Some("agents".into());
+    let mut mirror_pdb = empty_node("mirror-pdb", "default", "01:00:00");
+    let mut static_pod = pod("kube-proxy", PodKind::Mirror);
+    static_pod.blocked_by_pdb = Some("proxies".into());
+    mirror_pdb.pods.push(static_pod);
     let plan = plan_disruption(
         &snapshot(
             vec![expiring],
-            vec![annotated, with_pod, with_pdb, with_two, ds_only, finished],
+            vec![
+                annotated, with_pod, with_pdb, with_two, ds_only, finished, ds_pdb, mirror_pdb,
+            ],
         ),
         t("10:00:00"),
     );
-    assert_eq!(deleted(&plan), vec![("finished", Reason::Empty)]);
+    assert_eq!(
+        deleted(&plan),
+        vec![("finished", Reason::Empty), ("mirror-pdb", Reason::Empty)]
+    );
     assert_eq!(
         kept(&plan),
         vec![
@@ -212,6 +225,11 @@ fn do_not_disrupt_on_the_node_or_a_moving_pod_and_a_blocking_pdb_keep_the_node_w
             (
                 "ds-only",
                 "a pod has karpenter.sh/do-not-disrupt (default/ds-ds-only)".to_string()
+            ),
+            (
+                "ds-pdb",
+                "PodDisruptionBudget default/agents allows no disruption of pod default/ds-ds-pdb"
+                    .to_string()
             ),
         ]
     );
