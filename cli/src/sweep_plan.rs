@@ -99,19 +99,6 @@ pub fn run(args: &Args) -> Exit {
         })
         .collect();
     let price = |t: &str, c: &str| prices.get(&(t.to_string(), c.to_string())).copied();
-    let overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
-    let (mut snapshot, mut snapshot_problems) = snapshot(&nodewright::disruption::Inputs {
-        pools: &inputs.node_pools,
-        nodes: &objects.nodes,
-        pods: &objects.pods,
-        pdbs: &objects.pdbs,
-        instances: None,
-        price: &price,
-        overlays: &overlays,
-        first_sight: FirstSight::SinceCreation,
-        node_repair: args.node_repair,
-        now,
-    });
     let namespace_labels: NamespaceLabels = objects
         .namespaces
         .iter()
@@ -132,6 +119,23 @@ pub fn run(args: &Args) -> Exit {
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
         overlays: &inputs.node_overlays,
+    });
+    // Nodes are priced with the overlays the solver uses (conflicts left out).
+    let overlays = match &sim {
+        Ok(sim) => sim.overlays.clone(),
+        Err(_) => nodewright::scheduling::Overlays::new(&inputs.node_overlays),
+    };
+    let (mut snapshot, mut snapshot_problems) = snapshot(&nodewright::disruption::Inputs {
+        pools: &inputs.node_pools,
+        nodes: &objects.nodes,
+        pods: &objects.pods,
+        pdbs: &objects.pdbs,
+        instances: None,
+        price: &price,
+        overlays: &overlays,
+        first_sight: FirstSight::SinceCreation,
+        node_repair: args.node_repair,
+        now,
     });
     snapshot_problems.extend(sim_problems);
     match sim {

@@ -524,3 +524,30 @@ fn a_node_overlay_prices_the_nodes_a_sweep_saves() {
     assert!((list_price - 0.01).abs() > 0.01, "{list_price}");
     assert!((saving(overlay) - 0.01).abs() < 1e-9);
 }
+
+#[test]
+fn an_overlay_in_conflict_prices_no_node_as_it_prices_no_launch() {
+    // Zoned, so the simulation (and the overlays' resolution) runs.
+    let zoned = CLUSTER.replace(
+        "karpenter.sh/capacity-type: on-demand}",
+        "karpenter.sh/capacity-type: on-demand, topology.kubernetes.io/zone: us-east-1a}",
+    );
+    let saving = |extra: &str| {
+        let file = write("conflict.yaml", &format!("{zoned}---\n{extra}"));
+        let plan = plan_json(&file, "2026-03-02T10:00:00Z");
+        plan["commands"][0]["savings_per_hour"].as_f64().unwrap()
+    };
+    let list_price = saving("");
+    // `zz` (first in Karpenter's order) prices m5.xlarge; `aa`, of the same weight, would
+    // price every type: in conflict over m5.xlarge, it applies nowhere, the empty m5.large
+    // included.
+    let overlays = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: zz}\n\
+                    spec: {price: \"0.5\", requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}]}\n\
+                    ---\napiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: aa}\n\
+                    spec: {priceAdjustment: \"-90%\"}\n";
+    assert!((saving(overlays) - list_price).abs() < 1e-9);
+    // Without the conflict, `aa` prices it.
+    let alone = "apiVersion: karpenter.sh/v1alpha1\nkind: NodeOverlay\nmetadata: {name: aa}\n\
+                 spec: {priceAdjustment: \"-90%\"}\n";
+    assert!((saving(alone) - list_price * 0.1).abs() < 1e-9);
+}

@@ -14,6 +14,7 @@ mod consolidation;
 mod drift;
 mod events;
 mod floor;
+mod pool_status;
 mod profiles;
 mod repair;
 mod replacement;
@@ -28,7 +29,9 @@ use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimat
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::kube::{Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, usable};
+use nodewright::kube::{
+    Clock, ConfigSource, NodeDisruption, PdbSource, PodSource, PoolStatusSink, usable,
+};
 use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
 use nodewright::provision::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
@@ -82,6 +85,9 @@ pub struct State<K, E, R = NoReplacement> {
     pub profiles: Option<Box<dyn CollectProfiles>>,
     /// Node repair (the template's `NodeRepair`); off by default, as Karpenter's gate.
     pub node_repair: bool,
+    /// The NodePool statuses this container last wrote, so an unchanged one is not
+    /// written again.
+    pub pool_status: std::sync::Mutex<HashMap<String, Value>>,
 }
 
 impl<K, E> State<K, E> {
@@ -99,6 +105,7 @@ impl<K, E> State<K, E> {
             clock,
             prices,
             kept_events: Default::default(),
+            pool_status: Default::default(),
             lease: None,
             replacer: None,
             profiles: None,
@@ -122,6 +129,7 @@ impl<K, E, R> State<K, E, R> {
             clock: self.clock,
             prices: self.prices,
             kept_events: self.kept_events,
+            pool_status: self.pool_status,
             lease: self.lease,
             replacer: Some(replacer),
             profiles: self.profiles,
@@ -155,7 +163,7 @@ pub async fn handler<K, E, R>(
     state: &State<K, E, R>,
 ) -> Result<Value, Error>
 where
-    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
     E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
@@ -174,7 +182,7 @@ where
 /// does nothing and says who holds it; one that holds it releases it when done.
 pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
-    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
     E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
@@ -230,7 +238,7 @@ async fn label_nodes<K, E, R>(
 /// One sweep: read, decide, act.
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
-    K: NodeDisruption + ConfigSource + PodSource + PdbSource,
+    K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
     E: OwnedInstances + InstanceStatusChecks,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
@@ -292,7 +300,22 @@ where
     };
     let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
     let now = state.clock.now();
-    let overlays = nodewright::scheduling::Overlays::new(&config.inputs.node_overlays);
+    let (sim, sim_problems) = simulation(&SimulationInputs {
+        pools: &config.inputs.node_pools,
+        classes: &config.inputs.node_classes,
+        nodes: &nodes,
+        pods: &pods,
+        daemon_sets: &daemon_sets,
+        spot_discount: DEFAULT_SPOT_DISCOUNT,
+        namespace_labels: &namespace_labels,
+        overlays: &config.inputs.node_overlays,
+    });
+    // Nodes are priced with the overlays the solver uses (conflicts left out), once the
+    // simulation has resolved them.
+    let overlays = match &sim {
+        Ok(sim) => sim.overlays.clone(),
+        Err(_) => nodewright::scheduling::Overlays::new(&config.inputs.node_overlays),
+    };
     let (mut snapshot, mut problems) = snapshot(&Inputs {
         pools: &config.inputs.node_pools,
         nodes: &nodes,
@@ -304,16 +327,6 @@ where
         first_sight: FirstSight::Mark,
         node_repair: state.node_repair,
         now,
-    });
-    let (sim, sim_problems) = simulation(&SimulationInputs {
-        pools: &config.inputs.node_pools,
-        classes: &config.inputs.node_classes,
-        nodes: &nodes,
-        pods: &pods,
-        daemon_sets: &daemon_sets,
-        spot_discount: DEFAULT_SPOT_DISCOUNT,
-        namespace_labels: &namespace_labels,
-        overlays: &config.inputs.node_overlays,
     });
     problems.extend(sim_problems);
     // Drift needs what a launch would use now, which only the provisioning core knows.
@@ -336,6 +349,7 @@ where
     for p in &problems {
         tracing::warn!(problem = p, "object not considered for disruption");
     }
+    pool_status::write_statuses(state, &config.inputs.node_pools, &nodes, &snapshot).await;
     if state.node_repair {
         repair::mark_status_checks(state, &mut snapshot, &instances, now).await;
     }

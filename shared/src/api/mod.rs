@@ -78,6 +78,8 @@ pub mod labels {
     /// On the placeholder pods a pool's floor (a capacity window's, a static NodePool's
     /// replicas) is planned with, naming the pool; never created in the cluster.
     pub const CAPACITY_FLOOR: &str = "nodewright.io/capacity-floor";
+    /// The uid of every such placeholder starts so; a real pod's is a UUID.
+    pub const CAPACITY_FLOOR_UID_PREFIX: &str = "capacity-floor/";
 
     pub const SPOT: &str = "spot";
     pub const ON_DEMAND: &str = "on-demand";

@@ -15,7 +15,9 @@ use std::collections::HashSet;
 use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::{CapacityType, Catalog};
-use crate::scheduling::{PlannedClaim, ProvisioningPlan, Snapshot as SolverSnapshot, solve};
+use crate::scheduling::{
+    Overlays, PlannedClaim, ProvisioningPlan, Snapshot as SolverSnapshot, solve,
+};
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
 /// 10%, the churn (drained pods, cold caches, a new node's boot) is not worth it.
@@ -124,7 +126,7 @@ pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
         },
         1 => {
             let claim = claims.remove(0);
-            replace(group, prices, claim, &sim.catalog)
+            replace(group, prices, claim, &sim.catalog, &plan.overlays)
         }
         n => Outcome::No(format!("its pods would need {n} new nodes")),
     }
@@ -186,12 +188,14 @@ fn replace(
     prices: Option<f64>,
     claim: PlannedClaim,
     catalog: &Catalog,
+    overlays: &Overlays,
 ) -> Outcome {
     let Some(current) = prices else {
         return Outcome::No("its price is unknown, so no saving can be shown".into());
     };
     let replaced: Vec<&str> = group.iter().map(|n| n.instance_type.as_str()).collect();
-    let Some(cheaper) = claim.cheaper_than(catalog, price_ceiling(current), &replaced) else {
+    let Some(cheaper) = claim.cheaper_than(catalog, overlays, price_ceiling(current), &replaced)
+    else {
         if claim.price_per_hour <= price_ceiling(current) {
             return Outcome::No(format!(
                 "only its own type ({}) would save {:.0}% of ${current:.4}/h",

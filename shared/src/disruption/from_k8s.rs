@@ -218,6 +218,7 @@ fn node_view(node: &Node, inputs: &Inputs<'_>) -> Result<NodeView, String> {
         ready: readiness(node) == Readiness::Ready,
         initialized: readiness(node) != Readiness::Starting,
         disrupting: tainted || meta.deletion_timestamp.is_some(),
+        cordoned: node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true),
         removing: crate::removal::Record::read(&name, annotations)
             .ok()
             .flatten()

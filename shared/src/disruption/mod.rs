@@ -16,6 +16,7 @@ mod hygiene;
 mod kept;
 mod leftovers;
 mod plan;
+mod pool_status;
 mod removal;
 mod repair;
 mod replace_first;
@@ -43,6 +44,7 @@ pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
+pub use pool_status::pool_statuses;
 pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
 pub use repair::{
     REPAIR_POLICIES, RepairPolicy, STATUS_CHECK_TOLERATION, UNHEALTHY_AT_ONCE_PERCENT, Unhealthy,

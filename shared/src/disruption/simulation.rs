@@ -115,6 +115,13 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
         .filter_map(|p| PodDemand::from_pod(p).ok())
         .collect();
     let sim = catalog.map(|catalog| {
+        let (overlays, _) = Overlays::resolved(
+            inputs.overlays,
+            inputs.pools,
+            inputs.classes,
+            &catalog,
+            &ds.daemon_sets,
+        );
         let mut sim = Simulation {
             nodes,
             pods,
@@ -124,7 +131,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
             catalog,
             namespace_labels: inputs.namespace_labels.clone(),
             pending_on: HashMap::new(),
-            overlays: Overlays::new(inputs.overlays),
+            overlays,
         };
         book_pending(&mut sim, pending);
         sim

@@ -68,6 +68,8 @@ pub struct NodeView {
     pub initialized: bool,
     /// Already tainted `nodewright.io/disrupted` or being deleted: counts against budgets.
     pub disrupting: bool,
+    /// `spec.unschedulable` (cordoned): no new pod, nor a floor's placeholder, lands on it.
+    pub cordoned: bool,
     /// The reason of the sweeper's removal under way (its removal record), if it began
     /// one: expirations under way count against the pool's cap.
     pub removing: Option<super::Reason>,

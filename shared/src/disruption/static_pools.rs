@@ -3,10 +3,13 @@
 //! fewer nodes, so this is forceful as expiry is: outside the disruption budgets, nothing
 //! replaces the node, `do-not-disrupt` pods go at the end of `terminationGracePeriod`.
 //!
-//! The count is of the pool's nodes not already being removed, as Karpenter counts running
-//! NodeClaims only: a node replaced for drift or expiry is not surplus while its
-//! replacement starts. Launches still on their way are not nodes yet, so the surplus is
-//! never overcounted; the shortfall is the floor's (`floor.rs` in the sweeper).
+//! The count is of the nodes the floor counts (`floor.rs` in the sweeper: its placeholders
+//! land on them), so the two never disagree and churn: the pool's nodes not being removed,
+//! not cordoned and not lost (Ready Unknown). A node replaced for drift or expiry is not
+//! surplus while its replacement starts; a cordoned one is neither counted nor taken, so a
+//! `kubectl drain` for maintenance gets a node in its place and keeps its own until it is
+//! uncordoned. Launches still on their way are not nodes yet, so the surplus is never
+//! overcounted.
 
 use super::Reason;
 use super::plan::{Action, Command};
@@ -22,7 +25,7 @@ pub(super) fn scale_down(snapshot: &Snapshot) -> Vec<Command> {
         let mut nodes: Vec<&NodeView> = snapshot
             .nodes
             .iter()
-            .filter(|n| n.owned_instance && !n.disrupting)
+            .filter(|n| n.owned_instance && counted(n))
             .filter(|n| n.pool.as_deref() == Some(pool.name.as_str()))
             .collect();
         let surplus = nodes.len().saturating_sub(replicas);
@@ -45,6 +48,12 @@ pub(super) fn scale_down(snapshot: &Snapshot) -> Vec<Command> {
         }));
     }
     commands
+}
+
+/// Whether the floor's placeholders could land on it (the solver's schedulable node).
+fn counted(n: &NodeView) -> bool {
+    let lost = n.initialized && !n.ready;
+    !n.disrupting && !n.cordoned && !lost
 }
 
 /// Which node a scale-down takes first, lowest first: one that serves nothing (unhealthy,

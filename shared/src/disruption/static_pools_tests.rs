@@ -56,13 +56,30 @@ fn a_static_pool_at_or_under_its_count_loses_nothing_however_empty() {
 #[test]
 fn a_static_pool_s_nodes_are_never_consolidated() {
     let now = t("10:00:00");
-    let nodes = vec![busy("a", 1.0), busy("b", 1.0)];
-    let plan = plan_disruption(&snapshot(vec![fixed("fixed", 2)], nodes), now);
-    assert!(plan.commands.is_empty() && plan.kept.is_empty(), "{plan:?}");
+    // With a simulation, a dynamic twin's nodes are tried (and kept: the empty simulation
+    // has room for nothing); a static pool's are not even tried.
+    let considered = |pool: PoolPolicy| {
+        let mut nodes = vec![busy("a", 1.0), busy("b", 1.0)];
+        for n in &mut nodes {
+            n.pool = Some(pool.name.clone());
+        }
+        let mut s = snapshot(vec![pool], nodes);
+        s.simulation = Some(super::simulation::Simulation::default());
+        let plan = plan_disruption(&s, now);
+        assert!(plan.commands.is_empty(), "{plan:?}");
+        plan.kept
+            .iter()
+            .filter(|k| k.reason == Reason::Underutilized)
+            .count()
+    };
+    let mut dynamic = fixed("dynamic", 2);
+    dynamic.replicas = None;
+    assert_eq!(considered(dynamic), 2);
+    assert_eq!(considered(fixed("fixed", 2)), 0);
 }
 
 #[test]
-fn the_surplus_goes_starting_and_unhealthy_nodes_first_then_empty_then_cheapest_to_move() {
+fn the_surplus_goes_starting_nodes_first_then_empty_then_cheapest_to_move() {
     let now = t("10:00:00");
     let mut starting = empty_node("starting", "fixed", SIX);
     starting.initialized = false;
@@ -132,8 +149,10 @@ fn a_scale_down_ignores_the_budgets_and_a_surplus_node_is_not_also_replaced() {
 #[test]
 fn a_surplus_node_due_a_repair_goes_unreplaced() {
     let now = t("10:00:00");
+    // Its kubelet reports Ready False: one of ours, so still counted as starting.
     let mut sick = busy("sick", 1.0);
     sick.ready = false;
+    sick.initialized = false;
     sick.unhealthy = unhealthy([("Ready", "False", Some(t("09:00:00")))], now);
     let nodes = vec![sick, busy("b", 1.0), busy("c", 1.0)];
     let plan = plan_disruption(&snapshot(vec![fixed("fixed", 2)], nodes), now);
@@ -162,4 +181,28 @@ fn a_dynamic_pool_beside_a_static_one_is_consolidated_as_before() {
         .flat_map(|c| c.nodes.iter().map(move |n| (n.as_str(), c.reason)))
         .collect();
     assert_eq!(gone, [("idle", Reason::Empty)]);
+}
+
+#[test]
+fn cordoned_and_lost_nodes_are_neither_counted_nor_taken_as_the_floor_does_not_count_them() {
+    let now = t("10:00:00");
+    let mut cordoned = busy("cordoned", 1.0);
+    cordoned.cordoned = true;
+    // Ready Unknown: its kubelet stopped reporting.
+    let mut lost = busy("lost", 1.0);
+    lost.ready = false;
+    // Two serving nodes at a count of two, beside them a cordoned and a lost one: nothing
+    // is surplus (the floor launched the two in their place).
+    let nodes = vec![
+        cordoned.clone(),
+        lost.clone(),
+        busy("a", 1.0),
+        busy("b", 1.0),
+    ];
+    let plan = plan_disruption(&snapshot(vec![fixed("fixed", 2)], nodes), now);
+    assert_eq!(scaled_down(&plan), Vec::<&str>::new());
+    // One serving node over: it goes, never the cordoned or the lost one.
+    let nodes = vec![cordoned, lost, busy("a", 1.0), busy("b", 2.0)];
+    let plan = plan_disruption(&snapshot(vec![fixed("fixed", 1)], nodes), now);
+    assert_eq!(scaled_down(&plan), ["a"]);
 }

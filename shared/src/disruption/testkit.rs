@@ -25,6 +25,7 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         ready: true,
         initialized: true,
         disrupting: false,
+        cordoned: false,
         removing: None,
         unhealthy: None,
         backoff: None,

@@ -23,7 +23,7 @@ use super::error::{KubeError, RetryPolicy};
 use super::pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, is_provisionable,
 };
-use super::ports::{NodeOps, NodeSource, PdbSource, PendingPodWatch, PodSource};
+use super::ports::{NodeOps, NodeSource, PdbSource, PendingPodWatch, PodSource, PoolStatusSink};
 use crate::api::Taint;
 
 /// Times one list starts over after its continue token expired; more means the list
@@ -235,6 +235,41 @@ impl NodeSource for KubeCluster {
         let api: Api<DaemonSet> = Api::all(self.client.clone());
         self.list_all(&api, ListParams::default(), "daemonsets.apps")
             .await
+    }
+}
+
+impl PoolStatusSink for KubeCluster {
+    /// A NodePool gone, or a legacy Provisioner's (no `karpenter.sh/v1` object by its
+    /// name), has no status to write: not an error.
+    async fn write_pool_status(
+        &self,
+        pool: &str,
+        status: serde_json::Value,
+    ) -> Result<(), KubeError> {
+        let resource = ::kube::api::ApiResource {
+            group: "karpenter.sh".into(),
+            version: "v1".into(),
+            api_version: "karpenter.sh/v1".into(),
+            kind: "NodePool".into(),
+            plural: "nodepools".into(),
+        };
+        let api: Api<::kube::api::DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let body = serde_json::json!({ "status": status });
+        let patch = Patch::Merge(&body);
+        let name = format!("nodepools/{pool}/status");
+        match self
+            .settings
+            .retry
+            .run("patch", &name, || api.patch_status(pool, &pp, &patch))
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 }
 

@@ -38,7 +38,7 @@ pub use pending::{
 };
 pub use ports::{
     ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PdbSource,
-    PendingPodWatch, PodRef, PodSource,
+    PendingPodWatch, PodRef, PodSource, PoolStatusSink,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
 pub use removal_marks::{Marks, RemovalMarks, removal_patch};

@@ -148,6 +148,15 @@ impl fmt::Display for ObjectKind {
     }
 }
 
+/// A NodePool's `status` (`disruption::pool_statuses`), merged into what is there.
+pub trait PoolStatusSink: Send + Sync {
+    fn write_pool_status(
+        &self,
+        pool: &str,
+        status: serde_json::Value,
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
+}
+
 /// Tells people what happened, through Kubernetes Events. Never fails the caller: an event
 /// that cannot be written is logged and dropped, since no decision depends on it.
 pub trait EventSink: Send + Sync {

@@ -166,6 +166,11 @@ impl Solver<'_> {
             if s.honor_taints && self.templates[t].tolerated_by(&pod.tolerations).is_err() {
                 continue;
             }
+            // A static pool launches nothing for this pod: none of its domains is one the
+            // pod could be spread into.
+            if self.templates[t].launches_for(pod).is_err() {
+                continue;
+            }
             for &v in vs {
                 eligible[v] = true;
             }

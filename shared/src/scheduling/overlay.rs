@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::template::{OfferingView, Template, TypeOption};
 use crate::api::labels::{CAPACITY_TYPE, ZONE};
 use crate::api::{NodeOverlay, OverlayOperator, OverlayRequirement, PriceChange};
+use crate::catalog::CapacityType;
 
 /// The valid NodeOverlays, heaviest first.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -110,6 +111,21 @@ impl Overlays {
         (Overlays { list: kept }, conflicts)
     }
 
+    /// [`Overlays::resolve`] over the templates of `pools` as the solver builds them.
+    pub fn resolved(
+        overlays: &[NodeOverlay],
+        pools: &[crate::api::NodePool],
+        classes: &[crate::api::EC2NodeClass],
+        catalog: &crate::catalog::Catalog,
+        daemon_sets: &[super::PodDemand],
+    ) -> (Overlays, Vec<String>) {
+        let templates: Vec<Template> = pools
+            .iter()
+            .map(|p| Template::build(p, classes, catalog, daemon_sets))
+            .collect();
+        Overlays::new(overlays).resolve(&templates)
+    }
+
     /// The price of a node carrying `labels` whose undiscounted price is `base`.
     pub fn price(&self, labels: &dyn Fn(&str) -> Option<String>, base: f64) -> f64 {
         self.list
@@ -169,10 +185,21 @@ pub fn node_labels<'a>(
     ty: &'a TypeOption,
     o: &'a OfferingView,
 ) -> impl Fn(&str) -> Option<String> + 'a {
+    node_labels_of(&t.labels, &ty.labels, &o.zone, o.capacity_type)
+}
+
+/// The same from the parts: the pool's labels, the type's, the offering's zone and
+/// capacity type.
+pub fn node_labels_of<'a>(
+    pool: &'a BTreeMap<String, String>,
+    ty: &'a BTreeMap<String, String>,
+    zone: &'a str,
+    capacity_type: CapacityType,
+) -> impl Fn(&str) -> Option<String> + 'a {
     move |k| match k {
-        ZONE => Some(o.zone.clone()),
-        CAPACITY_TYPE => Some(o.capacity_type.as_str().to_string()),
-        _ => ty.labels.get(k).or_else(|| t.labels.get(k)).cloned(),
+        ZONE => Some(zone.to_string()),
+        CAPACITY_TYPE => Some(capacity_type.as_str().to_string()),
+        _ => ty.get(k).or_else(|| pool.get(k)).cloned(),
     }
 }
 

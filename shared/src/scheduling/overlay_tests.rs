@@ -234,3 +234,56 @@ fn capacity_overlays_conflict_only_on_the_same_resource_at_the_same_weight() {
     );
     assert!(both.unschedulable.is_empty(), "{:?}", both.unschedulable);
 }
+
+#[test]
+fn an_overlay_s_capacity_replaces_what_the_type_has_as_gpu_time_slicing_needs() {
+    // One GPU time-sliced four ways is four GPUs, not five (Karpenter assigns).
+    let mut g5 = itype("g5.xlarge", 4, 16);
+    g5.gpu = Some(crate::catalog::Gpu {
+        count: 1,
+        name: "A10G".into(),
+        manufacturer: "NVIDIA".into(),
+        memory_mib: 24 * 1024,
+    });
+    let catalog = catalog(&[(g5, 1.0)], ZONES);
+    let sliced = overlay("slices", "{capacity: {nvidia.com/gpu: '4'}}");
+    let fit = |gpus: i64| {
+        solve(
+            &Snapshot {
+                pods: pods("g", 1, |p| p.gpu(gpus), 500, GI),
+                overlays: Overlays::new(std::slice::from_ref(&sliced)),
+                ..Default::default()
+            },
+            &catalog,
+            &[pool("default").build()],
+            &[class("default")],
+        )
+        .unschedulable
+        .is_empty()
+    };
+    assert!(fit(4));
+    assert!(!fit(5));
+}
+
+#[test]
+fn a_replacement_is_judged_in_overlay_prices_not_list_prices() {
+    let plan = plan_with(
+        &[],
+        pods("p", 1, |p| p, 1000, GI),
+        &[pool("default").build()],
+    );
+    let claim = &plan.node_claims[0];
+    let catalog = standard_catalog(ZONES);
+    // At list prices c5.large ($0.085) is over a $0.05 ceiling; half off, it is under.
+    assert_eq!(
+        claim.cheaper_than(&catalog, &Overlays::default(), 0.05, &[]),
+        None
+    );
+    let half = Overlays::new(&[overlay("half", "{priceAdjustment: '-50%'}")]);
+    let cheaper = claim.cheaper_than(&catalog, &half, 0.05, &[]).unwrap();
+    assert_eq!(cheaper.instance_type, "c5.large");
+    assert!(
+        (cheaper.price_per_hour - 0.0425).abs() < 1e-9,
+        "{cheaper:?}"
+    );
+}

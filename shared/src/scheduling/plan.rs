@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::overlay::{Overlays, node_labels_of};
 use super::requirements::Requirements;
 use crate::api::Taint;
 use crate::catalog::{CapacityType, Catalog, Offering};
@@ -49,14 +50,19 @@ impl PlannedClaim {
     /// Offered the whole list, EC2 would be free to pick a dearer type than the plan's
     /// cheapest (spot picks by capacity first), and a consolidation that launches something
     /// dearer, or the same type again, only comes round again.
+    /// Prices are the catalog's as `overlays` change them (the plan's, conflicts left out),
+    /// so the ceiling and the offerings are in the same money.
     pub fn cheaper_than(
         &self,
         catalog: &Catalog,
+        overlays: &Overlays,
         ceiling: f64,
         replaced: &[&str],
     ) -> Option<PlannedClaim> {
-        let offerings = |name: &str| -> Vec<&Offering> {
+        // (price, offering) of each offering of `name` the launch could get.
+        let offerings = |name: &str| -> Vec<(f64, &Offering)> {
             catalog.get(name).map_or_else(Vec::new, |e| {
+                let type_labels = e.instance_type.labels();
                 e.offerings
                     .iter()
                     .filter(|o| {
@@ -64,29 +70,34 @@ impl PlannedClaim {
                             && o.capacity_type == self.capacity_type
                             && self.zones.contains(&o.zone)
                     })
+                    .map(|o| {
+                        let labels =
+                            node_labels_of(&self.labels, &type_labels, &o.zone, o.capacity_type);
+                        (overlays.price(&labels, o.price), o)
+                    })
                     .collect()
             })
         };
-        let mut kept: Vec<(&String, &Offering)> = self
+        let mut kept: Vec<(&String, f64, &Offering)> = self
             .instance_types
             .iter()
             .filter(|t| !replaced.contains(&t.as_str()))
             .filter_map(|t| {
                 let all = offerings(t);
-                let worst = all.iter().map(|o| o.price).max_by(f64::total_cmp)?;
-                let cheapest = all.into_iter().min_by(|a, b| a.price.total_cmp(&b.price))?;
-                (worst <= ceiling).then_some((t, cheapest))
+                let worst = all.iter().map(|(p, _)| *p).max_by(f64::total_cmp)?;
+                let (price, cheapest) = all.into_iter().min_by(|a, b| a.0.total_cmp(&b.0))?;
+                (worst <= ceiling).then_some((t, price, cheapest))
             })
             .collect();
-        kept.sort_by(|a, b| a.1.price.total_cmp(&b.1.price));
-        let (name, offering) = *kept.first()?;
+        kept.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let (name, price, offering) = *kept.first()?;
         Some(PlannedClaim {
-            instance_types: kept.iter().map(|(t, _)| (*t).clone()).collect(),
+            instance_types: kept.iter().map(|(t, _, _)| (*t).clone()).collect(),
             instance_type: name.clone(),
             capacity_type: offering.capacity_type,
             capacity_types: vec![offering.capacity_type],
             zone: offering.zone.clone(),
-            price_per_hour: offering.price,
+            price_per_hour: price,
             ..self.clone()
         })
     }
@@ -112,6 +123,9 @@ pub struct ProvisioningPlan {
     pub unschedulable: Vec<Unschedulable>,
     /// NodeOverlays left out for a conflict with another of their weight (`overlay.rs`).
     pub overlay_conflicts: Vec<String>,
+    /// The NodeOverlays the plan was priced with, conflicts left out: what prices a claim
+    /// later (`PlannedClaim::cheaper_than`).
+    pub overlays: Overlays,
 }
 
 impl ProvisioningPlan {
@@ -182,7 +196,9 @@ mod tests {
             "even.large",
             "dear.large",
         ]);
-        let narrowed = c.cheaper_than(&catalog, 0.05, &["own.large"]).unwrap();
+        let narrowed = c
+            .cheaper_than(&catalog, &Overlays::default(), 0.05, &["own.large"])
+            .unwrap();
         assert_eq!(narrowed.instance_types, ["elsewhere.large", "even.large"]);
         assert_eq!(narrowed.instance_type, "elsewhere.large");
         assert_eq!(
@@ -190,6 +206,9 @@ mod tests {
             ("a", 0.03)
         );
         assert_eq!(narrowed.capacity_types, [CapacityType::Spot]);
-        assert_eq!(c.cheaper_than(&catalog, 0.02, &["own.large"]), None);
+        assert_eq!(
+            c.cheaper_than(&catalog, &Overlays::default(), 0.02, &["own.large"]),
+            None
+        );
     }
 }

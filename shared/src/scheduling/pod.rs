@@ -184,7 +184,18 @@ impl PodDemand {
             .spec
             .as_ref()
             .ok_or_else(|| err("spec", "missing".into()))?;
-        let pod_labels = pod.metadata.labels.clone().unwrap_or_default();
+        let mut pod_labels = pod.metadata.labels.clone().unwrap_or_default();
+        // Only the sweeper's placeholders (their uid says so; the API server gives every
+        // real pod a UUID) may open claims on a static NodePool: a real pod carrying the
+        // label is planned as any other.
+        let placeholder = pod
+            .metadata
+            .uid
+            .as_deref()
+            .is_some_and(|u| u.starts_with(crate::api::labels::CAPACITY_FLOOR_UID_PREFIX));
+        if !placeholder {
+            pod_labels.remove(crate::api::labels::CAPACITY_FLOOR);
+        }
         Ok(PodDemand {
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
             requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,

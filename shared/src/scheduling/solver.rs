@@ -53,6 +53,7 @@ pub fn solve(
     solver.repack();
     let mut plan = solver.finish();
     plan.overlay_conflicts = overlay_conflicts;
+    plan.overlays = overlays;
     plan
 }
 

@@ -216,3 +216,24 @@ fn a_static_nodepool_launches_only_for_its_own_floor_never_for_pending_pods() {
     assert_eq!(claim_pools(&solve_for(floor("fixed"), &pools)), ["fixed"]);
     assert!(solve_for(floor("dynamic"), &pools).node_claims.is_empty());
 }
+
+#[test]
+fn only_a_floor_placeholder_keeps_the_floor_label_a_real_pod_cannot_claim_a_static_pool() {
+    let pod = |uid: &str| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default", "uid": uid,
+                "labels": {CAPACITY_FLOOR: "fixed"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}
+        }))
+        .unwrap()
+    };
+    let label = |uid: &str| {
+        PodDemand::from_pod(&pod(uid))
+            .unwrap()
+            .labels
+            .get(CAPACITY_FLOOR)
+            .cloned()
+    };
+    assert_eq!(label("capacity-floor/fixed/493000/0"), Some("fixed".into()));
+    assert_eq!(label("6f1c2a8e-0d7b-4c55-9a1e-1b2c3d4e5f60"), None);
+}

@@ -308,9 +308,12 @@ impl Template {
             for (o, price) in ty.offerings.iter_mut().zip(prices) {
                 o.price = price;
             }
+            // Set, as Karpenter's `ApplyCapacityOverlay` assigns: a GPU time-sliced four
+            // ways is four GPUs, not five.
             for (name, amount) in extra {
-                *ty.capacity.extended.entry(name.clone()).or_default() += amount;
-                *ty.free.extended.entry(name).or_default() += amount;
+                let taken = ty.capacity.get(&name) - ty.free.get(&name);
+                ty.capacity.extended.insert(name.clone(), amount);
+                ty.free.extended.insert(name, amount - taken);
             }
         }
         cheapest_first(&mut self.types, &self.requirements);

@@ -46,6 +46,29 @@ async fn a_static_nodepool_keeps_its_count_without_pods_and_kubectl_scale_takes_
     assert_eq!(node_names(&world).len(), 3);
     let again = sweep(&sweeper).await;
     assert!(names(&again["floor_launched"]).is_empty(), "{again}");
+    // The NodePool's status counts them, as Karpenter's does: what `kubectl get nodepools`
+    // shows and `kubectl scale` reads.
+    let pool = world
+        .sim
+        .get_json("karpenter.sh/v1", "NodePool", "", "default")
+        .unwrap();
+    assert_eq!(pool["status"]["nodes"], 3, "{pool}");
+    assert_eq!(pool["status"]["resources"]["nodes"], "3", "{pool}");
+    let kubectl = Kubectl::for_cluster(&world.sim).expect("kubectl is installed in .venv");
+    let listed = kubectl
+        .run(&["get", "nodepools"])
+        .await
+        .expect("kubectl runs");
+    let row = listed
+        .rows()
+        .into_iter()
+        .find(|r| r.first().map(String::as_str) == Some("default"));
+    assert_eq!(
+        row.as_ref().and_then(|r| r.get(2)).map(String::as_str),
+        Some("3"),
+        "{}",
+        listed.stdout
+    );
 
     // Empty far past consolidateAfter (1m): kept, not even a candidate.
     world.clock().advance(Duration::from_secs(30 * 60));
@@ -68,7 +91,6 @@ async fn a_static_nodepool_keeps_its_count_without_pods_and_kubectl_scale_takes_
     step(&world, 10).await;
 
     // kubectl scale: two nodes go, unreplaced, outside the budgets.
-    let kubectl = Kubectl::for_cluster(&world.sim).expect("kubectl is installed in .venv");
     let out = scale(&kubectl, "default", 1).await;
     assert!(out.success, "{}", out.stderr);
     let mut removed = Vec::new();
@@ -156,7 +178,7 @@ async fn a_drifted_static_node_is_replaced_by_one_node_of_its_pool_before_it_dra
         assert!(reasons.iter().all(|r| *r == "drifted"), "{r}");
         launched.extend(names(&r["replacements_launched"]));
         launched.extend(names(&r["floor_launched"]));
-        // Never fewer Ready nodes of the pool than it keeps while one is replaced.
+        // Never fewer instances than the count, and at most one more while one is replaced.
         let pool = world.instances().await.unwrap().len();
         assert!((2..=3).contains(&pool), "{pool} instances: {r}");
         for _ in 0..3 {

@@ -226,7 +226,7 @@ where
         // not the replaced nodes' own (`PlannedClaim::cheaper_than`); none left, nothing
         // is launched.
         if let (Some(ceiling), [claim]) = (ceiling, plan.node_claims.as_mut_slice()) {
-            match narrow(claim, catalog, ceiling, &going) {
+            match narrow(claim, catalog, &plan.overlays, ceiling, &going) {
                 Ok(narrowed) => *claim = narrowed,
                 Err(why) if claim.price_per_hour <= ceiling => {
                     tracing::info!(why, "replacement not launched");
@@ -295,6 +295,7 @@ impl<T: Replacement> Replacement for &T {
 fn narrow(
     claim: &PlannedClaim,
     catalog: &Catalog,
+    overlays: &crate::scheduling::Overlays,
     ceiling: f64,
     going: &[Node],
 ) -> Result<PlannedClaim, String> {
@@ -305,7 +306,7 @@ fn narrow(
         .collect();
     let replaced: Vec<&str> = replaced.iter().map(String::as_str).collect();
     let narrowed = claim
-        .cheaper_than(catalog, ceiling, &replaced)
+        .cheaper_than(catalog, overlays, ceiling, &replaced)
         .ok_or_else(|| {
             "no type but the replaced nodes' own costs less in every zone it could launch in"
                 .to_string()
