@@ -145,7 +145,9 @@ fn parse_adjustment(text: &str) -> Result<PriceChange, String> {
         (true, Ok(v)) => sign * v,
         _ => return Err(bad()),
     };
-    if percent && value < -100.0 {
+    // Karpenter's pattern: a decrease of one or two digits (and decimals), or `-100%`.
+    let whole = number.split('.').next().unwrap_or_default();
+    if percent && sign < 0.0 && !(whole.len() <= 2 || text == "-100%") {
         return Err(bad());
     }
     Ok(if percent {
@@ -218,7 +220,7 @@ mod tests {
     #[test]
     fn prices_and_adjustments_read_as_karpenter_s_crd_allows_and_change_as_it_computes() {
         // (text, adjustment?, read, applied to 0.10)
-        let cases: [(&str, bool, Option<f64>); 12] = [
+        let cases: [(&str, bool, Option<f64>); 14] = [
             ("0.05", false, Some(0.05)),
             ("3", false, Some(3.0)),
             ("-0.05", false, None),
@@ -229,6 +231,8 @@ mod tests {
             ("-15%", true, Some(0.085)),
             ("-100%", true, Some(0.0)),
             ("-101%", true, None),
+            ("-100.0%", true, None),
+            ("-99.5%", true, Some(0.0005)),
             ("10%", true, None),
             ("+1.2.3", true, None),
         ];
