@@ -367,7 +367,8 @@ fn converge(
             if group.iter().all(|n| n.pods.iter().all(|p| !p.moves())) {
                 continue;
             }
-            let placed = consolidation_placement(sim, &group).expect("the group's pods");
+            let placed = consolidation_placement(sim, &Default::default(), &group)
+                .expect("the group's pods");
             assert!(
                 placed.unschedulable.is_empty(),
                 "{:?}",

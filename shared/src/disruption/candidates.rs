@@ -234,7 +234,11 @@ fn savings_ratio(node: &NodeView) -> f64 {
 
 /// Consolidation's churn guard: the node launched and last gained pods at least
 /// `consolidateAfter` ago. `Err(None)`: the pool never consolidates (`Never`).
-fn settled(node: &NodeView, pool: &PoolPolicy, now: Timestamp) -> Result<(), Option<KeptWhy>> {
+pub(super) fn settled(
+    node: &NodeView,
+    pool: &PoolPolicy,
+    now: Timestamp,
+) -> Result<(), Option<KeptWhy>> {
     let after = pool.consolidate_after.ok_or(None::<KeptWhy>)?;
     let last = node
         .last_pod_arrival

@@ -66,6 +66,7 @@ pub enum Decision<'a> {
 /// first).
 pub fn decide<'a>(
     sim: &Simulation,
+    settling: &HashSet<&str>,
     candidates: &[&'a NodeView],
     singles: &[&'a NodeView],
 ) -> Decision<'a> {
@@ -74,7 +75,7 @@ pub fn decide<'a>(
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let outcome = simulate(sim, &candidates[..mid]);
+        let outcome = simulate(sim, settling, &candidates[..mid]);
         if outcome.is_go() {
             best = Some((mid, outcome));
             lo = mid + 1;
@@ -87,7 +88,7 @@ pub fn decide<'a>(
     }
     let mut stay = Vec::new();
     for &node in singles.iter().take(MAX_SINGLE_NODE) {
-        match (simulate(sim, &[node]), &best) {
+        match (simulate(sim, settling, &[node]), &best) {
             (Outcome::No(why), None) => stay.push((node, why)),
             (Outcome::No(_), Some(_)) => {}
             // A delete that saves as much as the several-node replacement beats it: no
@@ -107,9 +108,11 @@ pub fn decide<'a>(
     }
 }
 
-/// Runs the solver on the cluster without `group`, for `group`'s pods.
-pub fn simulate(sim: &Simulation, group: &[&NodeView]) -> Outcome {
-    let Some(plan) = placement(sim, group) else {
+/// Runs the solver on the cluster without `group`, for `group`'s pods. `settling`: nodes
+/// still inside their pool's `consolidateAfter`, which take none of them (Karpenter's
+/// destination rule: pods are not moved onto a node that only just launched or changed).
+pub fn simulate(sim: &Simulation, settling: &HashSet<&str>, group: &[&NodeView]) -> Outcome {
+    let Some(plan) = placement(sim, settling, group) else {
         return Outcome::No("a pod on it cannot be read".into());
     };
     if let Some(u) = plan.unschedulable.first() {
@@ -143,7 +146,11 @@ pub fn price_ceiling(current: f64) -> f64 {
 /// [`simulate`] finds they would go (nominations onto the other nodes, claims for new
 /// ones). `None`: a pod on one of them cannot be read. The sweep bench replays commands
 /// with it.
-pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPlan> {
+pub fn placement(
+    sim: &Simulation,
+    settling: &HashSet<&str>,
+    group: &[&NodeView],
+) -> Option<ProvisioningPlan> {
     let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
     let mut pods = Vec::new();
     for node in group {
@@ -169,6 +176,8 @@ pub fn placement(sim: &Simulation, group: &[&NodeView]) -> Option<ProvisioningPl
                 n.schedulable = false;
                 n.pods.clear();
                 n.anti_affinity.clear();
+            } else if settling.contains(n.name.as_str()) {
+                n.schedulable = false;
             }
             n
         })

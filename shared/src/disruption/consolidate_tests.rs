@@ -697,7 +697,9 @@ fn a_pending_pod_the_candidate_would_hold_must_find_room_elsewhere_too() {
         .cpu = 7800;
     super::simulation::book_pending(sim, pods("waiting", 1, 1000, 1));
     assert!(sim.pending_on.contains_key("small"), "{:?}", sim.pending_on);
-    let placed = super::consolidate::placement(sim, &[&fleet.snapshot.nodes[0]]).unwrap();
+    let placed =
+        super::consolidate::placement(sim, &Default::default(), &[&fleet.snapshot.nodes[0]])
+            .unwrap();
     let claimed: Vec<&String> = placed.node_claims.iter().flat_map(|c| &c.pods).collect();
     assert!(
         claimed.iter().any(|p| p.contains("waiting-0")),
@@ -758,5 +760,41 @@ fn an_empty_node_a_pending_pod_is_about_to_land_on_stays() {
             .any(|k| k.node == "idle" && k.why == KeptWhy::Nominated { pods: 1 }),
         "{:?}",
         plan.kept
+    );
+}
+
+/// A node still inside its pool's `consolidateAfter` is no destination for moved pods
+/// (Karpenter: "should not consolidate pods onto a destination node that is under its
+/// consolidateAfter window"); once out of it, it is.
+#[test]
+fn pods_are_not_moved_onto_a_node_still_inside_consolidate_after() {
+    let fleet = |destination_created: &str| {
+        let mut fleet = Fleet::new()
+            .node("small", "m5.large", pods("web", 1, 500, 1))
+            .big_with_room();
+        let big = fleet
+            .snapshot
+            .nodes
+            .iter_mut()
+            .find(|n| n.name == "big")
+            .unwrap();
+        big.created = t(destination_created);
+        fleet
+    };
+    let deletes = |fleet: &Fleet| {
+        plan_disruption(&fleet.snapshot, t(NOW))
+            .commands
+            .iter()
+            .any(|c| c.nodes == ["small"] && c.action == Action::Delete)
+    };
+    assert!(
+        deletes(&fleet("08:00:00")),
+        "settled: small's pod moves onto big"
+    );
+    // Ten seconds before NOW, with the pool's consolidateAfter of 30 s.
+    let recent = fleet("11:59:50");
+    assert!(
+        !deletes(&recent),
+        "big launched seconds ago takes no moved pod"
     );
 }

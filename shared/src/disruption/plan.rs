@@ -27,14 +27,14 @@
 //! Rules 1 to 5 collect the candidates (`candidates.rs`); this file builds the commands
 //! from them within the budgets and capacity floors; why a node stays is `kept.rs`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 use serde::Serialize;
 
 use super::Reason;
 use super::budget::{allowed, expiration_cap, expirations_allowed};
-use super::candidates::{Candidate, Collected, collect, sort};
+use super::candidates::{Candidate, Collected, collect, settled, sort};
 use super::capacity::floor;
 use super::consolidate::{self, Decision, Outcome};
 use super::headroom::Room;
@@ -237,7 +237,8 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             .copied()
             .chain(beyond.iter().map(|(n, _, _)| *n))
             .collect();
-        match consolidate::decide(sim, &within, &singles) {
+        let settling = settling(snapshot, now);
+        match consolidate::decide(sim, &settling, &within, &singles) {
             Decision::Go(nodes, outcome) => {
                 // The nodes past the budget that this command does not take stay for it.
                 let going = |b: &NodeView| nodes.iter().any(|n| std::ptr::eq(*n, b));
@@ -310,6 +311,23 @@ pub(super) fn action_for(node: &NodeView, replaced: bool) -> (Action, f64) {
     } else {
         (Action::Delete, node.price_per_hour.unwrap_or(0.0))
     }
+}
+
+/// nodewright's nodes still inside their pool's `consolidateAfter` (launched or given pods
+/// lately): no consolidation moves pods onto them. `Never` keeps none out.
+fn settling(snapshot: &Snapshot, now: Timestamp) -> HashSet<&str> {
+    snapshot
+        .nodes
+        .iter()
+        .filter(|n| {
+            let pool = snapshot
+                .pools
+                .iter()
+                .find(|p| n.pool.as_deref() == Some(p.name.as_str()));
+            pool.is_some_and(|p| matches!(settled(n, p, now), Err(Some(_))))
+        })
+        .map(|n| n.name.as_str())
+        .collect()
 }
 
 /// The reasons whose removals lower a pool's node count (the others are replaced).
