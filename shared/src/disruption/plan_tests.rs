@@ -2,17 +2,8 @@
 
 use std::time::Duration;
 
-use super::testkit::{count_budget, empty_node, node, pod, pool, t};
+use super::testkit::{count_budget, empty_node, node, pod, pool, snapshot, t};
 use super::*;
-
-fn snapshot(pools: Vec<PoolPolicy>, nodes: Vec<NodeView>) -> Snapshot {
-    Snapshot {
-        pools,
-        nodes,
-        instances: None,
-        simulation: None,
-    }
-}
 
 fn deleted(plan: &Plan) -> Vec<(&str, Reason)> {
     plan.commands

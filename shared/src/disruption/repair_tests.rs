@@ -1,17 +1,8 @@
 //! Node repair, one table row or scenario each (Karpenter's node health controller and its
 //! `suite_test.go` are the reference).
 
-use super::testkit::{empty_node, node, pod, pool, t};
+use super::testkit::{empty_node, node, pod, pool, snapshot, t};
 use super::*;
-
-fn snapshot(pools: Vec<PoolPolicy>, nodes: Vec<NodeView>) -> Snapshot {
-    Snapshot {
-        pools,
-        nodes,
-        instances: None,
-        simulation: None,
-    }
-}
 
 fn sick(mut n: NodeView, condition: &str, status: &str, since: &str) -> NodeView {
     n.unhealthy = unhealthy([(condition, status, Some(t(since)))], t(since));

@@ -1,7 +1,7 @@
 //! A static NodePool (`replicas`), one table row or scenario each (Karpenter's
 //! `static/deprovisioning/suite_test.go` is the reference).
 
-use super::testkit::{empty_node, node, pod, pool, t};
+use super::testkit::{empty_node, node, pod, pool, snapshot, t};
 use super::*;
 
 const SIX: &str = "06:00:00";
@@ -11,15 +11,6 @@ fn fixed(name: &str, replicas: usize) -> PoolPolicy {
     p.replicas = Some(replicas);
     p.consolidation = crate::api::ConsolidationPolicy::WhenEmptyOrUnderutilized;
     p
-}
-
-fn snapshot(pools: Vec<PoolPolicy>, nodes: Vec<NodeView>) -> Snapshot {
-    Snapshot {
-        pools,
-        nodes,
-        instances: None,
-        simulation: None,
-    }
 }
 
 fn scaled_down(plan: &Plan) -> Vec<&str> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::budget::{BudgetRule, NodesLimit};
-use super::snapshot::{NodeView, PodKind, PodView, PoolPolicy};
+use super::snapshot::{NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 use crate::api::ConsolidationPolicy;
 
 /// A time on 2026-03-02 (a Monday), UTC: `t("10:00:00")`.
@@ -39,6 +39,16 @@ pub fn node(name: &str, pool: &str) -> NodeView {
         drifted: None,
         free: None,
         moving_requests: Default::default(),
+    }
+}
+
+/// `pools` and `nodes` offline: no instances listed, no simulation.
+pub fn snapshot(pools: Vec<PoolPolicy>, nodes: Vec<NodeView>) -> Snapshot {
+    Snapshot {
+        pools,
+        nodes,
+        instances: None,
+        simulation: None,
     }
 }
 

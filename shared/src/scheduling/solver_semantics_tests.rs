@@ -171,17 +171,7 @@ fn exists_on_a_key_only_another_nodepool_defines_leaves_the_pod_pending() {
 fn a_static_nodepool_launches_only_for_its_own_floor_never_for_pending_pods() {
     // Karpenter's static NodePools: the provisioner creates no NodeClaim of theirs for pods.
     let pools = [pool("fixed").replicas(2).build(), pool("dynamic").build()];
-    let solve_for = |pods: Vec<PodDemand>, pools: &[crate::api::NodePool]| {
-        solve(
-            &Snapshot {
-                pods,
-                ..Default::default()
-            },
-            &standard_catalog(ZONES),
-            pools,
-            &[class("default")],
-        )
-    };
+    let solve_for = |pods, pools: &[crate::api::NodePool]| solve_with(ZONES, pods, pools);
     let claim_pools = |plan: &ProvisioningPlan| -> Vec<String> {
         plan.node_claims
             .iter()

@@ -12,18 +12,6 @@ use crate::api::labels::*;
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
 const RACK: &str = "example.com/rack";
 
-fn solve_with(pods: Vec<PodDemand>, pools: &[crate::api::NodePool]) -> ProvisioningPlan {
-    solve(
-        &Snapshot {
-            pods,
-            ..Default::default()
-        },
-        &standard_catalog(ZONES),
-        pools,
-        &[class("default")],
-    )
-}
-
 /// The value a planned claim gives its node for `key`: a label, or the one value its
 /// requirements leave.
 fn value_of(c: &PlannedClaim, key: &str) -> String {
@@ -62,6 +50,7 @@ fn a_capacity_type_spread_balances_pods_across_spot_and_on_demand() {
         .req(CAPACITY_TYPE, In, &["spot", "on-demand"])
         .build()];
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             4,
@@ -137,6 +126,7 @@ fn a_spread_over_a_label_the_nodepool_requires_balances_pods_across_its_values()
     // A custom label the NodePool requirement lists (In [...]) as the topology key.
     let pools = [pool("default").req(RACK, In, &["r1", "r2", "r3"]).build()];
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             6,
@@ -172,6 +162,7 @@ fn template_labels_of_several_nodepools_are_the_domains_of_a_custom_key() {
         pool("two").label(RACK, "r2").build(),
     ];
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             4,
@@ -195,6 +186,7 @@ fn template_labels_of_several_nodepools_are_the_domains_of_a_custom_key() {
 #[test]
 fn a_spread_on_a_key_no_nodepool_provides_leaves_the_pod_pending_with_a_reason() {
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             2,
@@ -217,6 +209,7 @@ fn a_spread_on_a_key_no_nodepool_provides_leaves_the_pod_pending_with_a_reason()
 #[test]
 fn a_required_affinity_on_a_key_no_nodepool_provides_leaves_the_pod_pending() {
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             1,
@@ -244,6 +237,7 @@ fn anti_affinity_on_a_key_no_node_carries_does_not_hold_the_pod_back() {
     // kube-scheduler: a node without the topology label is outside every domain of the
     // term, so anti-affinity on it never conflicts.
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             3,
@@ -265,6 +259,7 @@ fn capacity_type_anti_affinity_puts_one_pod_on_each_capacity_type_and_leaves_the
         .req(CAPACITY_TYPE, In, &["spot", "on-demand"])
         .build()];
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             3,
@@ -298,7 +293,7 @@ fn an_affinity_on_a_custom_label_follows_its_target_to_the_targets_value() {
         500,
         GI,
     ));
-    let plan = solve_with(all, &pools);
+    let plan = solve_with(ZONES, all, &pools);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(per_value(&plan, RACK), [("r2".to_string(), 4)].into());
 }
@@ -308,6 +303,7 @@ fn fewer_domains_than_min_domains_count_the_global_minimum_as_zero() {
     // kube-scheduler's minDomains: with 3 zones and
     // minDomains 5 every zone may hold at most maxSkew pods of the group.
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             6,
@@ -331,6 +327,7 @@ fn fewer_domains_than_min_domains_count_the_global_minimum_as_zero() {
 #[test]
 fn min_domains_met_by_the_zones_changes_nothing() {
     let plan = solve_with(
+        ZONES,
         pods(
             "p",
             6,
@@ -378,14 +375,14 @@ fn a_tainted_nodepools_zone_counts_as_a_domain_unless_node_taints_policy_is_hono
     };
     // Ignore (the default): zone c can never get a pod, its count stays 0, so a and b
     // hold one each.
-    let ignore = solve_with(pods("p", 4, spread(false), 500, GI), &split_pools());
+    let ignore = solve_with(ZONES, pods("p", 4, spread(false), 500, GI), &split_pools());
     assert_eq!(
         per_value(&ignore, ZONE),
         [("us-east-1a".to_string(), 1), ("us-east-1b".to_string(), 1)].into()
     );
     assert_eq!(ignore.unschedulable.len(), 2);
     // Honor: zone c is not a domain for these pods.
-    let honor = solve_with(pods("p", 4, spread(true), 500, GI), &split_pools());
+    let honor = solve_with(ZONES, pods("p", 4, spread(true), 500, GI), &split_pools());
     assert!(honor.unschedulable.is_empty(), "{:?}", honor.unschedulable);
     assert_eq!(
         per_value(&honor, ZONE),
@@ -405,13 +402,13 @@ fn zones_the_pods_affinity_excludes_count_as_domains_only_when_node_affinity_pol
         }
     };
     let pools = [pool("default").build()];
-    let honor = solve_with(pods("p", 4, spread(true), 500, GI), &pools);
+    let honor = solve_with(ZONES, pods("p", 4, spread(true), 500, GI), &pools);
     assert!(honor.unschedulable.is_empty(), "{:?}", honor.unschedulable);
     assert_eq!(
         per_value(&honor, ZONE),
         [("us-east-1a".to_string(), 2), ("us-east-1b".to_string(), 2)].into()
     );
-    let ignore = solve_with(pods("p", 4, spread(false), 500, GI), &pools);
+    let ignore = solve_with(ZONES, pods("p", 4, spread(false), 500, GI), &pools);
     assert_eq!(ignore.unschedulable.len(), 2, "{:?}", ignore.unschedulable);
 }
 
@@ -529,7 +526,7 @@ fn an_affinity_with_an_empty_namespace_selector_follows_a_target_in_another_name
     let pools = [pool("default").build()];
     let mut all = db();
     all.extend(web(true));
-    let plan = solve_with(all, &pools);
+    let plan = solve_with(ZONES, all, &pools);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(
         per_value(&plan, ZONE),
@@ -537,7 +534,7 @@ fn an_affinity_with_an_empty_namespace_selector_follows_a_target_in_another_name
     );
     let mut all = db();
     all.extend(web(false));
-    let own_namespace_only = solve_with(all, &pools);
+    let own_namespace_only = solve_with(ZONES, all, &pools);
     assert_eq!(own_namespace_only.unschedulable.len(), 2);
 }
 
@@ -670,7 +667,7 @@ fn a_follower_packed_before_its_target_pinned_to_one_zone_goes_to_that_zone() {
         250,
         GI,
     ));
-    let plan = solve_with(all, &[pool("default").build()]);
+    let plan = solve_with(ZONES, all, &[pool("default").build()]);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(
         per_value(&plan, ZONE),
@@ -694,7 +691,7 @@ fn a_follower_of_a_target_that_cannot_schedule_stays_pending_and_says_why() {
         250,
         GI,
     ));
-    let plan = solve_with(all, &[pool("default").build()]);
+    let plan = solve_with(ZONES, all, &[pool("default").build()]);
     assert!(plan.node_claims.is_empty(), "{:?}", plan.node_claims);
     let web = plan
         .unschedulable

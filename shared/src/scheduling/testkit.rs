@@ -105,6 +105,23 @@ pub fn standard_catalog(zones: &[&str]) -> Catalog {
     catalog(&types, zones)
 }
 
+/// `pods` planned on `pools` over the standard catalog in `zones`, nothing running yet.
+pub fn solve_with(
+    zones: &[&str],
+    pods: Vec<PodDemand>,
+    pools: &[crate::api::NodePool],
+) -> super::ProvisioningPlan {
+    super::solve(
+        &super::Snapshot {
+            pods,
+            ..Default::default()
+        },
+        &standard_catalog(zones),
+        pools,
+        &[class("default")],
+    )
+}
+
 pub fn class(name: &str) -> EC2NodeClass {
     EC2NodeClass {
         metadata: Meta {

@@ -63,6 +63,20 @@ async fn sweep<
         .expect("a sweep")
 }
 
+/// One sweep, then 40 s of the world so what it launched joins; its report.
+async fn sweep_and_join<
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
+>(
+    state: &State<KubeCluster, Ec2Adapter, R>,
+    world: &World,
+) -> Value {
+    let report = sweep(state).await;
+    for _ in 0..4 {
+        step(world, 10).await;
+    }
+    report
+}
+
 async fn step(world: &World, seconds: u64) {
     world.clock().advance(Duration::from_secs(seconds));
     world.sim.step().await;
@@ -609,11 +623,8 @@ async fn a_capacity_window_launches_its_floor_ahead_of_time_and_keeps_it_until_t
     let sweeper = sweeper(&world)
         .await
         .with_replacer(provisioner.provisioner());
-    let first = sweep(&sweeper).await;
+    let first = sweep_and_join(&sweeper, &world).await;
     assert_eq!(names(&first["floor_launched"]).len(), 2, "{first}");
-    for _ in 0..4 {
-        step(&world, 10).await;
-    }
     let floor = node_names(&world);
     assert_eq!(floor.len(), 2, "{floor:?}");
     // Launched once: the next sweeps count the nodes that are there.
@@ -1223,11 +1234,8 @@ async fn a_cpu_headroom_is_launched_ahead_of_demand_kept_free_and_topped_up_when
     let sweeper = sweeper(&world)
         .await
         .with_replacer(provisioner.provisioner());
-    let first = sweep(&sweeper).await;
+    let first = sweep_and_join(&sweeper, &world).await;
     assert!(!names(&first["floor_launched"]).is_empty(), "{first}");
-    for _ in 0..4 {
-        step(&world, 10).await;
-    }
     let free = free_cpu_milli(&world);
     assert!(free >= 6_000, "{free}m free on {:?}", node_names(&world));
     // Launched once: the next sweep books the headroom on the nodes that are there.
@@ -1259,11 +1267,8 @@ async fn a_cpu_headroom_is_launched_ahead_of_demand_kept_free_and_topped_up_when
     for _ in 0..3 {
         step(&world, 5).await;
     }
-    let topped = sweep(&sweeper).await;
+    let topped = sweep_and_join(&sweeper, &world).await;
     assert!(!names(&topped["floor_launched"]).is_empty(), "{topped}");
-    for _ in 0..4 {
-        step(&world, 10).await;
-    }
     assert!(node_names(&world).len() > nodes_before);
     let free = free_cpu_milli(&world);
     assert!(free >= 6_000, "{free}m free after the top-up");

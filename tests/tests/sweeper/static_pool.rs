@@ -38,11 +38,8 @@ async fn a_static_nodepool_keeps_its_count_without_pods_and_kubectl_scale_takes_
         .with_replacer(provisioner.provisioner());
 
     // The count is launched with no pod asking, once.
-    let first = sweep(&sweeper).await;
+    let first = sweep_and_join(&sweeper, &world).await;
     assert_eq!(names(&first["floor_launched"]).len(), 3, "{first}");
-    for _ in 0..4 {
-        step(&world, 10).await;
-    }
     assert_eq!(node_names(&world).len(), 3);
     let again = sweep(&sweeper).await;
     assert!(names(&again["floor_launched"]).is_empty(), "{again}");
@@ -146,11 +143,8 @@ async fn a_drifted_static_node_is_replaced_by_one_node_of_its_pool_before_it_dra
     let sweeper = sweeper(&world)
         .await
         .with_replacer(provisioner.provisioner());
-    let first = sweep(&sweeper).await;
+    let first = sweep_and_join(&sweeper, &world).await;
     assert_eq!(names(&first["floor_launched"]).len(), 2, "{first}");
-    for _ in 0..4 {
-        step(&world, 10).await;
-    }
     let old = node_names(&world);
     assert_eq!(old.len(), 2, "{old:?}");
     // Work on them, placed by the scheduler: the provisioner launched nothing for it.
