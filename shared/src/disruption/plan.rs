@@ -6,9 +6,10 @@
 //!    once, outside the budgets, unless too much of its pool is unhealthy;
 //! 1. only a Ready, healthy node of a NodePool nodewright serves, not already being
 //!    disrupted, is a candidate;
-//! 2. emptiness (not in a static pool, which keeps its count): nothing but DaemonSet, mirror or finished pods for `consolidateAfter`,
-//!    counted from when the sweeper first saw it empty (its `nodewright.io/empty-since`
-//!    annotation, set by the executor, so the first sight never removes a node);
+//! 2. emptiness (not in a static pool, which keeps its count): nothing but DaemonSet,
+//!    mirror or finished pods for `consolidateAfter`, counted from when the sweeper first
+//!    saw it empty (its `nodewright.io/empty-since` annotation, set by the executor, so the
+//!    first sight never removes a node);
 //! 3. expiration: older than `expireAfter`; then drift (`drift.rs`, found by the sweeper:
 //!    the node's instance no longer matches what its pool and class would launch now);
 //! 4. `karpenter.sh/do-not-disrupt` on the node or on a pod that would move keeps it, and so
@@ -19,10 +20,10 @@
 //!    expiration cap (`budget.rs`: a tenth of its nodes at once, at least one, whatever
 //!    the budgets allow);
 //! 6. consolidation (`WhenEmptyOrUnderutilized`, never of a static pool), only when
-//!    nothing else is going: nodes
-//!    with pods, launched and last given a pod at least `consolidateAfter` ago, are
-//!    simulated away with the core's solver (`consolidate.rs`), and at most one delete or
-//!    replace command is planned.
+//!    nothing else is going: nodes with pods, launched and last given a pod at least
+//!    `consolidateAfter` ago, are simulated away with the core's solver (`consolidate.rs`),
+//!    onto no node still inside its own, and at most one delete or replace command is
+//!    planned.
 //!
 //! Rules 1 to 5 collect the candidates (`candidates.rs`); this file builds the commands
 //! from them within the budgets and capacity floors; why a node stays is `kept.rs`.
@@ -96,7 +97,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut plan = Plan::default();
     // A surplus node goes for the scale-down, unreplaced, even when it is also due a repair.
     let scale_down = static_pools::scale_down(snapshot);
-    let surplus: std::collections::HashSet<&str> = scale_down
+    let surplus: HashSet<&str> = scale_down
         .iter()
         .flat_map(|c| c.nodes.iter().map(String::as_str))
         .collect();
@@ -121,7 +122,7 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     let mut expired_used: HashMap<&str, usize> = HashMap::new();
     let mut lowered: HashMap<&str, usize> = HashMap::new();
     // Pools with a removal under way or planned now.
-    let mut busy: std::collections::HashSet<&str> = counts
+    let mut busy: HashSet<&str> = counts
         .iter()
         .filter(|(_, (_, disrupting))| *disrupting > 0)
         .map(|(pool, _)| *pool)
