@@ -18,7 +18,7 @@ help:
 	@echo "make bench   solver, provisioner, interruption, sweeper and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
 	@echo "make package the three Lambda zips for ARCH=arm64 (default) or ARCH=x86_64 under target/lambda/<arch>/ (cargo-lambda)"
-	@echo "make deploy  sam build + sam deploy --guided (needs an AWS account; the SAM CLI is installed into .venv/sam)"
+	@echo "make deploy  sam build + sam deploy --guided, then each function's RBAC with kubectl (needs an AWS account; the SAM CLI is installed into .venv/sam)"
 
 include mk/venv.mk
 
@@ -71,7 +71,10 @@ soak: setup
 
 # The function benchmarks run the release binaries as Lambda would, so they are built first.
 # --workspace, not -p: a -p build resolves features differently and rebuilds the AWS SDK.
+# The debug CLI is the functions' token plugin in the world (their kubeconfig runs
+# `nodewright eks-token`, so the API server knows each by its role).
 bench: setup release
+	$(CARGO) build -p nodewright-cli
 	$(CARGO) bench --workspace --bench solver
 	$(CARGO) bench --workspace --bench sweep
 	$(CARGO) bench --workspace --bench provisioner
@@ -129,6 +132,12 @@ sam-build: sam-venv
 # The template names its node role and instance profile (`RoleName`, `InstanceProfileName`),
 # so CloudFormation requires CAPABILITY_NAMED_IAM; `--guided` alone asks only for
 # CAPABILITY_IAM and the first deploy fails.
+#
+# Then each function's RBAC (the default KubernetesAccess=rbac maps each role to a group of
+# its own and grants nothing else), applied with the current kubectl context, which must be
+# the stack's cluster: `aws eks update-kubeconfig --name <cluster>`. The objects are inert
+# with KubernetesAccess=cluster-admin.
 deploy: sam-build
 	$(SAM) deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
 		--parameter-overrides Architecture=$(ARCH)
+	$(CARGO) run --quiet --locked -p nodewright-cli -- rbac | kubectl apply -f -

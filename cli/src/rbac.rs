@@ -1,18 +1,20 @@
-//! `nodewright rbac`: the ClusterRole, Role and bindings the functions need when the stack
-//! maps their IAM roles to a Kubernetes group instead of granting cluster-admin
-//! (parameter `KubernetesAccess=rbac`).
+//! `nodewright rbac`: each function's ClusterRole, Role and bindings, and the state objects
+//! they keep, for the stack's default least-privilege mode (parameter
+//! `KubernetesAccess=rbac`), where the access entries map each function's IAM role to a
+//! Kubernetes group of its own: `<prefix>-provisioner`, `<prefix>-interruption`,
+//! `<prefix>-sweeper`.
 
 use clap::Args as ClapArgs;
 use serde::Deserialize as _;
 
 use crate::exit::Exit;
 
-/// The manifests, with `GROUP` where the group's name goes.
+/// The manifests, with `GROUP` where the groups' prefix goes.
 const MANIFESTS: &str = include_str!("rbac.yaml");
 
-/// The group the stack's access entries name in least-privilege mode (`template.yaml`,
-/// `KubernetesGroups`).
-pub const DEFAULT_GROUP: &str = "nodewright";
+/// The prefix of the groups the stack's access entries name in least-privilege mode
+/// (`template.yaml`, `KubernetesGroups`).
+pub const DEFAULT_GROUP_PREFIX: &str = "nodewright";
 
 /// Manifests print as YAML documents or as one JSON `List`, both for `kubectl apply -f -`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -23,9 +25,10 @@ pub enum ManifestOutput {
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// The Kubernetes group the functions' access entries map to.
-    #[arg(long, default_value = DEFAULT_GROUP)]
-    pub group: String,
+    /// The prefix of the Kubernetes groups the functions' access entries map to
+    /// (`<prefix>-provisioner`, `<prefix>-interruption`, `<prefix>-sweeper`).
+    #[arg(long, default_value = DEFAULT_GROUP_PREFIX)]
+    pub group_prefix: String,
     #[arg(short, long, value_enum, default_value_t = ManifestOutput::Yaml)]
     pub output: ManifestOutput,
 }
@@ -33,23 +36,23 @@ pub struct Args {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RbacError {
     #[error(
-        "--group {0:?} is not a Kubernetes group an EKS access entry can name \
-         (non-empty, no \"system:\" prefix, letters, digits and -_.:@ only)"
+        "--group-prefix {0:?} does not begin Kubernetes groups an EKS access entry can \
+         name (non-empty, no \"system:\" prefix, letters, digits and -_.:@ only)"
     )]
     Group(String),
 }
 
-/// The manifests for `group`.
-pub fn manifests(group: &str) -> Result<String, RbacError> {
-    let valid = !group.is_empty()
-        && !group.starts_with("system:")
-        && group
+/// The manifests for the groups `<prefix>-<function>`.
+pub fn manifests(prefix: &str) -> Result<String, RbacError> {
+    let valid = !prefix.is_empty()
+        && !prefix.starts_with("system:")
+        && prefix
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c));
     if !valid {
-        return Err(RbacError::Group(group.to_string()));
+        return Err(RbacError::Group(prefix.to_string()));
     }
-    Ok(MANIFESTS.replace("name: GROUP", &format!("name: {group}")))
+    Ok(MANIFESTS.replace("GROUP-", &format!("{prefix}-")))
 }
 
 /// The manifests as one `kind: List`, for `-o json`.
@@ -62,7 +65,7 @@ pub fn as_list(yaml: &str) -> Result<serde_json::Value, serde_yaml::Error> {
 }
 
 pub fn run(args: &Args) -> Exit {
-    let text = match manifests(&args.group) {
+    let text = match manifests(&args.group_prefix) {
         Ok(text) => text,
         Err(e) => {
             eprintln!("error: {e}");
@@ -91,15 +94,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_group_is_named_in_both_bindings_and_nowhere_else_is_the_placeholder_left() {
-        let text = manifests("platform-nodewright").unwrap();
-        assert_eq!(text.matches("name: platform-nodewright").count(), 2);
+    fn each_function_s_group_is_named_in_its_two_bindings_and_no_placeholder_is_left() {
+        let text = manifests("platform").unwrap();
+        for function in ["provisioner", "interruption", "sweeper"] {
+            let subject = format!("kind: Group, name: platform-{function}}}");
+            assert_eq!(text.matches(&subject).count(), 2, "{function}");
+        }
         assert!(!text.contains("GROUP"), "{text}");
     }
 
     #[test]
     fn as_json_the_manifests_are_one_list_of_every_document() {
-        let text = manifests(DEFAULT_GROUP).unwrap();
+        let text = manifests(DEFAULT_GROUP_PREFIX).unwrap();
         let documents = text.matches("\nkind: ").count() + usize::from(text.starts_with("kind: "));
         let list = as_list(&text).unwrap();
         assert_eq!(list["kind"], "List");

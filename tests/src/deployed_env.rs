@@ -1,7 +1,7 @@
 //! The environment any function of the deployed stack runs with in the local world, for
 //! running its release binary as Lambda runs it (see `lambda_api`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -13,10 +13,7 @@ impl World {
     /// temporary credentials; plus what only the local world needs: the AWS SDK through
     /// [`World::front`] and a kubeconfig for the simulated cluster (written into `dir`).
     pub fn deployed_env(&self, function: &str, dir: &Path) -> anyhow::Result<Vec<(&str, String)>> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, self.sim.kubeconfig_yaml())
-            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let kubeconfig = self.function_kubeconfig(function, dir)?;
         let credentials = self
             .function_credentials
             .get(function)
@@ -30,6 +27,26 @@ impl World {
         env.extend(crate::moto::sdk_env(self.front.url(), credentials));
         env.push(("KUBECONFIG", kubeconfig.display().to_string()));
         Ok(env)
+    }
+
+    /// A kubeconfig in `dir` that signs in as `function`'s role: its user mints an EKS token
+    /// with `nodewright eks-token` (an exec plugin, as `aws eks update-kubeconfig` writes
+    /// one) from the credentials the function's environment holds, so the simulated API
+    /// server knows the function by its access entry and RBAC judges what it asks.
+    pub fn function_kubeconfig(&self, function: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let cli = crate::kit::debug_binary("nodewright")?;
+        let user = format!(
+            "{{exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: {}, \
+             args: [eks-token, --cluster, {}, --region, {}], interactiveMode: Never}}}}",
+            cli.display(),
+            self.sim.cluster_name(),
+            crate::moto::REGION
+        );
+        let path = dir.join(format!("kubeconfig-{function}"));
+        std::fs::write(&path, self.sim.kubeconfig_with_user(&user))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
     }
 
     /// [`World::deployed_env`] as owned pairs, plus the world's clock when the world keeps

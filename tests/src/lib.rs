@@ -1,6 +1,7 @@
 //! The local world: moto's server for AWS and a simulated EKS cluster on loopback, the
 //! harness that wires nodewright's real handlers to both, and the demo built on it.
 
+pub mod access_entries;
 pub mod aws_faults;
 pub mod aws_front;
 pub mod deployed_env;

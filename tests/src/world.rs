@@ -14,6 +14,7 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use serde_json::Value;
 
 use crate::aws_front::AwsFront;
+use crate::kube_sim::eks_auth::EksAuth;
 use crate::kube_sim::{
     Arch, Ec2CloudView, InstanceCapacity, NodeCapacity, SimClock, SimCluster, SimConfig,
 };
@@ -84,6 +85,37 @@ fn signed_as(config: &SdkConfig, credentials: &Credentials) -> SdkConfig {
         .to_builder()
         .credentials_provider(SharedCredentialsProvider::new(credentials.clone()))
         .build()
+}
+
+/// What `make deploy` leaves in the cluster besides the stack: the access entries EKS holds
+/// for the functions' roles, and, when they map the roles to groups rather than
+/// cluster-admin, the RBAC `nodewright rbac` prints for those groups (applied to the store
+/// as `kubectl apply` would create it).
+fn grant_access(sim: &SimCluster, stack: &Stack) -> anyhow::Result<()> {
+    let entries = crate::access_entries::of_functions(&stack.deployed)?;
+    let least_privilege = entries.iter().any(|e| !e.cluster_admin);
+    sim.set_access_entries(entries)?;
+    if least_privilege {
+        let cli = crate::kit::debug_binary("nodewright")?;
+        let out = std::process::Command::new(&cli)
+            .arg("rbac")
+            .output()
+            .with_context(|| format!("running {} rbac", cli.display()))?;
+        anyhow::ensure!(
+            out.status.success(),
+            "nodewright rbac failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for doc in serde_yaml::Deserializer::from_slice(&out.stdout) {
+            let value: Value =
+                serde::Deserialize::deserialize(doc).context("nodewright rbac prints YAML")?;
+            if !value.is_null() {
+                sim.apply_json(value)
+                    .context("the simulated cluster stores the RBAC")?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Deploys `template.yaml` as the stack of `cluster` (`ClusterName` and `parameters`).
@@ -228,6 +260,7 @@ impl World {
         let stack = deploy_stack(&moto, cluster, parameters).await?;
         let ec2 = aws_sdk_ec2::Client::new(&sdk);
         config.cluster_name = cluster.to_string();
+        config.eks_auth = Some(EksAuth::new(cluster, moto.url()).trusting_the_harness());
         let config = config.with_cloud(
             Arc::new(Ec2CloudView::new(ec2, cluster)),
             region_capacity(&sdk, cluster).await?,
@@ -235,6 +268,7 @@ impl World {
         let sim = SimCluster::start(config)
             .await
             .context("the simulated cluster starts")?;
+        grant_access(&sim, &stack)?;
         let front = AwsFront::start(moto.url()).await?;
         front.use_clock(sim.clock());
         if let Some(time) = sim.clock().world_time() {
@@ -314,10 +348,7 @@ impl World {
         &self,
         dir: &std::path::Path,
     ) -> anyhow::Result<Vec<(&'static str, String)>> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, self.sim.kubeconfig_yaml())
-            .with_context(|| format!("writing {}", kubeconfig.display()))?;
+        let kubeconfig = self.function_kubeconfig(PROVISIONER, dir)?;
         let credentials = self
             .function_credentials
             .get(PROVISIONER)

@@ -409,8 +409,8 @@ async fn what_moto_records_without_modelling_is_checked_in_the_deployed_template
         "a modelled type (AWS::IAM::ManagedPolicy) left out by its false condition"
     );
 
-    // Access entries: each function's role as a STANDARD entry with cluster admin (the
-    // default KubernetesAccess), the node role as EC2_LINUX, all on this cluster.
+    // Access entries: each function's role as a STANDARD entry, cluster admin only when
+    // KubernetesAccess asks for it, the node role as EC2_LINUX, all on this cluster.
     let entries: BTreeMap<&str, &Value> = resources_of_type(&template, "AWS::EKS::AccessEntry")
         .into_iter()
         .collect();
@@ -438,6 +438,38 @@ async fn what_moto_records_without_modelling_is_checked_in_the_deployed_template
         "EC2_LINUX"
     );
     assert_eq!(entries.len(), 4, "{:?}", entries.keys());
+    // As EKS holds them (what the world's API server authenticates by): by default each
+    // function's role in a group of its own and none an administrator; with
+    // KubernetesAccess=cluster-admin, administrators in no group.
+    let held = |deployed: &Deployed| -> BTreeMap<String, (Vec<String>, bool)> {
+        nodewright_world::access_entries::of_functions(deployed)
+            .expect("the access entries read")
+            .into_iter()
+            .map(|e| (e.principal_arn, (e.groups, e.cluster_admin)))
+            .collect()
+    };
+    let roles = &account.stack.deployed.functions;
+    let default = held(&account.stack.deployed);
+    for (function, group) in [
+        ("ProvisionerFunction", "nodewright-provisioner"),
+        ("InterruptionFunction", "nodewright-interruption"),
+        ("SweeperFunction", "nodewright-sweeper"),
+    ] {
+        assert_eq!(
+            default[&roles[function].role],
+            (vec![group.to_string()], false),
+            "{function}"
+        );
+    }
+    let mut admin = account.stack.deployed.clone();
+    admin
+        .parameters
+        .insert("KubernetesAccess".into(), "cluster-admin".into());
+    assert!(
+        held(&admin).values().all(|e| *e == (vec![], true)),
+        "{:?}",
+        held(&admin)
+    );
 
     // The queue policy: EventBridge may send to the stack's queue from exactly its rules.
     let policies = resources_of_type(&template, "AWS::SQS::QueuePolicy");
@@ -568,4 +600,42 @@ async fn an_update_of_the_poll_interval_reaches_the_provisioners_environment_in_
         after.output("InterruptionQueueUrl").unwrap(),
         account.stack.queue_url
     );
+}
+
+/// The world deploys with the capabilities of the Makefile's own `sam deploy` line
+/// (`stack::deploy`); acknowledging less, as `sam deploy --guided` alone does, fails as
+/// CloudFormation fails it, because the template names its node role and instance profile.
+#[tokio::test]
+async fn the_makefile_s_deploy_acknowledges_the_capabilities_the_template_needs() {
+    let moto = Moto::start().await.expect("moto starts");
+    let admin = moto.sdk_config().await;
+    seed(&admin, &SeedSpec::new(CLUSTER)).await.expect("seeded");
+    let parameters: BTreeMap<String, String> =
+        [("ClusterName".to_string(), CLUSTER.to_string())].into();
+    let refused = stack::deploy_acknowledging(
+        &moto,
+        &stack::stack_name(CLUSTER),
+        &parameters,
+        &["CAPABILITY_IAM".to_string()],
+    )
+    .await
+    .expect_err("CAPABILITY_IAM alone does not cover named IAM resources");
+    let why = format!("{refused}");
+    assert!(
+        why.contains("InsufficientCapabilitiesException") && why.contains("CAPABILITY_NAMED_IAM"),
+        "{why}"
+    );
+    let makefile =
+        std::fs::read_to_string(nodewright_world::moto::workspace_root().join("Makefile"))
+            .expect("the Makefile");
+    let capabilities =
+        stack::deploy_capabilities(&makefile).expect("make deploy names capabilities");
+    assert!(
+        capabilities.contains(&"CAPABILITY_NAMED_IAM".to_string()),
+        "{capabilities:?}"
+    );
+    let deployed = stack::deploy(&moto, &stack::stack_name(CLUSTER), &parameters)
+        .await
+        .expect("deployed as make deploy deploys");
+    assert_eq!(deployed.status, "CREATE_COMPLETE");
 }

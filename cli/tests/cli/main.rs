@@ -219,7 +219,7 @@ fn the_table_names_the_pool_type_and_price_and_lists_unschedulable_pods() {
 }
 
 #[test]
-fn rbac_prints_the_manifests_with_the_group_the_stack_names_or_the_one_asked_for() {
+fn rbac_prints_the_manifests_with_the_groups_the_stack_names_or_the_prefix_asked_for() {
     let file =
         std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/rbac.yaml"))
             .expect("cli/src/rbac.yaml");
@@ -230,15 +230,19 @@ fn rbac_prints_the_manifests_with_the_group_the_stack_names_or_the_one_asked_for
         String::from_utf8_lossy(&out.stderr)
     );
     let printed = String::from_utf8(out.stdout).expect("utf-8");
-    assert_eq!(printed, file.replace("name: GROUP", "name: nodewright"));
-    let out = nodewright(&["rbac", "--group", "platform:nodes"]);
+    assert_eq!(printed, file.replace("GROUP-", "nodewright-"));
+    let out = nodewright(&["rbac", "--group-prefix", "platform:nodes"]);
     let printed = String::from_utf8(out.stdout).expect("utf-8");
-    assert_eq!(
-        printed.matches("name: platform:nodes").count(),
-        2,
-        "{printed}"
-    );
-    let out = nodewright(&["rbac", "--group", "system:masters"]);
+    for function in ["provisioner", "interruption", "sweeper"] {
+        assert_eq!(
+            printed
+                .matches(&format!("name: platform:nodes-{function}}}"))
+                .count(),
+            2,
+            "{printed}"
+        );
+    }
+    let out = nodewright(&["rbac", "--group-prefix", "system:masters"]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("\"system:masters\""),

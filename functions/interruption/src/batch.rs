@@ -105,7 +105,11 @@ where
     ids.sort();
     ids.dedup();
     let read = async {
-        let nodes = state.kube.nodes().await.map_err(|e| e.to_string())?;
+        let nodes = state
+            .kube
+            .nodes()
+            .await
+            .map_err(|e| nodewright::error_chain(&e))?;
         let described = state
             .ec2
             .describe_ids(&ids)

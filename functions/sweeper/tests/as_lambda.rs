@@ -101,5 +101,7 @@ async fn on_its_schedule_the_binary_removes_a_node_left_empty_and_terminates_its
         let took = r.ended.duration_since(r.started).unsigned_abs();
         assert!(took < function.settings.timeout, "{r:?}");
     }
+    // Signed in as its role, with only the RBAC `nodewright rbac` grants its group.
+    assert_eq!(world.sim.rbac_refusals(), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,14 +7,29 @@
 //! cluster: STS answers with the caller's ARN, or refuses (a token signed for another
 //! cluster no longer matches its signature). Every refusal is a 401.
 //!
+//! The caller's ARN then meets the cluster's access entries as EKS's do: an assumed role's
+//! ARN names the role's entry; the entry's Kubernetes groups (and `system:masters` for
+//! `AmazonEKSClusterAdminPolicy`) are the identity RBAC judges ([`super::authz`]); an ARN
+//! without an entry is refused with 401. Until access entries are given, every
+//! authenticated caller is an administrator. With [`EksAuth::trusting_the_harness`], a
+//! request with no `Authorization` header is the world's own harness (kubectl, the tests'
+//! clients), standing in for the cluster creator's entry: kubectl sends no bearer token
+//! over plain HTTP, and a function's kubeconfig always carries its exec plugin (kube fails
+//! the request when the plugin fails, it never sends it bare).
+//!
 //! Real: moto's STS verifies the presigned signature (`moto/launch.py`, change 10).
-//! Emulated: which identity may do what in the cluster (RBAC) is not checked here.
+//! Emulated: the access entries (read from the deployed template, see `world.rs`), and a
+//! token verified once is remembered until it expires instead of asking STS again.
 
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use jiff::Timestamp;
 use reqwest::Url;
+
+use super::authz::Identity;
 
 /// aws-iam-authenticator's `presignedURLExpiration`.
 pub const TOKEN_VALIDITY: Duration = Duration::from_secs(15 * 60);
@@ -33,6 +48,51 @@ pub enum Refused {
     StsRefused { status: u16, body: String },
     #[error("STS could not be reached: {0}")]
     Sts(String),
+    #[error("{0} has no access entry in this cluster")]
+    NoAccessEntry(String),
+}
+
+/// An EKS access entry: the IAM principal, its Kubernetes groups, and whether it carries
+/// `AmazonEKSClusterAdminPolicy` (cluster scope).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessEntry {
+    pub principal_arn: String,
+    pub groups: Vec<String>,
+    pub cluster_admin: bool,
+}
+
+/// The identity EKS gives `arn` (a caller's ARN as STS answers it) under `entries`.
+pub fn identity_for(
+    arn: &str,
+    entries: &BTreeMap<String, AccessEntry>,
+) -> Result<Identity, Refused> {
+    let entry = entries
+        .get(&principal_of(arn))
+        .ok_or_else(|| Refused::NoAccessEntry(arn.to_string()))?;
+    let mut groups = entry.groups.clone();
+    if entry.cluster_admin {
+        groups.push(super::authz::MASTERS.to_string());
+    }
+    groups.push("system:authenticated".to_string());
+    Ok(Identity {
+        user: arn.to_string(),
+        groups,
+    })
+}
+
+/// `arn:aws:sts::<account>:assumed-role/<role>/<session>` is the role's
+/// `arn:aws:iam::<account>:role/<role>`; any other ARN is its own principal.
+fn principal_of(arn: &str) -> String {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    match parts.as_slice() {
+        [_, partition, "sts", _, account, rest] => match rest.split('/').collect::<Vec<_>>()[..] {
+            ["assumed-role", role, _session] => {
+                format!("arn:{partition}:iam::{account}:role/{role}")
+            }
+            _ => arn.to_string(),
+        },
+        _ => arn.to_string(),
+    }
 }
 
 /// Authenticates the API server's requests for `cluster` against STS at `sts_url`.
@@ -41,6 +101,12 @@ pub struct EksAuth {
     cluster: String,
     sts_url: String,
     http: reqwest::Client,
+    /// `None` until given: every authenticated caller is an administrator.
+    entries: Arc<RwLock<Option<BTreeMap<String, AccessEntry>>>>,
+    /// Tokens STS has vouched for, and the ARN it answered.
+    verified: Arc<Mutex<HashMap<String, String>>>,
+    /// A request without credentials is the harness, an administrator.
+    harness: bool,
 }
 
 impl EksAuth {
@@ -53,7 +119,66 @@ impl EksAuth {
                 .no_proxy()
                 .build()
                 .unwrap_or_default(),
+            entries: Arc::default(),
+            verified: Arc::default(),
+            harness: false,
         }
+    }
+
+    /// Takes a request without credentials for the world's harness (see the module).
+    pub fn trusting_the_harness(mut self) -> EksAuth {
+        self.harness = true;
+        self
+    }
+
+    /// From now on callers are who `entries` say, principals without one refused.
+    pub fn set_access_entries(&self, entries: impl IntoIterator<Item = AccessEntry>) {
+        let map = entries
+            .into_iter()
+            .map(|e| (e.principal_arn.clone(), e))
+            .collect();
+        *self.entries.write().unwrap_or_else(|p| p.into_inner()) = Some(map);
+    }
+
+    /// Who sends `authorization`, at `now`: the harness, or an EKS token's caller as the
+    /// access entries map it.
+    pub async fn identify(
+        &self,
+        authorization: Option<&str>,
+        now: SystemTime,
+    ) -> Result<Identity, Refused> {
+        if authorization.is_none() && self.harness {
+            return Ok(Identity::admin("kubernetes-admin"));
+        }
+        let arn = self.remembered_or_verified(authorization, now).await?;
+        match &*self.entries.read().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(Identity::admin(&arn)),
+            Some(entries) => identity_for(&arn, entries),
+        }
+    }
+
+    /// The ARN STS answered for this token, asked once; the token's expiry is checked on
+    /// every use.
+    async fn remembered_or_verified(
+        &self,
+        authorization: Option<&str>,
+        now: SystemTime,
+    ) -> Result<String, Refused> {
+        let header = authorization.ok_or(Refused::Missing)?;
+        check_unexpired(&presigned_url(header)?, now)?;
+        let known = self
+            .verified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(header)
+            .cloned();
+        if let Some(arn) = known {
+            return Ok(arn);
+        }
+        let arn = self.authenticate(authorization, now).await?;
+        let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        verified.insert(header.to_string(), arn.clone());
+        Ok(arn)
     }
 
     /// The caller's ARN for the `Authorization` header `authorization`, at `now`.
@@ -91,11 +216,12 @@ impl EksAuth {
     }
 }
 
-/// Axum middleware: the request goes on only with a token [`EksAuth`] accepts; else 401
-/// with a Kubernetes `Status`, as the API server answers an unauthenticated request.
+/// Axum middleware: the request goes on, carrying its [`Identity`], only with a token
+/// [`EksAuth`] accepts; else 401 with a Kubernetes `Status`, as the API server answers an
+/// unauthenticated request.
 pub async fn require_token(
     axum::extract::State(auth): axum::extract::State<std::sync::Arc<EksAuth>>,
-    request: axum::extract::Request,
+    mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse as _;
@@ -104,12 +230,10 @@ pub async fn require_token(
         .get(reqwest::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    match auth
-        .authenticate(header.as_deref(), SystemTime::now())
-        .await
-    {
-        Ok(arn) => {
-            tracing::debug!(arn, "EKS token accepted");
+    match auth.identify(header.as_deref(), SystemTime::now()).await {
+        Ok(identity) => {
+            tracing::debug!(user = identity.user, "EKS token accepted");
+            request.extensions_mut().insert(identity);
             next.run(request).await
         }
         Err(refused) => {
@@ -250,5 +374,51 @@ mod tests {
                 "X-Amz-Expires is over 15 minutes".into()
             ))
         );
+    }
+}
+
+#[cfg(test)]
+mod access_entry_tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_is_who_its_access_entry_says() {
+        let role = "arn:aws:iam::123456789012:role/prov";
+        let entries: BTreeMap<String, AccessEntry> = [
+            AccessEntry {
+                principal_arn: role.into(),
+                groups: vec!["g".into()],
+                cluster_admin: false,
+            },
+            AccessEntry {
+                principal_arn: "arn:aws:iam::123456789012:user/ops".into(),
+                groups: vec![],
+                cluster_admin: true,
+            },
+        ]
+        .into_iter()
+        .map(|e| (e.principal_arn.clone(), e))
+        .collect();
+        let assumed = "arn:aws:sts::123456789012:assumed-role/prov/ProvisionerFunction";
+        assert_eq!(
+            identity_for(assumed, &entries).unwrap().groups,
+            ["g", "system:authenticated"]
+        );
+        assert_eq!(
+            identity_for("arn:aws:iam::123456789012:user/ops", &entries)
+                .unwrap()
+                .groups,
+            [crate::kube_sim::authz::MASTERS, "system:authenticated"]
+        );
+        for stranger in [
+            "arn:aws:sts::123456789012:assumed-role/other/s",
+            "arn:aws:sts::999999999999:assumed-role/prov/s",
+            "arn:aws:iam::123456789012:user/dev",
+        ] {
+            assert_eq!(
+                identity_for(stranger, &entries),
+                Err(Refused::NoAccessEntry(stranger.to_string()))
+            );
+        }
     }
 }

@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 mod age;
+pub mod authz;
 mod clock;
 mod cloud;
 mod controller;
@@ -165,6 +166,8 @@ pub enum SimError {
     UnknownKind { api_version: String, kind: String },
     #[error("the simulated cluster refused the object")]
     Api(#[source] ApiError),
+    #[error("the simulated cluster authenticates no one (SimConfig::eks_auth is None)")]
+    NoAuth,
 }
 
 /// Stores any object of a served kind as given (status included), creating or replacing
@@ -301,13 +304,20 @@ impl SimCluster {
         &self.inner.config.cluster_name
     }
 
-    /// A kubeconfig whose cluster, context and user are named after the cluster; no auth.
+    /// A kubeconfig whose cluster, context and user are named after the cluster; no auth
+    /// (the harness: see [`eks_auth::EksAuth::trusting_the_harness`]).
     pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_with_user("{}")
+    }
+
+    /// A kubeconfig like [`kubeconfig_yaml`](Self::kubeconfig_yaml) whose user is `user`
+    /// (a YAML flow mapping: `{token: ...}`, `{exec: {...}}`).
+    pub fn kubeconfig_with_user(&self, user: &str) -> String {
         let name = &self.inner.config.cluster_name;
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {url}\n\
              contexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}\n    namespace: default\n\
-             current-context: {name}\nusers:\n- name: {name}\n  user: {{}}\n",
+             current-context: {name}\nusers:\n- name: {name}\n  user: {user}\n",
             url = self.url()
         )
     }
@@ -434,6 +444,27 @@ impl SimCluster {
     /// pods`, `PATCH nodes`), or `METHOD path` for paths that name no resource.
     pub fn requests(&self) -> Vec<String> {
         self.inner.shared.requests()
+    }
+
+    /// RBAC's refusals so far, each the 403's message; empty without [`SimConfig::eks_auth`].
+    pub fn rbac_refusals(&self) -> Vec<String> {
+        self.inner.shared.refusals()
+    }
+
+    /// Who may do what from now on (see [`eks_auth`]); without [`SimConfig::eks_auth`]
+    /// nothing is checked, so this is an error.
+    pub fn set_access_entries(
+        &self,
+        entries: impl IntoIterator<Item = eks_auth::AccessEntry>,
+    ) -> Result<(), SimError> {
+        let auth = self
+            .inner
+            .config
+            .eks_auth
+            .as_ref()
+            .ok_or(SimError::NoAuth)?;
+        auth.set_access_entries(entries);
+        Ok(())
     }
 
     /// Logs every request from now on whole (see [`LoggedRequest`]); off by default.

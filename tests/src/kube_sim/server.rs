@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::authz::{self, Identity};
 use super::event_view;
 use super::faults::RequestFacts;
 use super::graceful;
@@ -103,6 +104,7 @@ pub async fn handle(
     method: Method,
     uri: Uri,
     Query(mut query): Query<BTreeMap<String, String>>,
+    identity: Option<axum::Extension<Identity>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -130,6 +132,11 @@ pub async fn handle(
             .to_string(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     });
+    if let Some(axum::Extension(who)) = &identity
+        && let Err(e) = authorized(&sh, who, method.as_str(), &path, watching)
+    {
+        return e.into_response();
+    }
     let (delay, fault, before) = {
         let mut f = sh.faults();
         let facts = RequestFacts {
@@ -200,6 +207,38 @@ pub async fn handle(
 }
 
 pub type Answer = Result<(u16, Value), ApiError>;
+
+/// RBAC's verdict on a request from `who`; a refusal is remembered for the tests.
+fn authorized(
+    sh: &Shared,
+    who: &Identity,
+    method: &str,
+    path: &str,
+    watching: bool,
+) -> Result<(), ApiError> {
+    let Some(what) = authz::attributes(method, path, watching) else {
+        return Ok(());
+    };
+    let verdict = {
+        let store = sh.store();
+        let of = |plural: &str| -> Vec<&Value> {
+            resources::find("rbac.authorization.k8s.io", "v1", plural)
+                .map(|r| store.list(r, None).collect())
+                .unwrap_or_default()
+        };
+        let policy = authz::Policy {
+            cluster_roles: of("clusterroles"),
+            cluster_role_bindings: of("clusterrolebindings"),
+            roles: of("roles"),
+            role_bindings: of("rolebindings"),
+        };
+        authz::authorize(&policy, who, &what)
+    };
+    verdict.map_err(|message| {
+        sh.record_refusal(message.clone());
+        ApiError::forbidden(message)
+    })
+}
 
 /// A watch on a collection, served by re-listing it ([`super::watch`]); with `printing`,
 /// each event carries a one-row Table, as `kubectl get -w` asks.

@@ -20,6 +20,8 @@ pub struct Shared {
     /// `METHOD plural` (or `METHOD path` outside resources) of every request served, in
     /// order, so tests and benchmarks can count the API calls a client makes.
     requests: Mutex<Vec<String>>,
+    /// RBAC's refusals, in order (`authz.rs`).
+    refusals: Mutex<Vec<String>>,
     /// Whole requests, once a test asked for them (see `request_log.rs`).
     request_log: Mutex<Option<Vec<LoggedRequest>>>,
     pub clock: SimClock,
@@ -34,6 +36,7 @@ impl Shared {
             watch_generation: AtomicU64::new(0),
             open_watches: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
+            refusals: Mutex::new(Vec::new()),
             request_log: Mutex::new(None),
             clock,
         }
@@ -50,6 +53,21 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(request);
+    }
+
+    pub fn record_refusal(&self, message: String) {
+        tracing::warn!(message, "RBAC refused a request");
+        self.refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
+    }
+
+    pub fn refusals(&self) -> Vec<String> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn requests(&self) -> Vec<String> {

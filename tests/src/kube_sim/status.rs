@@ -48,6 +48,11 @@ impl ApiError {
     }
 
     /// The answer for a path no served resource matches (a group whose CRD is absent).
+    /// RBAC's refusal, with the authorizer's message.
+    pub fn forbidden(message: String) -> Self {
+        ApiError::new(403, "Forbidden", message)
+    }
+
     pub fn path_not_found() -> Self {
         Self::new(
             404,

@@ -6,7 +6,8 @@ client. One argument: a JSON request; one JSON answer on stdout; a failure exits
 with the reason on stderr.
 
 Requests:
-  {"action": "deploy", "template": PATH, "stack": NAME, "parameters": {K: V}, "cache": DIR}
+  {"action": "deploy", "template": PATH, "stack": NAME, "parameters": {K: V}, "cache": DIR,
+   "capabilities": [...]}
       Creates the stack, or updates it when it exists, and waits until it settles.
   {"action": "describe", "stack": NAME}
       The deployed stack: outputs, resources, parameters, its functions' configuration
@@ -16,9 +17,13 @@ What `sam deploy` does and this does the same way: the template is transformed b
 aws-sam-translator (the library inside the SAM CLI), with every function's CodeUri
 pointing at an artifact in an S3 bucket of the account (`sam package` uploads the built
 code there; here it is a placeholder zip, the functions are never run by moto), and the
-result is handed to CloudFormation with CAPABILITY_IAM / CAPABILITY_NAMED_IAM. The
-transformed template is cached per template hash and translator version, so a test world
-pays for the transform once per machine, not per test.
+result is handed to CloudFormation with the capabilities the request names (the world
+passes those of the Makefile's `sam deploy` line). CloudFormation refuses a template with
+IAM resources unless CAPABILITY_IAM is acknowledged, and one that names them (RoleName,
+InstanceProfileName, ...) unless CAPABILITY_NAMED_IAM is; moto checks neither, so that
+check is made here first (InsufficientCapabilitiesException, as CloudFormation words it).
+The transformed template is cached per template hash and translator version, so a test
+world pays for the transform once per machine, not per test.
 """
 
 import hashlib
@@ -160,11 +165,32 @@ def describe(session, name):
     }
 
 
+# The property that names each IAM resource type: named, it needs CAPABILITY_NAMED_IAM.
+IAM_NAMES = {
+    "AWS::IAM::Role": "RoleName",
+    "AWS::IAM::InstanceProfile": "InstanceProfileName",
+    "AWS::IAM::ManagedPolicy": "ManagedPolicyName",
+    "AWS::IAM::User": "UserName",
+    "AWS::IAM::Group": "GroupName",
+}
+
+
+def check_capabilities(body, capabilities):
+    resources = json.loads(body).get("Resources", {}).values()
+    iam = [r for r in resources if str(r.get("Type", "")).startswith("AWS::IAM::")]
+    named = any(IAM_NAMES.get(r["Type"]) in (r.get("Properties") or {}) for r in iam)
+    if named and "CAPABILITY_NAMED_IAM" not in capabilities:
+        fail("InsufficientCapabilitiesException: Requires capabilities : [CAPABILITY_NAMED_IAM]")
+    if iam and not {"CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"} & set(capabilities):
+        fail("InsufficientCapabilitiesException: Requires capabilities : [CAPABILITY_IAM]")
+
+
 def deploy(session, request):
     cfn = session.client("cloudformation")
     started = time.monotonic()
     body, cached = translated(request["template"], request["cache"])
     translate_seconds = time.monotonic() - started
+    check_capabilities(body, request["capabilities"])
     upload_artifact(session.client("s3"))
     name = request["stack"]
     args = {
@@ -174,7 +200,7 @@ def deploy(session, request):
             {"ParameterKey": k, "ParameterValue": v}
             for k, v in sorted(request["parameters"].items())
         ],
-        "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+        "Capabilities": request["capabilities"],
     }
     if stack_of(cfn, name) is None:
         cfn.create_stack(**args)

@@ -66,6 +66,8 @@ signed headers taken from the request) with the secret of the access key it name
 compared. moto reads only an Authorization header and fails on a request without one.
 The simulated EKS API server (tests/src/kube_sim/eks_auth.rs) sends the presigned STS
 GetCallerIdentity URL inside a bearer token here, as the EKS authenticator sends it to STS.
+Its caller is the access key X-Amz-Credential names, as in STS: moto reads the key only
+from an Authorization header and answered every presigned call as its default user.
 
 11. An instance CreateFleet launches from a launch template that names an instance
 profile runs with it, as in EC2: DescribeInstances shows its `IamInstanceProfile` and
@@ -360,6 +362,20 @@ def calculate_signature(self):
 _calculate_signature = access_control.IAMRequestBase._calculate_signature
 access_control.IAMRequestBase.__init__ = iam_request_init
 access_control.IAMRequestBase._calculate_signature = calculate_signature
+
+from moto.core import responses as core_responses  # noqa: E402
+
+_get_access_key = core_responses.BaseResponse.get_access_key
+
+
+def get_access_key(self):
+    credential = self.querystring.get("X-Amz-Credential")
+    if "Authorization" not in self.headers and credential:
+        return _first(credential).split("/")[0]
+    return _get_access_key(self)
+
+
+core_responses.BaseResponse.get_access_key = get_access_key
 
 _infer_service = werkzeug_app.DomainDispatcherApplication.infer_service_region_host
 

@@ -44,6 +44,8 @@ pub enum StackError {
     NoOutput { stack: String, output: String },
     #[error("stack {stack} has no function {function}")]
     NoFunction { stack: String, function: String },
+    #[error("the Makefile has no `deploy` recipe with a `sam deploy --capabilities` line")]
+    Makefile,
     #[error("the deploy script did not finish")]
     Join(#[from] tokio::task::JoinError),
 }
@@ -155,11 +157,25 @@ pub fn stack_name(cluster: &str) -> String {
 }
 
 /// Creates the stack `stack` from `template.yaml` with `parameters`, or updates it when it
-/// exists, signed as the world's administrator.
+/// exists, signed as the world's administrator, acknowledging the capabilities `make
+/// deploy` acknowledges.
 pub async fn deploy(
     moto: &Moto,
     stack: &str,
     parameters: &BTreeMap<String, String>,
+) -> Result<Deployed, StackError> {
+    let makefile = workspace_root().join("Makefile");
+    let text = std::fs::read_to_string(&makefile).map_err(|_| StackError::Makefile)?;
+    let capabilities = deploy_capabilities(&text).ok_or(StackError::Makefile)?;
+    deploy_acknowledging(moto, stack, parameters, &capabilities).await
+}
+
+/// [`deploy`] acknowledging `capabilities` (CloudFormation's `--capabilities`).
+pub async fn deploy_acknowledging(
+    moto: &Moto,
+    stack: &str,
+    parameters: &BTreeMap<String, String>,
+    capabilities: &[String],
 ) -> Result<Deployed, StackError> {
     let request = serde_json::json!({
         "action": "deploy",
@@ -167,8 +183,33 @@ pub async fn deploy(
         "stack": stack,
         "parameters": parameters,
         "cache": std::env::temp_dir().join("nodewright-sam-transform"),
+        "capabilities": capabilities,
     });
     run(moto, "deploy", stack, request).await
+}
+
+/// The `--capabilities` of the `sam deploy` line in the Makefile's `deploy` recipe
+/// (continuation lines joined); `None` when there is no such line.
+pub fn deploy_capabilities(makefile: &str) -> Option<Vec<String>> {
+    let recipe = makefile.split("\ndeploy:").nth(1)?;
+    let lines: String = recipe
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with('\t'))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("\\\n", " ");
+    let sam_deploy = lines.lines().find(|l| l.contains(" deploy "))?;
+    let mut words = sam_deploy
+        .split_whitespace()
+        .skip_while(|w| *w != "--capabilities");
+    words.next()?;
+    Some(
+        words
+            .take_while(|w| !w.starts_with("--"))
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
 /// The deployed stack read back from moto, its template included.
@@ -212,4 +253,24 @@ async fn run(
         stack: stack.to_string(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_capabilities_are_read_from_the_deploy_recipe_s_sam_deploy_line() {
+        let makefile = "x:\n\techo deploy --capabilities NO\n\ndeploy: sam-build\n\
+            \t$(SAM) deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \\\n\
+            \t\t--parameter-overrides Architecture=$(ARCH)\n\
+            \tcargo run -- rbac | kubectl apply -f -\n";
+        assert_eq!(
+            deploy_capabilities(makefile),
+            Some(vec!["CAPABILITY_IAM".into(), "CAPABILITY_NAMED_IAM".into()])
+        );
+        let without = "deploy: sam-build\n\t$(SAM) deploy --guided\n";
+        assert_eq!(deploy_capabilities(without), None);
+        assert_eq!(deploy_capabilities("build:\n\tcargo build\n"), None);
+    }
 }

@@ -23,6 +23,7 @@ pub mod names {
     pub const BUDGETS: &str = "disruption-budgets-kept";
     pub const NO_MESSAGE_LOST: &str = "no-queue-message-lost";
     pub const PENDING_BOUND: &str = "no-pod-pending-past-bound";
+    pub const LEAST_PRIVILEGE: &str = "no-request-refused-by-rbac";
 }
 
 /// One pod's life as sampled.
@@ -244,7 +245,14 @@ impl Observer {
     }
 
     /// The judgements made at the end of the day.
-    pub fn finish(&mut self, foreign_terminated: Option<String>, lost: Vec<String>) {
+    /// The day's end: what only the whole day shows, and `refused`, the requests the
+    /// functions made that their RBAC (`nodewright rbac`) does not allow.
+    pub fn finish(
+        &mut self,
+        foreign_terminated: Option<String>,
+        lost: Vec<String>,
+        refused: Vec<String>,
+    ) {
         let end = self.samples.last().map_or(Timestamp::MAX, |s| s.at);
         let gone: BTreeMap<String, Timestamp> = self
             .pods
@@ -267,6 +275,9 @@ impl Observer {
         }
         for b in lost {
             self.breach(names::NO_MESSAGE_LOST, b);
+        }
+        for b in refused {
+            self.breach(names::LEAST_PRIVILEGE, b);
         }
     }
 
@@ -320,6 +331,7 @@ fn names_all() -> impl Iterator<Item = &'static str> {
         names::BUDGETS,
         names::NO_MESSAGE_LOST,
         names::PENDING_BOUND,
+        names::LEAST_PRIVILEGE,
     ]
     .into_iter()
 }

@@ -160,6 +160,10 @@ impl Report {
                     "voluntary removals per pool, sampled".into(),
                     "spot-amd64 ≤ 2, on-demand-arm64 ≤ 1".into(),
                 ),
+                names::LEAST_PRIVILEGE => (
+                    "each function signed in as its role, judged by its own RBAC".into(),
+                    "no request refused".into(),
+                ),
                 names::NO_MESSAGE_LOST => (
                     format!("{messages:?}"),
                     "every message handled, retried, or dead-lettered (DeadLetterAlarm)".into(),

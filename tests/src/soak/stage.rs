@@ -359,7 +359,8 @@ impl Stage {
             .filter(|(_, f)| matches!(f, Fate::Expired { .. }))
             .map(|(id, _)| format!("message {id} expired unhandled"))
             .collect();
-        self.observer.finish(terminated, lost);
+        self.observer
+            .finish(terminated, lost, world.sim.rbac_refusals());
         Ok(Report::new(self, world, lambda, plan, wall, &fates))
     }
 

@@ -172,6 +172,8 @@ async fn the_mapping_runs_five_batches_at_most_and_a_batch_killed_at_the_timeout
             );
         }
     }
+    // Signed in as its role, with only the RBAC `nodewright rbac` grants its group.
+    assert_eq!(world.sim.rbac_refusals(), Vec::<String>::new());
     lambda.stop();
 }
 

@@ -94,6 +94,8 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
         "the function logs JSON lines:\n{}",
         function.log_text()
     );
+    // Signed in as its role, with only the RBAC `nodewright rbac` grants its group.
+    assert_eq!(world.sim.rbac_refusals(), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(function.dir());
 }
 
