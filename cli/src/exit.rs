@@ -7,8 +7,9 @@ use std::process::ExitCode;
 pub enum Exit {
     /// Done, and nothing wrong was found.
     Ok,
-    /// The input was read and something is wrong with it: invalid documents or events, or
-    /// (with `plan --fail-on-unschedulable`) pods no NodePool can place.
+    /// The input was read and something is wrong with it: invalid documents or events,
+    /// (with `plan --fail-on-unschedulable`) pods no NodePool can place, or a failed
+    /// `doctor` check.
     Problems,
     /// The command could not do its job: a bad flag, a file or stdin that cannot be read, a
     /// cluster or AWS that cannot be reached, output that cannot be written.
@@ -31,7 +32,7 @@ impl From<Exit> for ExitCode {
 pub const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  success: nothing wrong was found
-  1  problems found: invalid documents or events, or unschedulable pods with
-     `plan --fail-on-unschedulable`
+  1  problems found: invalid documents or events, unschedulable pods with
+     `plan --fail-on-unschedulable`, or a failed `doctor` check
   2  usage or I/O error: a bad flag, a file or stdin that cannot be read, a cluster or
      AWS that cannot be reached";

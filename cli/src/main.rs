@@ -4,6 +4,7 @@
 //! `-` for stdin, directories), `-o table|wide|json|yaml`, `--kubeconfig` / `--context`
 //! where a cluster is read, and one exit status per situation ([`exit::Exit`]).
 
+mod doctor;
 mod eks_token;
 mod exit;
 mod explain;
@@ -65,6 +66,10 @@ enum Command {
     /// them to a Kubernetes group (KubernetesAccess=rbac), for `kubectl apply -f -`.
     #[command(after_help = EXIT_STATUS_HELP)]
     Rbac(rbac::Args),
+    /// Check what the install guide asks of the account and the cluster, as the functions
+    /// will read it: one PASS or FAIL line per check, with the fix.
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Doctor(doctor::Args),
     /// Print an ExecCredential with an EKS bearer token, like `aws eks get-token` (JSON
     /// only: kubectl's exec plugin protocol).
     #[command(after_help = EXIT_STATUS_HELP)]
@@ -85,12 +90,18 @@ fn main() -> ExitCode {
         Command::Version(args) => version::run(&args),
         Command::EksToken(args) => block_on(eks_token::run(args)),
         Command::Status(args) => block_on(status::run(args)),
+        Command::Doctor(args) => block_on_exit(doctor::run(args)),
     };
     exit.into()
 }
 
 /// Runs a command that talks to AWS or a cluster; its failure is an I/O error.
 fn block_on(work: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit {
+    block_on_exit(async { work.await.map(|()| Exit::Ok) })
+}
+
+/// [`block_on`] for a command that says itself how it ended.
+fn block_on_exit(work: impl std::future::Future<Output = anyhow::Result<Exit>>) -> Exit {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -102,7 +113,7 @@ fn block_on(work: impl std::future::Future<Output = anyhow::Result<()>>) -> Exit
         }
     };
     match runtime.block_on(work) {
-        Ok(()) => Exit::Ok,
+        Ok(exit) => exit,
         Err(e) => {
             eprintln!("error: {e:#}");
             Exit::Usage

@@ -115,10 +115,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 async fn client(args: &Args) -> anyhow::Result<kube::Client> {
-    if let Some(name) = &args.cluster {
+    client_for(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        args.cluster.as_deref(),
+        args.region.as_deref(),
+    )
+    .await
+}
+
+/// A client for the cluster: through EKS when `cluster` is given (DescribeCluster, then a
+/// token signed with the default AWS credential chain), else through the kubeconfig.
+pub async fn client_for(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    cluster: Option<&str>,
+    region: Option<&str>,
+) -> anyhow::Result<kube::Client> {
+    if let Some(name) = cluster {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if let Some(region) = &args.region {
-            loader = loader.region(aws_config::Region::new(region.clone()));
+        if let Some(region) = region {
+            loader = loader.region(aws_config::Region::new(region.to_string()));
         }
         let aws = loader.load().await;
         let region = aws
@@ -135,10 +152,10 @@ async fn client(args: &Args) -> anyhow::Result<kube::Client> {
         return Ok(nodewright::eks::eks_client(&cluster, tokens)?);
     }
     let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -146,7 +163,7 @@ async fn client(args: &Args) -> anyhow::Result<kube::Client> {
                 .await
                 .with_context(|| format!("kubeconfig {}", path.display()))?
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .context("the kubeconfig ($KUBECONFIG, ~/.kube/config) and its --context")?,
         None => kube::Config::infer()

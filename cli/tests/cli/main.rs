@@ -8,6 +8,7 @@ mod cli_reference;
 mod common;
 mod conventions;
 mod doc_examples;
+mod doctor;
 mod explain_event;
 mod status_terminal;
 mod support_matrix;

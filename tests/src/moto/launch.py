@@ -92,6 +92,9 @@ EC2's instances, fleets and launch templates take "now" from it, so an instance'
 is in the world's time, the time the function binaries and the simulated kubelet compare it
 with. Everything else in moto keeps the wall clock (STS credentials, signatures, SQS).
 
+14. The service-linked role of spot.amazonaws.com is AWSServiceRoleForEC2Spot, as in IAM;
+moto named it AWSServiceRoleForSpot.
+
 Arguments are moto_server's own (-H HOST -p PORT).
 """
 
@@ -249,6 +252,7 @@ def create_role(cls, resource_name, cloudformation_json, account_id, region_name
 
 
 iam_models.Role.create_from_cloudformation_json = classmethod(create_role)
+iam_models.SERVICE_NAME_CONVERSION["spot"] = "EC2Spot"
 
 _load_parameters = parsing.ResourceMap.load_parameters
 

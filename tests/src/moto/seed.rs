@@ -390,9 +390,14 @@ async fn seed_cluster(
     network: &Network,
     cluster_role_arn: &str,
 ) -> Result<(String, String), SeedError> {
+    // EKS's defaults, said outright: moto stores only what the request holds, and
+    // DescribeCluster would then say there is no endpoint at all.
     let vpc = aws_sdk_eks::types::VpcConfigRequest::builder()
         .set_subnet_ids(Some(network.subnets.iter().map(|s| s.id.clone()).collect()))
         .security_group_ids(&network.security_group_id)
+        .endpoint_public_access(true)
+        .endpoint_private_access(false)
+        .public_access_cidrs("0.0.0.0/0")
         .build();
     let out = eks
         .create_cluster()

@@ -1,0 +1,263 @@
+//! `nodewright doctor`: before and after a deploy, what the install guide asks of the
+//! account and the cluster, read as the functions will read it, one PASS or FAIL line per
+//! check with the fix. The reads are here; the judgements are `doctor/checks.rs`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::Api;
+use nodewright::aws::{Ec2Adapter, NetworkDiscovery};
+use nodewright::kube::{
+    ClusterSettings, ConfigOrigin, ConfigSource, DefaultPoolParams, KubeCluster,
+};
+
+use crate::exit::Exit;
+
+mod checks;
+
+use checks::{Check, Endpoint, Found, Verdict};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Access {
+    Rbac,
+    ClusterAdmin,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The EKS cluster the stack serves.
+    #[arg(long)]
+    pub cluster: String,
+    /// The cluster's region; default: the AWS config chain's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Read the cluster through this kubeconfig instead of through EKS (DescribeCluster
+    /// and a token as `nodewright eks-token` mints it).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use with --kubeconfig (default: its current context).
+    #[arg(long, requires = "kubeconfig")]
+    pub context: Option<String>,
+    /// The stack's KubernetesAccess parameter: with cluster-admin no RBAC is needed.
+    #[arg(long, value_enum, default_value_t = Access::Rbac)]
+    pub kubernetes_access: Access,
+}
+
+pub async fn run(args: Args) -> anyhow::Result<Exit> {
+    nodewright::eks::install_crypto_provider();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(region) = &args.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    let aws = loader.load().await;
+    let mut report = vec![cluster(&aws, &args.cluster).await];
+    report.push(node_role(&aws, &args.cluster).await);
+    let kube = crate::status::client_for(
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+        args.kubeconfig.is_none().then_some(args.cluster.as_str()),
+        args.region.as_deref(),
+    )
+    .await?;
+    let load = KubeCluster::new(
+        kube.clone(),
+        ClusterSettings::new(
+            DefaultPoolParams {
+                cluster_name: args.cluster.clone(),
+                ..Default::default()
+            },
+            "nodewright-doctor",
+        ),
+    )
+    .load()
+    .await
+    .context("reading the configuration from the cluster")?;
+    let source = match &load.source {
+        ConfigOrigin::Crds => "Karpenter's CRDs".to_string(),
+        ConfigOrigin::ConfigMap { namespace, name } => format!("ConfigMap {namespace}/{name}"),
+        ConfigOrigin::Default => "no NodePool: the stack's default pool".to_string(),
+    };
+    report.push(checks::configuration(&source, &load.problems));
+    if checks::wants_spot(&load.inputs.node_pools) {
+        let iam = aws_sdk_iam::Client::new(&aws);
+        report.push(checks::spot_role(
+            &role_exists(&iam, "AWSServiceRoleForEC2Spot").await,
+        ));
+    }
+    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&aws), args.cluster.clone());
+    for class in &load.inputs.node_classes {
+        let subnets = ec2.subnets(&class.spec.subnet_selector_terms).await;
+        let groups = ec2
+            .security_groups(&class.spec.security_group_selector_terms)
+            .await;
+        report.push(checks::discovery(
+            &class.metadata.name,
+            subnets
+                .map(|s| s.len())
+                .map_err(|e| nodewright::error_chain(&e)),
+            groups
+                .map(|g| g.len())
+                .map_err(|e| nodewright::error_chain(&e)),
+        ));
+    }
+    report.push(checks::rbac(
+        &missing_rbac(&kube).await,
+        args.kubernetes_access == Access::ClusterAdmin,
+    ));
+    print!("{}", render(&report));
+    Ok(if report.iter().any(Check::failed) {
+        Exit::Problems
+    } else {
+        Exit::Ok
+    })
+}
+
+/// `PASS  name: detail` / `FAIL  name: why` with the fix on the next line.
+fn render(report: &[Check]) -> String {
+    let mut out = String::new();
+    for c in report {
+        match &c.verdict {
+            Verdict::Pass(detail) => out.push_str(&format!("PASS  {}: {detail}\n", c.name)),
+            Verdict::Fail { why, fix } => {
+                out.push_str(&format!("FAIL  {}: {why}\n      fix: {fix}\n", c.name))
+            }
+        }
+    }
+    out
+}
+
+async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Check {
+    const NAME: &str = "EKS cluster";
+    let answer = aws_sdk_eks::Client::new(aws)
+        .describe_cluster()
+        .name(name)
+        .send()
+        .await;
+    let Some(cluster) = answer.as_ref().ok().and_then(|a| a.cluster()) else {
+        let why = answer
+            .err()
+            .map(|e| nodewright::error_chain(&e))
+            .unwrap_or_else(|| "DescribeCluster answered without a cluster".into());
+        return Check::fail(
+            NAME,
+            why,
+            "check --cluster and --region, and eks:DescribeCluster",
+        );
+    };
+    let vpc = cluster.resources_vpc_config();
+    let endpoint = checks::endpoint(&Endpoint {
+        public: vpc.is_none_or(|v| v.endpoint_public_access()),
+        public_cidrs: vpc
+            .map(|v| v.public_access_cidrs().to_vec())
+            .unwrap_or_default(),
+        private: vpc.is_some_and(|v| v.endpoint_private_access()),
+    });
+    match endpoint.verdict {
+        Verdict::Pass(detail) => Check::pass(
+            NAME,
+            format!(
+                "{name}, {}, Kubernetes {}; endpoint {detail}",
+                cluster
+                    .status()
+                    .map(|s| s.as_str())
+                    .unwrap_or("status unknown"),
+                cluster.version().unwrap_or("?")
+            ),
+        ),
+        Verdict::Fail { why, fix } => Check::fail(NAME, format!("endpoint {why}"), fix),
+    }
+}
+
+/// The node role and instance profile the stack names `nodewright-node-<cluster>`.
+async fn node_role(aws: &aws_config::SdkConfig, cluster: &str) -> Check {
+    let iam = aws_sdk_iam::Client::new(aws);
+    let name = format!("nodewright-node-{cluster}");
+    let role = role_exists(&iam, &name).await;
+    let holds = match iam
+        .get_instance_profile()
+        .instance_profile_name(&name)
+        .send()
+        .await
+    {
+        Ok(p) => {
+            let roles = p.instance_profile().map(|p| p.roles()).unwrap_or_default();
+            if roles.iter().any(|r| r.role_name() == name) {
+                Found::Yes
+            } else {
+                Found::No
+            }
+        }
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) =>
+        {
+            Found::No
+        }
+        Err(e) => Found::Unknown(nodewright::error_chain(&e)),
+    };
+    checks::node_role(&name, &role, &name, &holds)
+}
+
+async fn role_exists(iam: &aws_sdk_iam::Client, name: &str) -> Found {
+    match iam.get_role().role_name(name).send().await {
+        Ok(_) => Found::Yes,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_no_such_entity_exception()) =>
+        {
+            Found::No
+        }
+        Err(e) => Found::Unknown(nodewright::error_chain(&e)),
+    }
+}
+
+/// What `nodewright rbac` creates that the cluster lacks (or that cannot be read), as
+/// `kind/name`.
+async fn missing_rbac(client: &kube::Client) -> Vec<String> {
+    const SYSTEM: &str = "kube-system";
+    let mut missing = Vec::new();
+    for f in ["provisioner", "interruption", "sweeper"] {
+        let name = format!("nodewright-{f}");
+        let c = client.clone();
+        missing.extend(absent("clusterrole", Api::<ClusterRole>::all(c.clone()), &name).await);
+        missing.extend(
+            absent(
+                "clusterrolebinding",
+                Api::<ClusterRoleBinding>::all(c.clone()),
+                &name,
+            )
+            .await,
+        );
+        missing.extend(absent("role", Api::<Role>::namespaced(c.clone(), SYSTEM), &name).await);
+        missing.extend(
+            absent(
+                "rolebinding",
+                Api::<RoleBinding>::namespaced(c, SYSTEM),
+                &name,
+            )
+            .await,
+        );
+    }
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), SYSTEM);
+    missing.extend(absent("configmap", config_maps, "nodewright-state").await);
+    for lease in ["nodewright-provisioner", "nodewright-sweeper"] {
+        let leases = Api::<Lease>::namespaced(client.clone(), SYSTEM);
+        missing.extend(absent("lease", leases, lease).await);
+    }
+    missing
+}
+
+/// `kind/name` unless the object is there.
+async fn absent<K>(kind: &str, api: Api<K>, name: &str) -> Option<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await {
+        Ok(Some(_)) => None,
+        Ok(None) => Some(format!("{kind}/{name}")),
+        Err(e) => Some(format!("{kind}/{name} (cannot be read: {e})")),
+    }
+}

@@ -1,0 +1,235 @@
+//! What `nodewright doctor` concludes from what it read: one pure judgement per check, each
+//! a pass with what was found or a failure with why and the fix.
+
+use nodewright::api::{NodePool, Operator, Problem, Severity};
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub name: &'static str,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass(String),
+    Fail { why: String, fix: String },
+}
+
+impl Check {
+    pub fn pass(name: &'static str, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            verdict: Verdict::Pass(detail.into()),
+        }
+    }
+
+    pub fn fail(name: &'static str, why: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            verdict: Verdict::Fail {
+                why: why.into(),
+                fix: fix.into(),
+            },
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(self.verdict, Verdict::Fail { .. })
+    }
+}
+
+/// The EKS endpoint as DescribeCluster describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub public: bool,
+    pub public_cidrs: Vec<String>,
+    pub private: bool,
+}
+
+/// Whether the functions can reach the API server. They run outside any VPC unless the
+/// stack's `FunctionSubnetIds` puts them in one, so from AWS's public addresses.
+pub fn endpoint(e: &Endpoint) -> Check {
+    const NAME: &str = "API endpoint";
+    let open = e.public_cidrs.is_empty() || e.public_cidrs.iter().any(|c| c == "0.0.0.0/0");
+    match (e.public, open, e.private) {
+        (true, true, _) => Check::pass(NAME, "public, open to the functions outside a VPC"),
+        (_, _, true) => Check::pass(
+            NAME,
+            "private: deploy with FunctionSubnetIds and FunctionSecurityGroupIds, and let the \
+             cluster security group accept 443 from those groups",
+        ),
+        (false, _, false) => Check::fail(
+            NAME,
+            "neither the public nor the private endpoint is enabled",
+            "enable the private endpoint and deploy with FunctionSubnetIds and \
+             FunctionSecurityGroupIds, or enable the public endpoint",
+        ),
+        (true, false, false) => Check::fail(
+            NAME,
+            format!(
+                "public only, limited to {}: functions outside a VPC connect from AWS's \
+                 addresses, which are not among them",
+                e.public_cidrs.join(", ")
+            ),
+            "enable the private endpoint and deploy with FunctionSubnetIds and \
+             FunctionSecurityGroupIds, or allow 0.0.0.0/0 on the public endpoint",
+        ),
+    }
+}
+
+/// The configuration the functions would read: its errors fail the check, each naming its
+/// file, document and field; warnings are counted.
+pub fn configuration(source: &str, problems: &[Problem]) -> Check {
+    const NAME: &str = "configuration";
+    let errors: Vec<&Problem> = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .collect();
+    let warnings = problems.len() - errors.len();
+    if errors.is_empty() {
+        return Check::pass(
+            NAME,
+            format!("{source}, valid ({warnings} warnings: `nodewright validate` lists them)"),
+        );
+    }
+    let listed: Vec<String> = errors.iter().take(5).map(|p| p.to_string()).collect();
+    let more = errors.len().saturating_sub(listed.len());
+    let tail = if more > 0 {
+        format!("; and {more} more")
+    } else {
+        String::new()
+    };
+    Check::fail(
+        NAME,
+        format!("{source}: {}{tail}", listed.join("; ")),
+        "correct the fields named (check a file first with `nodewright validate -f FILE`)",
+    )
+}
+
+/// Whether any pool may launch spot capacity (Karpenter's default without a
+/// `karpenter.sh/capacity-type` requirement is on-demand).
+pub fn wants_spot(pools: &[NodePool]) -> bool {
+    pools.iter().any(|p| {
+        p.spec
+            .template
+            .spec
+            .requirements
+            .iter()
+            .filter(|r| r.key == "karpenter.sh/capacity-type")
+            .any(|r| match r.operator {
+                Operator::In => r.values.iter().any(|v| v == "spot"),
+                Operator::NotIn => !r.values.iter().any(|v| v == "spot"),
+                Operator::Exists => true,
+                _ => false,
+            })
+    })
+}
+
+/// What an IAM lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Yes,
+    No,
+    /// The lookup itself failed (permissions, network): not a verdict on the thing.
+    Unknown(String),
+}
+
+pub fn spot_role(found: &Found) -> Check {
+    const NAME: &str = "spot service-linked role";
+    match found {
+        Found::Yes => Check::pass(NAME, "AWSServiceRoleForEC2Spot exists"),
+        Found::No => Check::fail(
+            NAME,
+            "AWSServiceRoleForEC2Spot is missing and the functions' roles may not create it, \
+             so every spot launch fails",
+            "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com",
+        ),
+        Found::Unknown(e) => Check::fail(
+            NAME,
+            format!("could not look: {e}"),
+            "run doctor with iam:GetRole",
+        ),
+    }
+}
+
+/// The node role and its instance profile, as the stack creates them.
+pub fn node_role(role: &str, role_found: &Found, profile: &str, holds_role: &Found) -> Check {
+    const NAME: &str = "node role";
+    match (role_found, holds_role) {
+        (Found::Yes, Found::Yes) => {
+            Check::pass(NAME, format!("{role}, in instance profile {profile}"))
+        }
+        (Found::No, _) => Check::fail(
+            NAME,
+            format!("role {role} does not exist"),
+            "deploy the stack (make deploy): it creates the node role and its instance profile",
+        ),
+        (_, Found::No) => Check::fail(
+            NAME,
+            format!("instance profile {profile} is missing or does not hold {role}"),
+            format!(
+                "aws iam add-role-to-instance-profile --instance-profile-name {profile} \
+                 --role-name {role}, or deploy the stack again"
+            ),
+        ),
+        (Found::Unknown(e), _) | (_, Found::Unknown(e)) => Check::fail(
+            NAME,
+            format!("could not look: {e}"),
+            "run doctor with iam:GetRole and iam:GetInstanceProfile",
+        ),
+    }
+}
+
+/// An EC2NodeClass's selectors against what EC2 found for them.
+pub fn discovery(
+    class: &str,
+    subnets: Result<usize, String>,
+    groups: Result<usize, String>,
+) -> Check {
+    const NAME: &str = "subnet and security group discovery";
+    match (subnets, groups) {
+        (Ok(s), Ok(g)) if s > 0 && g > 0 => Check::pass(
+            NAME,
+            format!("EC2NodeClass {class}: {s} subnets, {g} security groups"),
+        ),
+        (Ok(s), Ok(g)) => Check::fail(
+            NAME,
+            format!(
+                "EC2NodeClass {class}: its selectors match {s} subnets and {g} security groups"
+            ),
+            "tag the subnets and the node security group as the class's subnetSelectorTerms and \
+             securityGroupSelectorTerms ask (karpenter.sh/discovery: <cluster> in the examples)",
+        ),
+        (Err(e), _) | (_, Err(e)) => Check::fail(
+            NAME,
+            format!("EC2NodeClass {class}: EC2 could not be asked: {e}"),
+            "run doctor with ec2:DescribeSubnets and ec2:DescribeSecurityGroups",
+        ),
+    }
+}
+
+/// The objects `nodewright rbac` creates, by `kind/name`, and which are missing.
+pub fn rbac(missing: &[String], cluster_admin: bool) -> Check {
+    const NAME: &str = "Kubernetes RBAC";
+    if cluster_admin {
+        return Check::pass(
+            NAME,
+            "not needed: the stack grants cluster-admin (KubernetesAccess=cluster-admin)",
+        );
+    }
+    if missing.is_empty() {
+        return Check::pass(
+            NAME,
+            "each function's roles, bindings, state ConfigMap and Leases are in place",
+        );
+    }
+    Check::fail(
+        NAME,
+        format!("missing: {}", missing.join(", ")),
+        "nodewright rbac | kubectl apply -f -",
+    )
+}
+
+#[cfg(test)]
+mod tests;

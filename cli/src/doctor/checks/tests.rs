@@ -1,0 +1,149 @@
+use super::*;
+
+fn cidrs(list: &[&str]) -> Vec<String> {
+    list.iter().map(|c| c.to_string()).collect()
+}
+
+#[test]
+fn the_endpoint_passes_when_the_functions_can_reach_it() {
+    let cases = [
+        (true, cidrs(&["0.0.0.0/0"]), false, false),
+        (true, cidrs(&[]), false, false),
+        (true, cidrs(&["10.0.0.0/8", "0.0.0.0/0"]), false, false),
+        (false, cidrs(&[]), true, false),
+        (true, cidrs(&["203.0.113.0/24"]), true, false),
+        (true, cidrs(&["203.0.113.0/24"]), false, true),
+        (false, cidrs(&[]), false, true),
+    ];
+    for (public, public_cidrs, private, fails) in cases {
+        let e = Endpoint {
+            public,
+            public_cidrs: public_cidrs.clone(),
+            private,
+        };
+        let c = endpoint(&e);
+        assert_eq!(c.failed(), fails, "{e:?}: {c:?}");
+    }
+    let c = endpoint(&Endpoint {
+        public: true,
+        public_cidrs: cidrs(&["203.0.113.0/24"]),
+        private: false,
+    });
+    let Verdict::Fail { why, fix } = c.verdict else {
+        panic!()
+    };
+    assert!(
+        why.contains("203.0.113.0/24") && fix.contains("FunctionSubnetIds"),
+        "{why} / {fix}"
+    );
+}
+
+fn problem(severity: Severity, field: &str) -> Problem {
+    Problem {
+        file: "cluster".into(),
+        document: "NodePool/default".into(),
+        field: field.into(),
+        message: "bad".into(),
+        severity,
+    }
+}
+
+#[test]
+fn configuration_errors_fail_naming_each_field_and_warnings_only_count() {
+    assert!(!configuration("Karpenter's CRDs", &[]).failed());
+    let warned = configuration("Karpenter's CRDs", &[problem(Severity::Warning, "spec.x")]);
+    assert_eq!(
+        warned.verdict,
+        Verdict::Pass(
+            "Karpenter's CRDs, valid (1 warnings: `nodewright validate` lists them)".into()
+        )
+    );
+    let errors: Vec<Problem> = (0..7)
+        .map(|i| problem(Severity::Error, &format!("spec.f{i}")))
+        .collect();
+    let c = configuration("Karpenter's CRDs", &errors);
+    let Verdict::Fail { why, .. } = c.verdict else {
+        panic!("{c:?}")
+    };
+    assert!(
+        why.contains("spec.f0") && why.contains("spec.f4") && !why.contains("spec.f5"),
+        "{why}"
+    );
+    assert!(why.ends_with("and 2 more"), "{why}");
+}
+
+/// A `karpenter.sh/capacity-type` requirement.
+type CapacityTypes = Option<(Operator, &'static [&'static str])>;
+
+fn pool(capacity_types: CapacityTypes) -> NodePool {
+    let mut np: NodePool = serde_yaml::from_str(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\n\
+         spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: c}, requirements: []}}}\n",
+    )
+    .unwrap();
+    if let Some((operator, values)) = capacity_types {
+        np.spec
+            .template
+            .spec
+            .requirements
+            .push(nodewright::api::NodeSelectorRequirement {
+                key: "karpenter.sh/capacity-type".into(),
+                operator,
+                values: values.iter().map(|v| v.to_string()).collect(),
+                min_values: None,
+            });
+    }
+    np
+}
+
+#[test]
+fn spot_is_wanted_only_where_a_pool_allows_it() {
+    let cases: [(CapacityTypes, bool); 6] = [
+        (None, false),
+        (Some((Operator::In, &["on-demand"])), false),
+        (Some((Operator::In, &["spot", "on-demand"])), true),
+        (Some((Operator::NotIn, &["spot"])), false),
+        (Some((Operator::NotIn, &["reserved"])), true),
+        (Some((Operator::Exists, &[])), true),
+    ];
+    for (requirement, want) in cases {
+        assert_eq!(wants_spot(&[pool(requirement)]), want, "{requirement:?}");
+    }
+}
+
+#[test]
+fn iam_lookups_fail_with_the_command_that_fixes_them() {
+    assert!(!spot_role(&Found::Yes).failed());
+    let Verdict::Fail { fix, .. } = spot_role(&Found::No).verdict else {
+        panic!()
+    };
+    assert!(fix.contains("create-service-linked-role"), "{fix}");
+    assert!(spot_role(&Found::Unknown("denied".into())).failed());
+    assert!(!node_role("r", &Found::Yes, "p", &Found::Yes).failed());
+    let Verdict::Fail { fix, .. } = node_role("r", &Found::Yes, "p", &Found::No).verdict else {
+        panic!()
+    };
+    assert!(
+        fix.contains("add-role-to-instance-profile --instance-profile-name p --role-name r"),
+        "{fix}"
+    );
+    assert!(node_role("r", &Found::No, "p", &Found::No).failed());
+}
+
+#[test]
+fn discovery_and_rbac_fail_on_nothing_found_and_on_anything_missing() {
+    assert!(!discovery("c", Ok(2), Ok(1)).failed());
+    assert!(discovery("c", Ok(0), Ok(1)).failed());
+    assert!(discovery("c", Ok(2), Ok(0)).failed());
+    assert!(discovery("c", Err("throttled".into()), Ok(1)).failed());
+    assert!(!rbac(&[], false).failed());
+    assert!(!rbac(&["clusterrole/nodewright-sweeper".into()], true).failed());
+    let c = rbac(&["clusterrole/nodewright-sweeper".into()], false);
+    let Verdict::Fail { why, fix } = c.verdict else {
+        panic!()
+    };
+    assert!(
+        why.contains("clusterrole/nodewright-sweeper")
+            && fix == "nodewright rbac | kubectl apply -f -"
+    );
+}

@@ -1,0 +1,241 @@
+//! `nodewright doctor` against the local world (moto with the deployed stack, the simulated
+//! cluster with Karpenter's CRDs and the RBAC `make deploy` applies): every check passes on
+//! a correct install, and each fails, with its fix, in a misconfiguration staged for it.
+//! Real: the CLI binary, the AWS SDK against moto, kube against the simulated API server.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use aws_sdk_eks::types::VpcConfigRequest;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+use nodewright_world::kube_sim::SimConfig;
+use nodewright_world::world::World;
+
+const CLUSTER: &str = "doctor-demo";
+
+struct Doctor {
+    world: World,
+    kubeconfig: PathBuf,
+}
+
+impl Doctor {
+    async fn new() -> Doctor {
+        let world = World::start(
+            CLUSTER,
+            SimConfig {
+                crds_installed: true,
+                ..SimConfig::default()
+            },
+        )
+        .await
+        .expect("the local world starts");
+        let pools = world.example("getting-started.yaml").unwrap();
+        let pools = pools.replace(
+            "values: [\"on-demand\"]",
+            "values: [\"spot\", \"on-demand\"]",
+        );
+        world.apply_yaml(&pools).unwrap();
+        let dir = std::env::temp_dir().join(format!("nodewright-doctor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, world.sim.kubeconfig_yaml()).unwrap();
+        Doctor { world, kubeconfig }
+    }
+
+    /// The CLI's answer, and its report's lines.
+    async fn run(&self) -> (Output, String) {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+            .args(["doctor", "--cluster", CLUSTER, "--kubeconfig"])
+            .arg(&self.kubeconfig)
+            .env_clear()
+            .env("HOME", std::env::temp_dir())
+            .envs(nodewright_world::moto::sdk_env(
+                self.world.moto.url(),
+                &self.world.moto.admin_credentials(),
+            ))
+            .output()
+            .await
+            .expect("the CLI runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out, text)
+    }
+
+    async fn failing(&self) -> Vec<String> {
+        let (out, text) = self.run().await;
+        let failing: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("FAIL  "))
+            .map(|l| l.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        // Shown when an assertion on the list fails.
+        println!("{text}");
+        let code = out.status.code();
+        assert_eq!(
+            code,
+            Some(if failing.is_empty() { 0 } else { 1 }),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        failing
+    }
+}
+
+fn fix_of(text: &str, check: &str) -> String {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("FAIL  {check}:")));
+    lines.next();
+    lines
+        .next()
+        .and_then(|l| l.trim().strip_prefix("fix: "))
+        .unwrap_or_else(|| panic!("no fix for {check} in:\n{text}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_with_its_fix() {
+    let d = Doctor::new().await;
+    let iam = aws_sdk_iam::Client::new(&d.world.sdk);
+    let eks = aws_sdk_eks::Client::new(&d.world.sdk);
+    let ec2 = aws_sdk_ec2::Client::new(&d.world.sdk);
+
+    // A pool allows spot and the account has never launched spot: the service-linked role
+    // is missing.
+    assert_eq!(d.failing().await, ["spot service-linked role"]);
+    let (_, text) = d.run().await;
+    assert!(fix_of(&text, "spot service-linked role").contains("create-service-linked-role"));
+    iam.create_service_linked_role()
+        .aws_service_name("spot.amazonaws.com")
+        .send()
+        .await
+        .expect("created");
+    let (out, text) = d.run().await;
+    assert!(out.status.success(), "a correct install passes:\n{text}");
+    for check in [
+        "EKS cluster",
+        "node role",
+        "configuration",
+        "spot service-linked role",
+        "subnet and security group discovery",
+        "Kubernetes RBAC",
+    ] {
+        assert!(
+            text.contains(&format!("PASS  {check}: ")),
+            "{check} in:\n{text}"
+        );
+    }
+
+    // RBAC not applied (one object deleted).
+    let client = d.world.sim.client().await.unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .delete("nodewright-sweeper", &DeleteParams::default())
+        .await
+        .expect("deleted");
+    assert_eq!(d.failing().await, ["Kubernetes RBAC"]);
+    let (_, text) = d.run().await;
+    assert!(text.contains("clusterrole/nodewright-sweeper"), "{text}");
+    assert_eq!(
+        fix_of(&text, "Kubernetes RBAC"),
+        "nodewright rbac | kubectl apply -f -"
+    );
+    let rbac = String::from_utf8(
+        std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+            .arg("rbac")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    d.world.apply_yaml(&rbac).unwrap();
+
+    // A NodePool with a field Karpenter's schema does not have.
+    d.world
+        .apply_yaml(
+            "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: typo}\n\
+             spec: {template: {spec: {nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}, requirements: [], expireAfterr: 1h}}}\n",
+        )
+        .unwrap();
+    assert_eq!(d.failing().await, ["configuration"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("expireAfterr"),
+        "the unknown field is named:\n{text}"
+    );
+    let pools = ApiResource::from_gvk(&GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"));
+    Api::<DynamicObject>::all_with(client.clone(), &pools)
+        .delete("typo", &DeleteParams::default())
+        .await
+        .expect("deleted");
+
+    // The subnets lose their discovery tag.
+    let subnets = ec2.describe_subnets().send().await.unwrap();
+    let ids: Vec<String> = subnets
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect();
+    ec2.delete_tags()
+        .set_resources(Some(ids.clone()))
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("karpenter.sh/discovery")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.failing().await, ["subnet and security group discovery"]);
+    ec2.create_tags()
+        .set_resources(Some(ids))
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("karpenter.sh/discovery")
+                .value(CLUSTER)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+
+    // The node role taken out of its instance profile.
+    let node = format!("nodewright-node-{CLUSTER}");
+    iam.remove_role_from_instance_profile()
+        .instance_profile_name(&node)
+        .role_name(&node)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.failing().await, ["node role"]);
+    let (_, text) = d.run().await;
+    assert!(
+        fix_of(&text, "node role").contains("add-role-to-instance-profile"),
+        "{text}"
+    );
+    iam.add_role_to_instance_profile()
+        .instance_profile_name(&node)
+        .role_name(&node)
+        .send()
+        .await
+        .unwrap();
+
+    // A public endpoint closed to the functions' addresses, no private endpoint.
+    eks.update_cluster_config()
+        .name(CLUSTER)
+        .resources_vpc_config(
+            VpcConfigRequest::builder()
+                .endpoint_public_access(true)
+                .endpoint_private_access(false)
+                .public_access_cidrs("203.0.113.0/24")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.failing().await, ["EKS cluster"]);
+    let (_, text) = d.run().await;
+    assert!(
+        fix_of(&text, "EKS cluster").contains("FunctionSubnetIds"),
+        "{text}"
+    );
+}
