@@ -53,7 +53,9 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         loader = loader.region(aws_config::Region::new(region.clone()));
     }
     let aws = loader.load().await;
-    let mut report = vec![cluster(&aws, &args.cluster).await];
+    let cluster_admin = args.kubernetes_access == Access::ClusterAdmin;
+    let mut report = cluster(&aws, &args.cluster).await;
+    report.push(access_entries(&aws, &args.cluster, cluster_admin).await);
     report.push(node_role(&aws, &args.cluster).await);
     let kube = crate::status::client_for(
         args.kubeconfig.as_deref(),
@@ -103,10 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
                 .map_err(|e| nodewright::error_chain(&e)),
         ));
     }
-    report.push(checks::rbac(
-        &missing_rbac(&kube).await,
-        args.kubernetes_access == Access::ClusterAdmin,
-    ));
+    report.push(checks::rbac(&missing_rbac(&kube).await, cluster_admin));
     print!("{}", render(&report));
     Ok(if report.iter().any(Check::failed) {
         Exit::Problems
@@ -129,7 +128,8 @@ fn render(report: &[Check]) -> String {
     out
 }
 
-async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Check {
+/// The cluster and its endpoint, then its authentication mode.
+async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Vec<Check> {
     const NAME: &str = "EKS cluster";
     let answer = aws_sdk_eks::Client::new(aws)
         .describe_cluster()
@@ -141,12 +141,17 @@ async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Check {
             .err()
             .map(|e| nodewright::error_chain(&e))
             .unwrap_or_else(|| "DescribeCluster answered without a cluster".into());
-        return Check::fail(
+        return vec![Check::fail(
             NAME,
             why,
             "check --cluster and --region, and eks:DescribeCluster",
-        );
+        )];
     };
+    let mode = cluster
+        .access_config()
+        .and_then(|a| a.authentication_mode())
+        .map(|m| m.as_str());
+    let authentication = checks::authentication(name, mode);
     let vpc = cluster.resources_vpc_config();
     let endpoint = checks::endpoint(&Endpoint {
         public: vpc.is_none_or(|v| v.endpoint_public_access()),
@@ -155,7 +160,7 @@ async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Check {
             .unwrap_or_default(),
         private: vpc.is_some_and(|v| v.endpoint_private_access()),
     });
-    match endpoint.verdict {
+    let endpoint = match endpoint.verdict {
         Verdict::Pass(detail) => Check::pass(
             NAME,
             format!(
@@ -168,7 +173,66 @@ async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Check {
             ),
         ),
         Verdict::Fail { why, fix } => Check::fail(NAME, format!("endpoint {why}"), fix),
+    };
+    vec![endpoint, authentication]
+}
+
+/// Every group the cluster's access entries map a principal to.
+async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str, cluster_admin: bool) -> Check {
+    const NAME: &str = "access entries";
+    let eks = aws_sdk_eks::Client::new(aws);
+    let mut principals = Vec::new();
+    let mut next = None;
+    loop {
+        let page = eks
+            .list_access_entries()
+            .cluster_name(cluster)
+            .set_next_token(next)
+            .send()
+            .await;
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                return Check::fail(
+                    NAME,
+                    format!("ListAccessEntries: {}", nodewright::error_chain(&e)),
+                    "run doctor with eks:ListAccessEntries and eks:DescribeAccessEntry",
+                );
+            }
+        };
+        principals.extend(page.access_entries().iter().cloned());
+        next = page.next_token().map(str::to_string);
+        if next.is_none() {
+            break;
+        }
     }
+    let mut mapped = Vec::new();
+    for principal in principals {
+        let entry = eks
+            .describe_access_entry()
+            .cluster_name(cluster)
+            .principal_arn(&principal)
+            .send()
+            .await;
+        match entry {
+            Ok(e) => mapped.extend(
+                e.access_entry()
+                    .map(|a| a.kubernetes_groups().to_vec())
+                    .unwrap_or_default(),
+            ),
+            Err(e) => {
+                return Check::fail(
+                    NAME,
+                    format!(
+                        "DescribeAccessEntry {principal}: {}",
+                        nodewright::error_chain(&e)
+                    ),
+                    "run doctor with eks:DescribeAccessEntry",
+                );
+            }
+        }
+    }
+    checks::access_entries(&mapped, cluster_admin)
 }
 
 /// The node role and instance profile the stack names `nodewright-node-<cluster>`.

@@ -120,6 +120,7 @@ struct Front {
     tokens: Tokens,
     consistency: Consistency,
     status_checks: crate::status_checks::StatusChecks,
+    eks_access: crate::eks_access::EksAccess,
     calls: Mutex<Vec<Call>>,
     sqs: std::sync::OnceLock<Arc<crate::sqs::Sqs>>,
     /// The world's clock: injected delays are world time, and a call being served counts
@@ -170,6 +171,16 @@ impl AwsFront {
         self.front.status_checks.impair(instance_id, check, since);
     }
 
+    /// The cluster's access entries, as EKS answers them from now on ([`crate::eks_access`]).
+    pub fn set_access_entries(&self, entries: Vec<crate::kube_sim::eks_auth::AccessEntry>) {
+        self.front.eks_access.set_entries(entries);
+    }
+
+    /// The cluster's authentication mode (`API`, `API_AND_CONFIG_MAP`, `CONFIG_MAP`).
+    pub fn set_authentication_mode(&self, mode: &str) {
+        self.front.eks_access.set_mode(mode);
+    }
+
     /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
     pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -184,6 +195,7 @@ impl AwsFront {
             tokens: Tokens::default(),
             consistency: Consistency::default(),
             status_checks: Default::default(),
+            eks_access: Default::default(),
             calls: Mutex::default(),
             sqs: std::sync::OnceLock::new(),
             clock: std::sync::OnceLock::new(),
@@ -436,6 +448,16 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             _ => response,
         };
     }
+    if let Some((code, json)) = front
+        .eks_access
+        .answer(parts.method.as_str(), parts.uri.path())
+    {
+        front.record(action, at, Handling::Forwarded(code), &body);
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+        return (status, axum::Json(json)).into_response();
+    }
+    let eks_read = parts.method == Method::GET && parts.uri.path().starts_with("/clusters/");
+    let request_path = parts.uri.path().to_string();
     if let Some(id) = front.consistency.not_found(&action, &body, at) {
         front.record(action, at, Handling::NotVisibleYet, &body);
         let mut r = (StatusCode::BAD_REQUEST, not_found_xml(&id)).into_response();
@@ -486,6 +508,19 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             )
                 .into_response();
         }
+    };
+    let response = if eks_read {
+        let (mut parts_out, out_body) = response.into_parts();
+        let bytes = axum::body::to_bytes(out_body, MAX_BODY)
+            .await
+            .unwrap_or_default();
+        let bytes = front
+            .eks_access
+            .describe_cluster("GET", &request_path, bytes.to_vec());
+        parts_out.headers.remove(header::CONTENT_LENGTH);
+        Response::from_parts(parts_out, Body::from(bytes))
+    } else {
+        response
     };
     let read_answer = token_key.is_some()
         || matches!(

@@ -7,6 +7,7 @@ pub mod aws_front;
 pub mod deployed_env;
 pub mod ec2_consistency;
 pub mod ec2_idempotency;
+pub mod eks_access;
 pub mod emf;
 pub mod fleet_faults;
 pub mod interruption;

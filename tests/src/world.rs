@@ -88,13 +88,16 @@ fn signed_as(config: &SdkConfig, credentials: &Credentials) -> SdkConfig {
 }
 
 /// What `make deploy` leaves in the cluster besides the stack: the access entries EKS holds
-/// for the functions' roles, and, when they map the roles to groups rather than
+/// for the functions' roles (returned, for the AWS front to answer EKS with), and, when they map the roles to groups rather than
 /// cluster-admin, the RBAC `nodewright rbac` prints for those groups (applied to the store
 /// as `kubectl apply` would create it).
-fn grant_access(sim: &SimCluster, stack: &Stack) -> anyhow::Result<()> {
+fn grant_access(
+    sim: &SimCluster,
+    stack: &Stack,
+) -> anyhow::Result<Vec<crate::kube_sim::eks_auth::AccessEntry>> {
     let entries = crate::access_entries::of_functions(&stack.deployed)?;
     let least_privilege = entries.iter().any(|e| !e.cluster_admin);
-    sim.set_access_entries(entries)?;
+    sim.set_access_entries(entries.clone())?;
     if least_privilege {
         let cli = crate::kit::debug_binary("nodewright")?;
         let out = std::process::Command::new(&cli)
@@ -115,7 +118,7 @@ fn grant_access(sim: &SimCluster, stack: &Stack) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(entries)
 }
 
 /// Deploys `template.yaml` as the stack of `cluster` (`ClusterName` and `parameters`).
@@ -268,8 +271,9 @@ impl World {
         let sim = SimCluster::start(config)
             .await
             .context("the simulated cluster starts")?;
-        grant_access(&sim, &stack)?;
+        let entries = grant_access(&sim, &stack)?;
         let front = AwsFront::start(moto.url()).await?;
+        front.set_access_entries(entries);
         front.use_clock(sim.clock());
         if let Some(time) = sim.clock().world_time() {
             time.watch_process(moto.pid());

@@ -78,6 +78,49 @@ pub fn endpoint(e: &Endpoint) -> Check {
     }
 }
 
+/// The cluster's authentication mode: access entries, which the stack creates, need the
+/// EKS API among its sources.
+pub fn authentication(cluster: &str, mode: Option<&str>) -> Check {
+    const NAME: &str = "authentication mode";
+    let fix = format!(
+        "aws eks update-cluster-config --name {cluster} \
+         --access-config authenticationMode=API_AND_CONFIG_MAP"
+    );
+    match mode {
+        Some(m @ ("API" | "API_AND_CONFIG_MAP")) => Check::pass(NAME, m),
+        Some(m) => Check::fail(
+            NAME,
+            format!("{m}: the access entries the stack creates are not read"),
+            fix,
+        ),
+        None => Check::fail(NAME, "DescribeCluster did not say (accessConfig)", fix),
+    }
+}
+
+/// Each function's group mapped by some access entry (`mapped`: every entry's groups).
+pub fn access_entries(mapped: &[String], cluster_admin: bool) -> Check {
+    const NAME: &str = "access entries";
+    if cluster_admin {
+        return Check::pass(
+            NAME,
+            "not checked: with KubernetesAccess=cluster-admin the entries name no group",
+        );
+    }
+    let missing: Vec<String> = ["provisioner", "interruption", "sweeper"]
+        .iter()
+        .map(|f| format!("nodewright-{f}"))
+        .filter(|g| !mapped.contains(g))
+        .collect();
+    if missing.is_empty() {
+        return Check::pass(NAME, "each function's role is mapped to its group");
+    }
+    Check::fail(
+        NAME,
+        format!("no access entry maps a role to {}", missing.join(", ")),
+        "deploy the stack (make deploy): it creates one access entry per function",
+    )
+}
+
 /// The configuration the functions would read: its errors fail the check, each naming its
 /// file, document and field; warnings are counted.
 pub fn configuration(source: &str, problems: &[Problem]) -> Check {

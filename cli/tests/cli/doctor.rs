@@ -50,8 +50,10 @@ impl Doctor {
             .arg(&self.kubeconfig)
             .env_clear()
             .env("HOME", std::env::temp_dir())
+            // Through the world's AWS front, which answers what moto's EKS does not model:
+            // the authentication mode and the access entries.
             .envs(nodewright_world::moto::sdk_env(
-                self.world.moto.url(),
+                self.world.front.url(),
                 &self.world.moto.admin_credentials(),
             ))
             .output()
@@ -125,6 +127,34 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
             "{check} in:\n{text}"
         );
     }
+
+    // A cluster that reads only aws-auth.
+    d.world.front.set_authentication_mode("CONFIG_MAP");
+    assert_eq!(d.failing().await, ["authentication mode"]);
+    let (_, text) = d.run().await;
+    assert!(
+        fix_of(&text, "authentication mode").contains("authenticationMode=API_AND_CONFIG_MAP"),
+        "{text}"
+    );
+    d.world.front.set_authentication_mode("API");
+
+    // The sweeper's access entry gone.
+    let entries = nodewright_world::access_entries::of_functions(&d.world.stack.deployed).unwrap();
+    let sweeper_role = &d.world.stack.deployed.functions["SweeperFunction"].role;
+    d.world.front.set_access_entries(
+        entries
+            .iter()
+            .filter(|e| &e.principal_arn != sweeper_role)
+            .cloned()
+            .collect(),
+    );
+    assert_eq!(d.failing().await, ["access entries"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("no access entry maps a role to nodewright-sweeper"),
+        "{text}"
+    );
+    d.world.front.set_access_entries(entries);
 
     // RBAC not applied (one object deleted).
     let client = d.world.sim.client().await.unwrap();

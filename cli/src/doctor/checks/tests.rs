@@ -147,3 +147,36 @@ fn discovery_and_rbac_fail_on_nothing_found_and_on_anything_missing() {
             && fix == "nodewright rbac | kubectl apply -f -"
     );
 }
+
+#[test]
+fn access_needs_the_eks_api_and_an_entry_for_each_function_s_group() {
+    for (mode, fails) in [
+        (Some("API"), false),
+        (Some("API_AND_CONFIG_MAP"), false),
+        (Some("CONFIG_MAP"), true),
+        (None, true),
+    ] {
+        assert_eq!(authentication("c", mode).failed(), fails, "{mode:?}");
+    }
+    let Verdict::Fail { fix, .. } = authentication("c", Some("CONFIG_MAP")).verdict else {
+        panic!()
+    };
+    assert!(
+        fix.contains("--name c") && fix.contains("authenticationMode=API_AND_CONFIG_MAP"),
+        "{fix}"
+    );
+    let all: Vec<String> = [
+        "nodewright-provisioner",
+        "nodewright-interruption",
+        "nodewright-sweeper",
+    ]
+    .map(String::from)
+    .to_vec();
+    assert!(!access_entries(&all, false).failed());
+    let c = access_entries(&all[..2], false);
+    let Verdict::Fail { why, .. } = c.verdict else {
+        panic!()
+    };
+    assert!(why.ends_with("nodewright-sweeper"), "{why}");
+    assert!(!access_entries(&[], true).failed());
+}
