@@ -8,6 +8,7 @@ mod aws_moto;
 mod ec2_eventual_consistency;
 mod eks_token_auth;
 mod in_flight_order;
+mod install_guide;
 mod interruption;
 mod interruption_scenarios;
 mod kube_adapters;

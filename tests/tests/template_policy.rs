@@ -831,5 +831,73 @@ fn a_policy_attached_only_under_a_stack_condition_also_conditions_every_mutating
             );
         }
     }
-    assert!(checked >= 3, "the private endpoints policy is found");
+    assert!(
+        checked >= 5,
+        "the private endpoints and EBS key policies are found"
+    );
+}
+
+#[test]
+fn the_ebs_keys_are_usable_through_ec2_only_and_only_the_keys_named() {
+    let path = nodewright_world::moto::workspace_root().join("template.yaml");
+    let text = std::fs::read_to_string(path).expect("template.yaml");
+    let t: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let policy = &t["Resources"]["EbsKmsKeysPolicy"];
+    assert_eq!(policy["Condition"].as_str(), Some("HasEbsKmsKeys"));
+    let statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .expect("statements");
+    let mut actions = Vec::new();
+    for s in statements {
+        let resource = match &s["Resource"] {
+            serde_yaml::Value::Tagged(t) => {
+                (t.tag.to_string(), t.value.as_str().map(str::to_string))
+            }
+            other => panic!(
+                "{:?}: Resource {other:?} is not !Ref EbsKmsKeyArns",
+                s["Sid"]
+            ),
+        };
+        assert_eq!(
+            resource,
+            ("!Ref".to_string(), Some("EbsKmsKeyArns".to_string())),
+            "{:?}",
+            s["Sid"]
+        );
+        let via = &s["Condition"]["StringEquals"]["kms:ViaService"];
+        assert!(
+            matches!(via, serde_yaml::Value::Tagged(t) if t.value.as_str() == Some("ec2.${AWS::Region}.amazonaws.com")),
+            "{:?}: kms:ViaService is EC2 in the stack's region: {via:?}",
+            s["Sid"]
+        );
+        let listed: Vec<String> = match &s["Action"] {
+            serde_yaml::Value::String(a) => vec![a.clone()],
+            serde_yaml::Value::Sequence(l) => l
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if listed.iter().any(|a| a == "kms:CreateGrant") {
+            assert_eq!(
+                s["Condition"]["Bool"]["kms:GrantIsForAWSResource"].as_str(),
+                Some("true"),
+                "a grant only for the instance's volumes"
+            );
+        }
+        actions.extend(listed);
+    }
+    actions.sort();
+    // What EC2 asks of the caller of a launch with a customer-managed EBS key.
+    assert_eq!(
+        actions,
+        [
+            "kms:CreateGrant",
+            "kms:Decrypt",
+            "kms:DescribeKey",
+            "kms:GenerateDataKeyWithoutPlaintext",
+            "kms:ReEncryptFrom",
+            "kms:ReEncryptTo"
+        ]
+    );
 }

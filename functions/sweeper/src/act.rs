@@ -1,4 +1,5 @@
-//! Carrying a plan out. Nothing is decided here beyond the re-check just before acting: each
+//! Carrying a plan out. Nothing is decided here beyond the re-checks just before acting (the
+//! nodes' own, and the pool's budget on its nodes as they are now): each
 //! node goes through the one removal path (`nodewright::removal`: taken, replacement first
 //! where its pods need one, drained with the NodePool's `terminationGracePeriod` counted
 //! from the drain, terminated only with this cluster's ownership tag; or given up, untainted
@@ -13,7 +14,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::api::labels::{DISRUPTED_TAINT, DO_NOT_DISRUPT, NODEPOOL};
 use nodewright::aws::{AwsError, InstanceState, OwnedInstances};
 use nodewright::disruption::{
-    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot, launches_first,
+    Command, EMPTY_SINCE_ANNOTATION, Kept, PROVISIONER_NAME, Plan, Reason, Snapshot,
+    budget_recheck, launches_first,
 };
 use nodewright::drain::reschedulable;
 use nodewright::kube::{KubeError, NodeDisruption};
@@ -214,6 +216,13 @@ where
             }
             continue;
         }
+        if let Some(why) = budget_now(state, snapshot, command, now).await? {
+            tracing::info!(nodes = ?command.nodes, why, "command dropped at the budget's re-check");
+            for name in &command.nodes {
+                report.rechecked_out.push((name.clone(), why.clone()));
+            }
+            continue;
+        }
         let mut launched = None;
         if launches_first(command) {
             // The nodes go together or not at all: every one is re-checked before the
@@ -258,6 +267,30 @@ where
     report.kept_events = kept_events(state, &kept, nodes, now).await;
     hygiene(state, plan, &mut report).await?;
     Ok(report)
+}
+
+/// Why `command` may no longer begin within its pool's budget, on the nodes as they are
+/// now (another function may have begun a voluntary removal since the sweep read them).
+async fn budget_now<K, E, R>(
+    state: &State<K, E, R>,
+    snapshot: &Snapshot,
+    command: &Command,
+    now: Timestamp,
+) -> Result<Option<String>, SweepError>
+where
+    K: NodeDisruption,
+{
+    let nodes = state
+        .kube
+        .nodes()
+        .await
+        .map_err(kube("re-reading the nodes for the budget"))?;
+    let pool = command.nodes.first().and_then(|first| {
+        let view = snapshot.nodes.iter().find(|n| &n.name == first)?;
+        let name = view.pool.as_ref()?;
+        snapshot.pools.iter().find(|p| &p.name == name)
+    });
+    Ok(pool.and_then(|p| budget_recheck(p, command.reason, &nodes, &command.nodes, now)))
 }
 
 /// Begins the removal of `name` for `command`, after the re-check just before acting.

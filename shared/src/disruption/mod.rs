@@ -5,6 +5,7 @@
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
 mod budget;
+mod budget_recheck;
 mod candidates;
 mod capacity;
 mod consolidate;
@@ -28,6 +29,7 @@ pub use budget::{
     BudgetRule, EXPIRING_AT_ONCE_PERCENT, NodesLimit, SettingError, TIME_ZONE_ANNOTATION, Window,
     allowed, expiration_cap, expirations_allowed, pool_budgets,
 };
+pub use budget_recheck::budget_recheck;
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
 pub use consolidate::{
     MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, placement as consolidation_placement,
@@ -123,6 +125,8 @@ impl Reason {
     }
 }
 
+#[cfg(test)]
+mod budget_recheck_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]

@@ -49,9 +49,19 @@ fn convert(
     Value::Object(out)
 }
 
-/// An `events.k8s.io/v1` Event as core/v1 shows it.
+/// An `events.k8s.io/v1` Event as core/v1 shows it. The server writes the core Event's
+/// `firstTimestamp` and `lastTimestamp` even when unset (a Go `metav1.Time` field is never
+/// omitted: its zero value is `null`), and `source` as `{}`; `kubectl get events
+/// --sort-by=.lastTimestamp` finds no such field otherwise and prints nothing.
 pub fn to_core(obj: &Value) -> Value {
-    convert(obj, "v1", RENAMED.iter().copied())
+    let mut core = convert(obj, "v1", RENAMED.iter().copied());
+    if let Some(fields) = core.as_object_mut() {
+        for time in ["firstTimestamp", "lastTimestamp"] {
+            fields.entry(time).or_insert(Value::Null);
+        }
+        fields.entry("source").or_insert(json!({}));
+    }
+    core
 }
 
 /// A core/v1 Event as `events.k8s.io/v1` shows it.
@@ -76,10 +86,21 @@ mod tests {
             "deprecatedCount": 2, "eventTime": "2025-01-01T00:00:00.000000Z"});
         let core = to_core(&ev);
         assert_eq!(core["apiVersion"], "v1");
+        assert_eq!(
+            core.get("lastTimestamp"),
+            Some(&Value::Null),
+            "written, as null"
+        );
+        assert_eq!(core["source"], json!({}));
         assert_eq!(core["involvedObject"]["name"], "web");
         assert_eq!(core["message"], "launched");
         assert_eq!(core["reportingComponent"], "nodewright.io/provisioner");
         assert_eq!(core["count"], 2);
-        assert_eq!(to_events_v1(&core), ev);
+        // Back again, with the unset times and source as the core view wrote them.
+        let mut back = ev.clone();
+        back["deprecatedFirstTimestamp"] = Value::Null;
+        back["deprecatedLastTimestamp"] = Value::Null;
+        back["deprecatedSource"] = json!({});
+        assert_eq!(to_events_v1(&core), back);
     }
 }
