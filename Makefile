@@ -18,7 +18,7 @@ help:
 	@echo "make bench   solver, provisioner, interruption, sweeper and cold-start benchmarks (figures go to BENCHMARKS.md by hand)"
 	@echo "make release Lambda binaries (bootstrap per function) under target/lambda/"
 	@echo "make package the three Lambda zips for ARCH=arm64 (default) or ARCH=x86_64 under target/lambda/<arch>/ (cargo-lambda)"
-	@echo "make deploy  sam build + sam deploy --guided, then each function's RBAC with kubectl (needs an AWS account; the SAM CLI is installed into .venv/sam)"
+	@echo "make deploy  sam build, each function's RBAC with kubectl, then sam deploy --guided (needs an AWS account; the SAM CLI is installed into .venv/sam)"
 
 include mk/venv.mk
 
@@ -133,11 +133,12 @@ sam-build: sam-venv
 # so CloudFormation requires CAPABILITY_NAMED_IAM; `--guided` alone asks only for
 # CAPABILITY_IAM and the first deploy fails.
 #
-# Then each function's RBAC (the default KubernetesAccess=rbac maps each role to a group of
-# its own and grants nothing else), applied with the current kubectl context, which must be
-# the stack's cluster: `aws eks update-kubeconfig --name <cluster>`. The objects are inert
-# with KubernetesAccess=cluster-admin.
+# Each function's RBAC goes first (the default KubernetesAccess=rbac maps each role to a
+# group of its own and grants nothing else), so the functions never run before it: applied
+# with the current kubectl context, which must be the stack's cluster (`aws eks
+# update-kubeconfig --name <cluster>`). The objects are inert until the stack's access
+# entries name their groups, and with KubernetesAccess=cluster-admin.
 deploy: sam-build
+	$(CARGO) run --quiet --locked -p nodewright-cli -- rbac | kubectl apply -f -
 	$(SAM) deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
 		--parameter-overrides Architecture=$(ARCH)
-	$(CARGO) run --quiet --locked -p nodewright-cli -- rbac | kubectl apply -f -

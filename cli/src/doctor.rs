@@ -57,6 +57,30 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
     let mut report = cluster(&aws, &args.cluster).await;
     report.push(access_entries(&aws, &args.cluster, cluster_admin).await);
     report.push(node_role(&aws, &args.cluster).await);
+    match cluster_checks(&args, &aws, cluster_admin).await {
+        Ok(checks) => report.extend(checks),
+        Err(e) => report.push(Check::fail(
+            "Kubernetes API",
+            format!("{e:#}"),
+            "point --kubeconfig at the cluster, or let doctor reach it through EKS with \
+             credentials that have an access entry",
+        )),
+    }
+    print!("{}", render(&report));
+    Ok(if report.iter().any(Check::failed) {
+        Exit::Problems
+    } else {
+        Exit::Ok
+    })
+}
+
+/// The checks that read the cluster: its configuration and what it asks of AWS, and the
+/// RBAC. An error here is the cluster not being readable at all.
+async fn cluster_checks(
+    args: &Args,
+    aws: &aws_config::SdkConfig,
+    cluster_admin: bool,
+) -> anyhow::Result<Vec<Check>> {
     let kube = crate::status::client_for(
         args.kubeconfig.as_deref(),
         args.context.as_deref(),
@@ -66,13 +90,7 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
     .await?;
     let load = KubeCluster::new(
         kube.clone(),
-        ClusterSettings::new(
-            DefaultPoolParams {
-                cluster_name: args.cluster.clone(),
-                ..Default::default()
-            },
-            "nodewright-doctor",
-        ),
+        ClusterSettings::new(default_pool(&args.cluster), "nodewright-doctor"),
     )
     .load()
     .await
@@ -82,14 +100,14 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         ConfigOrigin::ConfigMap { namespace, name } => format!("ConfigMap {namespace}/{name}"),
         ConfigOrigin::Default => "no NodePool: the stack's default pool".to_string(),
     };
-    report.push(checks::configuration(&source, &load.problems));
+    let mut report = vec![checks::configuration(&source, &load.problems)];
     if checks::wants_spot(&load.inputs.node_pools) {
-        let iam = aws_sdk_iam::Client::new(&aws);
+        let iam = aws_sdk_iam::Client::new(aws);
         report.push(checks::spot_role(
             &role_exists(&iam, "AWSServiceRoleForEC2Spot").await,
         ));
     }
-    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(&aws), args.cluster.clone());
+    let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(aws), args.cluster.clone());
     for class in &load.inputs.node_classes {
         let subnets = ec2.subnets(&class.spec.subnet_selector_terms).await;
         let groups = ec2
@@ -106,12 +124,20 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         ));
     }
     report.push(checks::rbac(&missing_rbac(&kube).await, cluster_admin));
-    print!("{}", render(&report));
-    Ok(if report.iter().any(Check::failed) {
-        Exit::Problems
-    } else {
-        Exit::Ok
-    })
+    Ok(report)
+}
+
+/// The stack's default NodePool as the template's parameter defaults build it (a stack
+/// deployed with other values is not read), for a cluster that holds no NodePool.
+fn default_pool(cluster: &str) -> DefaultPoolParams {
+    DefaultPoolParams {
+        cluster_name: cluster.to_string(),
+        node_role: format!("nodewright-node-{cluster}"),
+        capacity_types: vec!["spot".into(), "on-demand".into()],
+        cpu_limit: Some("1000".into()),
+        ami_alias: "al2023@latest".into(),
+        ..Default::default()
+    }
 }
 
 /// `PASS  name: detail` / `FAIL  name: why` with the fix on the next line.

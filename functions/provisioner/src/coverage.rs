@@ -21,8 +21,9 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(6);
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(1);
 /// `LEASE_NAME`: the provisioner's Lease; the sweeper would take its own name.
 pub const DEFAULT_LEASE_NAME: &str = "nodewright-provisioner";
-/// `LEASE_NAMESPACE`: `kube-system` exists in every cluster; nodewright installs nothing
-/// in the cluster, so it cannot count on a namespace of its own.
+/// `LEASE_NAMESPACE`: `kube-system` exists in every cluster, and nodewright creates no
+/// namespace of its own. The least-privilege RBAC names this Lease in this namespace: a
+/// `LEASE_NAME` or `LEASE_NAMESPACE` of another value needs RBAC of its own.
 pub const DEFAULT_LEASE_NAMESPACE: &str = "kube-system";
 /// How often an invocation that does not hold the Lease looks at it again: a released
 /// Lease is taken within this.

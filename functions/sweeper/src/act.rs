@@ -269,7 +269,7 @@ where
     Ok(report)
 }
 
-/// Why `command` may no longer begin within its pool's budget, on the nodes as they are
+/// Why `command` may no longer begin within its pools' budgets, on the nodes as they are
 /// now (another function may have begun a voluntary removal since the sweep read them).
 async fn budget_now<K, E, R>(
     state: &State<K, E, R>,
@@ -285,12 +285,44 @@ where
         .nodes()
         .await
         .map_err(kube("re-reading the nodes for the budget"))?;
-    let pool = command.nodes.first().and_then(|first| {
-        let view = snapshot.nodes.iter().find(|n| &n.name == first)?;
-        let name = view.pool.as_ref()?;
-        snapshot.pools.iter().find(|p| &p.name == name)
-    });
-    Ok(pool.and_then(|p| budget_recheck(p, command.reason, &nodes, &command.nodes, now)))
+    Ok(over_budget(
+        snapshot,
+        command.reason,
+        &nodes,
+        &command.nodes,
+        now,
+    ))
+}
+
+/// [`budget_recheck`] for each pool `taking` touches.
+fn over_budget(
+    snapshot: &Snapshot,
+    reason: Reason,
+    nodes: &[Node],
+    taking: &[String],
+    now: Timestamp,
+) -> Option<String> {
+    let mut pools: Vec<&str> = taking
+        .iter()
+        .filter_map(|name| snapshot.nodes.iter().find(|n| &n.name == name))
+        .filter_map(|n| n.pool.as_deref())
+        .collect();
+    pools.sort_unstable();
+    pools.dedup();
+    pools.into_iter().find_map(|name| {
+        let pool = snapshot.pools.iter().find(|p| p.name == name)?;
+        let of_pool: Vec<String> = taking
+            .iter()
+            .filter(|t| {
+                snapshot
+                    .nodes
+                    .iter()
+                    .any(|n| &n.name == *t && n.pool.as_deref() == Some(name))
+            })
+            .cloned()
+            .collect();
+        budget_recheck(pool, reason, nodes, &of_pool, now)
+    })
 }
 
 /// Begins the removal of `name` for `command`, after the re-check just before acting.
@@ -314,6 +346,10 @@ where
         .await
         .map_err(kube("re-reading the node"))?;
     let (node, _, kept) = reread(&state.kube, &nodes, name, command.reason, now).await?;
+    // The budget once more on this read, the last before the node is taken: the
+    // command's nodes taken before it now count as disrupting.
+    let taking = [name.to_string()];
+    let kept = kept.or_else(|| over_budget(snapshot, command.reason, &nodes, &taking, now));
     if let Some(why) = kept {
         tracing::info!(node = name, why, "removal dropped at the re-check");
         report.rechecked_out.push((name.into(), why));

@@ -1,13 +1,15 @@
 //! A voluntary command's budget once more, just before it acts, on the pool's nodes as
 //! they are now. The sweep decided on the nodes it read at its start; since then another
 //! function may have begun a voluntary removal in the same pool (the interruption function
-//! following a rebalance recommendation, under the same budgets). Counted as the plan
-//! counts: a node is disrupting when tainted `nodewright.io/disrupted` or being deleted.
+//! following a rebalance recommendation, under the same budgets). A node is disrupting when
+//! tainted `nodewright.io/disrupted` or being deleted, as the plan counts it; unlike the
+//! plan, starting and not-yet-owned nodes stay in the pool's size, which can only make a
+//! percentage budget a node more lenient here than in the plan.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 
-use super::{PoolPolicy, Reason, allowed};
+use super::{PROVISIONER_NAME, PoolPolicy, Reason, allowed};
 use crate::api::labels::NODEPOOL;
 use crate::kube::tainted_for_disruption;
 
@@ -30,16 +32,21 @@ pub fn budget_recheck(
     let (mut total, mut others, mut new) = (0, 0, 0);
     for n in nodes {
         let labels = n.metadata.labels.as_ref();
-        if labels.and_then(|l| l.get(NODEPOOL)) != Some(&pool.name) {
+        let of_pool = labels
+            .and_then(|l| l.get(NODEPOOL).or_else(|| l.get(PROVISIONER_NAME)))
+            .is_some_and(|p| p == &pool.name);
+        if !of_pool {
             continue;
         }
         total += 1;
         let disrupting = tainted_for_disruption(n) || n.metadata.deletion_timestamp.is_some();
         let name = n.metadata.name.as_deref().unwrap_or_default();
-        match (taking.iter().any(|t| t == name), disrupting) {
-            (true, false) => new += 1,
-            (false, true) => others += 1,
-            _ => {}
+        // A node of the command already disrupting was taken by another removal since
+        // the sweep read it (the plan never picks one): it holds budget like any other.
+        match (disrupting, taking.iter().any(|t| t == name)) {
+            (true, _) => others += 1,
+            (false, true) => new += 1,
+            (false, false) => {}
         }
     }
     let left = allowed(budgets, reason, total, others, now);

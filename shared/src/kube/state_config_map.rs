@@ -1,5 +1,6 @@
-//! nodewright's own ConfigMap of short-lived facts (`kube-system/nodewright-state`, the one
-//! the least-privilege RBAC lets the functions create and update), as the store of what
+//! nodewright's own ConfigMap of short-lived facts (`kube-system/nodewright-state`: the
+//! least-privilege RBAC creates it and lets the functions read and update it, and only it;
+//! with cluster-admin the first write creates it), as the store of what
 //! the functions share ([`SharedState`]): unavailable offerings, and launches made outside
 //! the provisioner's Lease. Writes are read-merge-replace with the
 //! read's resourceVersion: a 409 (another function wrote in between, or created the map

@@ -47,12 +47,12 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
-    /// The answer for a path no served resource matches (a group whose CRD is absent).
     /// RBAC's refusal, with the authorizer's message.
     pub fn forbidden(message: String) -> Self {
         ApiError::new(403, "Forbidden", message)
     }
 
+    /// The answer for a path no served resource matches (a group whose CRD is absent).
     pub fn path_not_found() -> Self {
         Self::new(
             404,
