@@ -250,22 +250,54 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
         .unwrap();
 
     // A public endpoint closed to the functions' addresses, no private endpoint.
-    eks.update_cluster_config()
-        .name(CLUSTER)
-        .resources_vpc_config(
-            VpcConfigRequest::builder()
-                .endpoint_public_access(true)
-                .endpoint_private_access(false)
-                .public_access_cidrs("203.0.113.0/24")
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    public_endpoint(&eks, "203.0.113.0/24").await;
     assert_eq!(d.failing().await, ["EKS cluster"]);
     let (_, text) = d.run().await;
     assert!(
         fix_of(&text, "EKS cluster").contains("FunctionSubnetIds"),
         "{text}"
     );
+    public_endpoint(&eks, "0.0.0.0/0").await;
+
+    // Without Karpenter's CRDs and a ConfigMap, the stack's default pool is what the
+    // functions would use: valid as the template's defaults build it, and allowing spot.
+    d.world.sim.set_crds_installed(false);
+    assert_eq!(d.failing().await, Vec::<String>::new());
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("PASS  configuration: no NodePool: the stack's default pool")
+            && text.contains("PASS  spot service-linked role: "),
+        "{text}"
+    );
+    d.world.sim.set_crds_installed(true);
+
+    // A cluster doctor cannot read: what AWS answered is still reported.
+    let unreachable = d
+        .world
+        .sim
+        .kubeconfig_yaml()
+        .replace(&d.world.sim.url(), "http://127.0.0.1:9");
+    std::fs::write(&d.kubeconfig, unreachable).unwrap();
+    assert_eq!(d.failing().await, ["Kubernetes API"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("PASS  EKS cluster: ") && text.contains("PASS  node role: "),
+        "{text}"
+    );
+}
+
+/// The cluster's endpoint public only, open to `cidr`.
+async fn public_endpoint(eks: &aws_sdk_eks::Client, cidr: &str) {
+    eks.update_cluster_config()
+        .name(CLUSTER)
+        .resources_vpc_config(
+            VpcConfigRequest::builder()
+                .endpoint_public_access(true)
+                .endpoint_private_access(false)
+                .public_access_cidrs(cidr)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
 }
