@@ -5,11 +5,12 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use aws_sdk_iam::error::{ProvideErrorMetadata, SdkError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::Api;
-use nodewright::aws::{Ec2Adapter, NetworkDiscovery};
+use nodewright::aws::{Ec2Adapter, ErrorClass, NetworkDiscovery, classify};
 use nodewright::kube::{
     ClusterSettings, ConfigOrigin, ConfigSource, DefaultPoolParams, KubeCluster,
 };
@@ -207,31 +208,24 @@ async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Vec<Check> {
 async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str, cluster_admin: bool) -> Check {
     const NAME: &str = "access entries";
     let eks = aws_sdk_eks::Client::new(aws);
-    let mut principals = Vec::new();
-    let mut next = None;
-    loop {
-        let page = eks
-            .list_access_entries()
-            .cluster_name(cluster)
-            .set_next_token(next)
-            .send()
-            .await;
-        let page = match page {
-            Ok(p) => p,
-            Err(e) => {
-                return Check::fail(
-                    NAME,
-                    format!("ListAccessEntries: {}", nodewright::error_chain(&e)),
-                    "run doctor with eks:ListAccessEntries and eks:DescribeAccessEntry",
-                );
-            }
-        };
-        principals.extend(page.access_entries().iter().cloned());
-        next = page.next_token().map(str::to_string);
-        if next.is_none() {
-            break;
+    let listed = eks
+        .list_access_entries()
+        .cluster_name(cluster)
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<String>, _>>()
+        .await;
+    let principals = match listed {
+        Ok(p) => p,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("ListAccessEntries: {}", nodewright::error_chain(&e)),
+                "run doctor with eks:ListAccessEntries and eks:DescribeAccessEntry",
+            );
         }
-    }
+    };
     let mut mapped = Vec::new();
     for principal in principals {
         let entry = eks
@@ -266,40 +260,33 @@ async fn node_role(aws: &aws_config::SdkConfig, cluster: &str) -> Check {
     let iam = aws_sdk_iam::Client::new(aws);
     let name = format!("nodewright-node-{cluster}");
     let role = role_exists(&iam, &name).await;
-    let holds = match iam
+    let answer = iam
         .get_instance_profile()
         .instance_profile_name(&name)
         .send()
-        .await
-    {
-        Ok(p) => {
-            let roles = p.instance_profile().map(|p| p.roles()).unwrap_or_default();
-            if roles.iter().any(|r| r.role_name() == name) {
-                Found::Yes
-            } else {
-                Found::No
-            }
-        }
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_no_such_entity_exception()) =>
-        {
-            Found::No
-        }
-        Err(e) => Found::Unknown(nodewright::error_chain(&e)),
-    };
+        .await;
+    let holds = found(answer.map(|p| {
+        let roles = p.instance_profile().map(|p| p.roles()).unwrap_or_default();
+        roles.iter().any(|r| r.role_name() == name)
+    }));
     checks::node_role(&name, &role, &name, &holds)
 }
 
 async fn role_exists(iam: &aws_sdk_iam::Client, name: &str) -> Found {
-    match iam.get_role().role_name(name).send().await {
-        Ok(_) => Found::Yes,
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_no_such_entity_exception()) =>
-        {
-            Found::No
-        }
+    found(iam.get_role().role_name(name).send().await.map(|_| true))
+}
+
+/// An IAM lookup's answer as a finding: what is not there (by the project's one error
+/// classification, `nodewright::aws::classify`) is `No`, any other failure `Unknown`.
+fn found<E, R>(answer: Result<bool, SdkError<E, R>>) -> Found
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match answer {
+        Ok(true) => Found::Yes,
+        Ok(false) => Found::No,
+        Err(e) if classify(&e) == ErrorClass::NotFound => Found::No,
         Err(e) => Found::Unknown(nodewright::error_chain(&e)),
     }
 }

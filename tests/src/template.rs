@@ -140,6 +140,12 @@ impl Template {
         })
     }
 
+    /// The template as written, intrinsics unresolved (`!If`, `Condition`: what a
+    /// deployment decides).
+    pub fn as_written(&self) -> &Yaml {
+        &self.doc
+    }
+
     fn resource(&self, logical_id: &str) -> Result<&Yaml, TemplateError> {
         self.doc
             .get("Resources")

@@ -21,6 +21,7 @@ use nodewright_world::world::World;
 use nodewright_world::kube_sim::authz;
 use nodewright_world::kube_sim::{SimCluster, SimConfig};
 use nodewright_world::kubectl::Kubectl;
+use nodewright_world::template::Template;
 use serde_json::Value;
 
 /// Runs the RBAC line of the Makefile's `deploy` recipe as `make deploy` runs it after the
@@ -62,9 +63,8 @@ async fn make_deploy_rbac_line(kubectl: &Kubectl) -> std::process::Output {
 /// Each function's group in the access entries' `KubernetesGroups` of `template.yaml`
 /// (`!If [ClusterAdminAccess, !Ref AWS::NoValue, [group]]`), by access entry.
 fn stack_groups() -> BTreeMap<String, String> {
-    let path = nodewright_world::moto::workspace_root().join("template.yaml");
-    let text = std::fs::read_to_string(&path).expect("template.yaml");
-    let t: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let template = Template::load().expect("template.yaml renders");
+    let t = template.as_written();
     let mut groups = BTreeMap::new();
     for (name, r) in t["Resources"].as_mapping().expect("Resources") {
         let entry = &r["Properties"]["KubernetesGroups"];

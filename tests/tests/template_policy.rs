@@ -35,6 +35,18 @@ fn list(v: &Value) -> Vec<String> {
     }
 }
 
+/// [`list`] of a statement as written in the template.
+fn yaml_list(v: &serde_yaml::Value) -> Vec<String> {
+    match v {
+        serde_yaml::Value::String(s) => vec![s.clone()],
+        serde_yaml::Value::Sequence(items) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The values a condition operator (`StringEquals`) gives a key, if any.
 fn condition(statement: &Value, operator: &str, key: &str) -> Option<Vec<String>> {
     let c = statement.get("Condition")?.get(operator)?.get(key)?;
@@ -795,9 +807,8 @@ fn pass_role_is_scoped_to_this_clusters_node_roles() {
 fn a_policy_attached_only_under_a_stack_condition_also_conditions_every_mutating_statement() {
     // PrivateEndpointsPolicy (FunctionSubnetIds) attaches itself to the roles with `Roles`
     // and `Condition`, so the rendered roles above do not include it: read as written.
-    let path = nodewright_world::moto::workspace_root().join("template.yaml");
-    let text = std::fs::read_to_string(path).expect("template.yaml");
-    let t: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let template = Template::load().expect("template.yaml renders");
+    let t = template.as_written();
     let mut checked = 0;
     for (name, r) in t["Resources"].as_mapping().expect("Resources") {
         let kind = r["Type"].as_str().unwrap_or_default();
@@ -810,14 +821,7 @@ fn a_policy_attached_only_under_a_stack_condition_also_conditions_every_mutating
             .as_sequence()
             .expect("statements");
         for s in statements {
-            let actions: Vec<String> = match &s["Action"] {
-                serde_yaml::Value::String(a) => vec![a.clone()],
-                serde_yaml::Value::Sequence(l) => l
-                    .iter()
-                    .filter_map(|a| a.as_str().map(str::to_string))
-                    .collect(),
-                _ => Vec::new(),
-            };
+            let actions = yaml_list(&s["Action"]);
             checked += 1;
             assert!(
                 actions.iter().all(|a| read_only(a)) || s.get("Condition").is_some(),
@@ -839,9 +843,8 @@ fn a_policy_attached_only_under_a_stack_condition_also_conditions_every_mutating
 
 #[test]
 fn the_ebs_keys_are_usable_through_ec2_only_and_only_the_keys_named() {
-    let path = nodewright_world::moto::workspace_root().join("template.yaml");
-    let text = std::fs::read_to_string(path).expect("template.yaml");
-    let t: serde_yaml::Value = serde_yaml::from_str(&text).expect("YAML");
+    let template = Template::load().expect("template.yaml renders");
+    let t = template.as_written();
     let policy = &t["Resources"]["EbsKmsKeysPolicy"];
     assert_eq!(policy["Condition"].as_str(), Some("HasEbsKmsKeys"));
     let statements = policy["Properties"]["PolicyDocument"]["Statement"]
@@ -870,14 +873,7 @@ fn the_ebs_keys_are_usable_through_ec2_only_and_only_the_keys_named() {
             "{:?}: kms:ViaService is EC2 in the stack's region: {via:?}",
             s["Sid"]
         );
-        let listed: Vec<String> = match &s["Action"] {
-            serde_yaml::Value::String(a) => vec![a.clone()],
-            serde_yaml::Value::Sequence(l) => l
-                .iter()
-                .filter_map(|a| a.as_str().map(str::to_string))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let listed = yaml_list(&s["Action"]);
         if listed.iter().any(|a| a == "kms:CreateGrant") {
             assert_eq!(
                 s["Condition"]["Bool"]["kms:GrantIsForAWSResource"].as_str(),

@@ -216,7 +216,14 @@ where
             }
             continue;
         }
-        if let Some(why) = budget_now(state, snapshot, command, now).await? {
+        // The nodes as they are now, for the command's budget and its nodes' re-check:
+        // another function may have begun a voluntary removal since the sweep read them.
+        let fresh = state
+            .kube
+            .nodes()
+            .await
+            .map_err(kube("re-reading the nodes"))?;
+        if let Some(why) = over_budget(snapshot, command.reason, &fresh, &command.nodes, now) {
             tracing::info!(nodes = ?command.nodes, why, "command dropped at the budget's re-check");
             for name in &command.nodes {
                 report.rechecked_out.push((name.clone(), why.clone()));
@@ -227,7 +234,7 @@ where
         if launches_first(command) {
             // The nodes go together or not at all: every one is re-checked before the
             // replacement for all of them is asked for.
-            let (why, pods) = recheck_all(state, command).await?;
+            let (why, pods) = recheck_all(state, command, &fresh).await?;
             if let Some(why) = why {
                 tracing::info!(nodes = ?command.nodes, why, "consolidation dropped at the re-check");
                 for name in &command.nodes {
@@ -267,31 +274,6 @@ where
     report.kept_events = kept_events(state, &kept, nodes, now).await;
     hygiene(state, plan, &mut report).await?;
     Ok(report)
-}
-
-/// Why `command` may no longer begin within its pools' budgets, on the nodes as they are
-/// now (another function may have begun a voluntary removal since the sweep read them).
-async fn budget_now<K, E, R>(
-    state: &State<K, E, R>,
-    snapshot: &Snapshot,
-    command: &Command,
-    now: Timestamp,
-) -> Result<Option<String>, SweepError>
-where
-    K: NodeDisruption,
-{
-    let nodes = state
-        .kube
-        .nodes()
-        .await
-        .map_err(kube("re-reading the nodes for the budget"))?;
-    Ok(over_budget(
-        snapshot,
-        command.reason,
-        &nodes,
-        &command.nodes,
-        now,
-    ))
 }
 
 /// [`budget_recheck`] for each pool `taking` touches.

@@ -14,7 +14,7 @@
 
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::aws::Cloud;
 use nodewright::disruption::{Command, Kept, KeptWhy, Snapshot, price_ceiling};
 use nodewright::drain::reschedulable;
@@ -24,7 +24,7 @@ use nodewright::removal::Replacement;
 
 use super::NoReplacement;
 use super::State;
-use super::act::{Report, SweepError, kube, reread};
+use super::act::{Report, SweepError, reread};
 
 /// What a consolidation asks of the provisioning core: capacity for the pods of several
 /// nodes at once, none of which counts as capacity, launched only when it costs at most
@@ -181,23 +181,19 @@ where
 }
 
 /// Why a consolidation's nodes may not all go now (the first node's reason), and the pods
-/// of all of them as they are now.
+/// of all of them as they are now; `nodes`: the nodes as just re-read.
 pub(crate) async fn recheck_all<K, E, R>(
     state: &State<K, E, R>,
     command: &Command,
+    nodes: &[Node],
 ) -> Result<(Option<String>, Vec<Pod>), SweepError>
 where
     K: NodeDisruption,
 {
-    let nodes = state
-        .kube
-        .nodes()
-        .await
-        .map_err(kube("re-reading the nodes"))?;
     let mut all = Vec::new();
     for name in &command.nodes {
         let now = state.clock.now();
-        let (_, pods, kept) = reread(&state.kube, &nodes, name, command.reason, now).await?;
+        let (_, pods, kept) = reread(&state.kube, nodes, name, command.reason, now).await?;
         if let Some(why) = kept {
             return Ok((Some(format!("{name}: {why}")), Vec::new()));
         }
