@@ -138,7 +138,10 @@ sam-build: sam-venv
 # with the current kubectl context, which must be the stack's cluster (`aws eks
 # update-kubeconfig --name <cluster>`). The objects are inert until the stack's access
 # entries name their groups, and with KubernetesAccess=cluster-admin.
+# PARAMS: more `Name=value` overrides, offered as the guided deploy's defaults
+# (`make deploy PARAMS=TakeOverFromKarpenter=true`).
+PARAMS ?=
 deploy: sam-build
 	$(CARGO) run --quiet --locked -p nodewright-cli -- rbac | kubectl apply -f -
 	$(SAM) deploy --guided --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
-		--parameter-overrides Architecture=$(ARCH)
+		--parameter-overrides Architecture=$(ARCH) $(PARAMS)

@@ -8,6 +8,7 @@ mod doctor;
 mod eks_token;
 mod exit;
 mod explain;
+mod handback;
 mod input;
 mod load;
 mod money;
@@ -70,6 +71,10 @@ enum Command {
     /// will read it: one PASS or FAIL line per check, with the fix.
     #[command(after_help = EXIT_STATUS_HELP)]
     Doctor(doctor::Args),
+    /// Roll back from a takeover: take nodewright's removal marks off the nodes Karpenter
+    /// launched, and name nodewright's own nodes to drain (after the stack is deleted).
+    #[command(after_help = EXIT_STATUS_HELP)]
+    Handback(handback::Args),
     /// Print an ExecCredential with an EKS bearer token, like `aws eks get-token` (JSON
     /// only: kubectl's exec plugin protocol).
     #[command(after_help = EXIT_STATUS_HELP)]
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         Command::EksToken(args) => block_on(eks_token::run(args)),
         Command::Status(args) => block_on(status::run(args)),
         Command::Doctor(args) => block_on_exit(doctor::run(args)),
+        Command::Handback(args) => block_on(handback::run(args)),
     };
     exit.into()
 }

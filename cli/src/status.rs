@@ -20,8 +20,9 @@ use nodewright::scheduling::effective_requests;
 use crate::output::{Output, print_data};
 use crate::status_view::{Fleet, NodeView, PendingView, render, to_json};
 
+/// Which cluster a command reads: a kubeconfig, or EKS itself.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Args {
+pub struct Target {
     /// The kubeconfig to read (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long, conflicts_with = "cluster")]
     pub kubeconfig: Option<PathBuf>,
@@ -35,6 +36,24 @@ pub struct Args {
     /// The cluster's region with --cluster; default: the AWS config chain's.
     #[arg(long, requires = "cluster")]
     pub region: Option<String>,
+}
+
+impl Target {
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        client_for(
+            self.kubeconfig.as_deref(),
+            self.context.as_deref(),
+            self.cluster.as_deref(),
+            self.region.as_deref(),
+        )
+        .await
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub target: Target,
     /// Redraw every --interval until interrupted.
     #[arg(long)]
     pub watch: bool,
@@ -64,7 +83,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         anyhow::bail!("--watch redraws a table: use it with -o table or -o wide");
     }
     nodewright::eks::install_crypto_provider();
-    let client = client(&args).await?;
+    let client = args.target.client().await?;
     let prices: HashMap<String, f64> = bundled_instance_types()
         .context("reading the bundled catalog")?
         .into_iter()
@@ -112,16 +131,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         tokio::time::sleep(interval).await;
     }
-}
-
-async fn client(args: &Args) -> anyhow::Result<kube::Client> {
-    client_for(
-        args.kubeconfig.as_deref(),
-        args.context.as_deref(),
-        args.cluster.as_deref(),
-        args.region.as_deref(),
-    )
-    .await
 }
 
 /// A client for the cluster: through EKS when `cluster` is given (DescribeCluster, then a

@@ -16,6 +16,7 @@ pub mod provision;
 pub mod removal;
 pub mod resources;
 pub mod scheduling;
+pub mod takeover;
 pub mod telemetry;
 pub mod userdata;
 

@@ -86,6 +86,7 @@ impl World {
                     region: REGION.into(),
                 },
                 sender_id: self.senders.get("InterruptionFunction").cloned(),
+                take_over_karpenter: self.takeover_setting("InterruptionFunction")?,
             },
         })
     }

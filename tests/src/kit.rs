@@ -247,7 +247,8 @@ pub async fn sweeper_state(
         ec2,
         world.seeded.cluster.clone(),
         std::sync::Arc::new(SimNow(world.clock())),
-    ))
+    )
+    .with_takeover(world.takeover_setting("SweeperFunction")?))
 }
 
 /// The pods labelled `app: <app>` in the simulated cluster, as JSON.

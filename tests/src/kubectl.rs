@@ -43,6 +43,16 @@ pub struct Output {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Output {
+    fn from(out: std::process::Output) -> Output {
+        Output {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
 impl Output {
     /// The lines of stdout split into whitespace-separated fields (kubectl's tables pad
     /// columns with spaces; no cell in these tests contains one).
@@ -100,9 +110,15 @@ impl Kubectl {
     }
 
     pub fn command(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new(&self.binary);
+        self.configured(&self.binary, std::env::var_os("PATH").unwrap_or_default())
+    }
+
+    /// `program` with only this kubectl's environment: `path`, HOME, its kubeconfig and
+    /// discovery cache.
+    fn configured(&self, program: &Path, path: std::ffi::OsString) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
         cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("PATH", path)
             .env("HOME", &self.dir)
             .env("KUBECONFIG", self.kubeconfig())
             .env("KUBECACHEDIR", self.dir.join("cache"))
@@ -125,11 +141,27 @@ impl Kubectl {
                     path: self.binary.clone(),
                     source,
                 })?;
-        Ok(Output {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        Ok(Output::from(out))
+    }
+
+    /// Runs `line` with `sh -c`, kubectl first on the PATH with this kubectl's
+    /// configuration: a documented command line run as written.
+    pub async fn shell(&self, line: &str) -> Result<Output, KubectlError> {
+        let dir = self.binary.parent().unwrap_or(Path::new("."));
+        let mut path = std::ffi::OsString::from(dir);
+        path.push(":");
+        path.push(std::env::var_os("PATH").unwrap_or_default());
+        let out = self
+            .configured(Path::new("sh"), path)
+            .arg("-c")
+            .arg(line)
+            .output()
+            .await
+            .map_err(|source| KubectlError::Spawn {
+                path: "sh".into(),
+                source,
+            })?;
+        Ok(Output::from(out))
     }
 
     pub fn binary(&self) -> &Path {

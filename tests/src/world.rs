@@ -376,6 +376,13 @@ impl World {
         Ok(env)
     }
 
+    /// The deployed `function`'s `TAKE_OVER_KARPENTER`, as its binary would read it.
+    pub fn takeover_setting(&self, function: &str) -> anyhow::Result<bool> {
+        let deployed = self.stack.deployed.function(function)?;
+        let value = deployed.environment.get("TAKE_OVER_KARPENTER");
+        nodewright::takeover::setting_from(value.map(String::as_str)).map_err(anyhow::Error::msg)
+    }
+
     /// Replaces `{{cluster}}` in an example so its selectors find the seeded subnets.
     pub fn example(&self, name: &str) -> anyhow::Result<String> {
         let path = crate::moto::workspace_root().join("examples").join(name);

@@ -29,5 +29,6 @@ mod scale_up;
 mod soak;
 mod stack_deploy;
 mod sweeper;
+mod takeover;
 mod template_policy;
 mod template_wiring;

@@ -150,6 +150,14 @@ const REMOVER: Calls = &[
     ("GET", "/api/v1/nodes/n"),
     ("PATCH", "/api/v1/nodes/n"),
     ("DELETE", "/api/v1/nodes/n"),
+    (
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/karpenter-leader-election",
+    ),
+    (
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/karpenter/leases/karpenter-leader-election",
+    ),
 ];
 const SWEEPER: Calls = &[
     ("GET", "/apis/policy/v1/poddisruptionbudgets"),
@@ -176,6 +184,14 @@ const NONE: Calls = &[
     (
         "PUT",
         "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler",
+    ),
+    (
+        "PUT",
+        "/apis/coordination.k8s.io/v1/namespaces/karpenter/leases/karpenter-leader-election",
+    ),
+    (
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/karpenter/leases/other",
     ),
     ("GET", "/api/v1/configmaps"),
     ("POST", "/api/v1/namespaces/team-a/pods"),

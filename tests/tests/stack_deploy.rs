@@ -393,8 +393,13 @@ async fn what_moto_records_without_modelling_is_checked_in_the_deployed_template
         "AWS::SNS::Subscription",
         "AWS::Lambda::EventInvokeConfig",
     ];
-    // All false here: no FunctionSubnetIds, no AlarmEmail, no EbsKmsKeyArns.
-    let conditions_off = ["PrivateEndpoints", "HasAlarmEmail", "HasEbsKmsKeys"];
+    // All false here: no FunctionSubnetIds, no AlarmEmail, no EbsKmsKeyArns, no takeover.
+    let conditions_off = [
+        "PrivateEndpoints",
+        "HasAlarmEmail",
+        "HasEbsKmsKeys",
+        "TakesOverFromKarpenter",
+    ];
     let expected: BTreeSet<&str> = all
         .iter()
         .filter(|(_, r)| {
@@ -640,55 +645,87 @@ async fn the_makefile_s_deploy_acknowledges_the_capabilities_the_template_needs(
     assert_eq!(deployed.status, "CREATE_COMPLETE");
 }
 
+/// The documents of the managed policies attached to `role`, as IAM answers them.
+async fn attached_documents(account: &Account, role: &str) -> Vec<String> {
+    let iam = aws_sdk_iam::Client::new(&account.admin);
+    let attached = iam
+        .list_attached_role_policies()
+        .role_name(role)
+        .send()
+        .await
+        .expect("ListAttachedRolePolicies");
+    let mut documents = Vec::new();
+    for p in attached.attached_policies() {
+        let arn = p.policy_arn().expect("an ARN");
+        let policy = iam
+            .get_policy()
+            .policy_arn(arn)
+            .send()
+            .await
+            .expect("GetPolicy");
+        let version = policy
+            .policy()
+            .and_then(|p| p.default_version_id())
+            .expect("a version");
+        let document = iam
+            .get_policy_version()
+            .policy_arn(arn)
+            .version_id(version)
+            .send()
+            .await
+            .expect("GetPolicyVersion");
+        let text = document
+            .policy_version()
+            .and_then(|v| v.document())
+            .unwrap_or_default();
+        documents.push(
+            percent_encoding::percent_decode_str(text)
+                .decode_utf8_lossy()
+                .into_owned(),
+        );
+    }
+    documents
+}
+
 /// With EbsKmsKeyArns, each function's role holds the key policy, naming the keys given.
 #[tokio::test]
 async fn the_ebs_key_policy_is_attached_to_every_function_role_when_keys_are_named() {
     let key = "arn:aws:kms:us-east-1:123456789012:key/0b6f6b8e-1a2b-4c3d-9e8f-001122334455";
     let account = deployed(&[("EbsKmsKeyArns", key)]).await;
-    let iam = aws_sdk_iam::Client::new(&account.admin);
     for (function, f) in &account.stack.deployed.functions {
         let role = f.role.rsplit('/').next().expect("a role name");
-        let attached = iam
-            .list_attached_role_policies()
-            .role_name(role)
-            .send()
-            .await
-            .expect("ListAttachedRolePolicies");
-        let mut documents = Vec::new();
-        for p in attached.attached_policies() {
-            let arn = p.policy_arn().expect("an ARN");
-            let policy = iam
-                .get_policy()
-                .policy_arn(arn)
-                .send()
-                .await
-                .expect("GetPolicy");
-            let version = policy
-                .policy()
-                .and_then(|p| p.default_version_id())
-                .expect("a version");
-            let document = iam
-                .get_policy_version()
-                .policy_arn(arn)
-                .version_id(version)
-                .send()
-                .await
-                .expect("GetPolicyVersion");
-            let text = document
-                .policy_version()
-                .and_then(|v| v.document())
-                .unwrap_or_default();
-            documents.push(
-                percent_encoding::percent_decode_str(text)
-                    .decode_utf8_lossy()
-                    .into_owned(),
-            );
-        }
+        let documents = attached_documents(&account, role).await;
         assert!(
             documents
                 .iter()
                 .any(|d| d.contains("kms:CreateGrant") && d.contains(key)),
             "{function} ({role}) holds the EBS key policy: {documents:?}"
+        );
+    }
+}
+
+/// With TakeOverFromKarpenter=true, the interruption and sweeper roles may adopt
+/// Karpenter's instances; the provisioner's may not, and without the parameter none may.
+#[tokio::test]
+async fn the_takeover_policy_is_attached_to_the_removing_functions_only_when_asked() {
+    let adopts = |d: &String| d.contains("AdoptKarpenterInstances");
+    let on = deployed(&[("TakeOverFromKarpenter", "true")]).await;
+    for (function, f) in &on.stack.deployed.functions {
+        let role = f.role.rsplit('/').next().expect("a role name");
+        let documents = attached_documents(&on, role).await;
+        let want = function != "ProvisionerFunction";
+        assert_eq!(
+            documents.iter().any(adopts),
+            want,
+            "{function} ({role}): {documents:?}"
+        );
+    }
+    let off = deployed(&[]).await;
+    for f in off.stack.deployed.functions.values() {
+        let role = f.role.rsplit('/').next().expect("a role name");
+        assert!(
+            !attached_documents(&off, role).await.iter().any(adopts),
+            "{role}"
         );
     }
 }

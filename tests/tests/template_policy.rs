@@ -12,6 +12,9 @@
 //!   actions, and the ownership tag is in the request) or on owned resources for listed
 //!   keys only (`aws:TagKeys`, never the ownership key itself);
 //! - `iam:PassRole` names its roles and passes them to EC2 only.
+//!
+//! One policy writes the ownership tag on existing instances, by design: adopting
+//! Karpenter's (`TakeOverFromKarpenter`), checked on its own at the end.
 
 use serde_json::Value;
 
@@ -896,4 +899,84 @@ fn the_ebs_keys_are_usable_through_ec2_only_and_only_the_keys_named() {
             "kms:ReEncryptTo"
         ]
     );
+}
+
+/// The one exception to the ownership rules above, and only with `TakeOverFromKarpenter`:
+/// adopting Karpenter's instances of this cluster writes the ownership tag on instances
+/// that do not carry it yet. It is scoped to Karpenter's NodePool tag and this cluster's
+/// name, never to another cluster's nodewright's instances, and to exactly the keys the
+/// adoption writes (asked of `takeover::missing_tags` for an instance lacking them all).
+#[test]
+fn adoption_may_tag_only_karpenters_instances_of_this_cluster_and_only_with_the_adoption_keys() {
+    use nodewright::aws::{InstanceState, OwnedInstance};
+    use nodewright::takeover::{Hashes, missing_tags};
+    let template = Template::load().expect("template.yaml renders");
+    let t = template.as_written();
+    let policy = &t["Resources"]["KarpenterTakeoverPolicy"];
+    assert_eq!(policy["Condition"].as_str(), Some("TakesOverFromKarpenter"));
+    let roles: Vec<String> = policy["Properties"]["Roles"]
+        .as_sequence()
+        .expect("Roles")
+        .iter()
+        .map(|r| match r {
+            serde_yaml::Value::Tagged(t) => t.value.as_str().unwrap_or_default().to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(roles, ["InterruptionRole", "SweeperRole"]);
+    let statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .expect("statements");
+    assert_eq!(statements.len(), 1);
+    let s = &statements[0];
+    assert_eq!(yaml_list(&s["Action"]), ["ec2:CreateTags"]);
+    let resource = match &s["Resource"] {
+        serde_yaml::Value::Tagged(t) => t.value.as_str().unwrap_or_default().to_string(),
+        other => format!("{other:?}"),
+    };
+    assert!(resource.ends_with(":instance/*"), "{resource}");
+    let is_cluster = |v: &serde_yaml::Value| matches!(v, serde_yaml::Value::Tagged(t) if t.tag == "!Ref" && t.value.as_str() == Some("ClusterName"));
+    let c = &s["Condition"];
+    assert!(
+        is_cluster(&c["StringEquals"]["aws:ResourceTag/eks:eks-cluster-name"]),
+        "{c:?}"
+    );
+    for tag in ["karpenter.sh/nodepool", "karpenter.k8s.aws/ec2nodeclass"] {
+        let present = &c["Null"][format!("aws:ResourceTag/{tag}").as_str()];
+        assert_eq!(present.as_str(), Some("false"), "{tag}: {c:?}");
+    }
+    for key in ["aws:ResourceTag", "aws:RequestTag"] {
+        let v = &c["StringEqualsIfExists"][format!("{key}/{OWNERSHIP}").as_str()];
+        assert!(is_cluster(v), "{key}: {c:?}");
+    }
+    let mut allowed = yaml_list(&c["ForAllValues:StringEquals"]["aws:TagKeys"]);
+    allowed.sort();
+    let karpenters = OwnedInstance {
+        id: "i-1".into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        state: InstanceState::Running,
+        capacity_type: nodewright::catalog::CapacityType::OnDemand,
+        launch_time: None,
+        tags: [
+            ("karpenter.sh/nodepool", "default"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", CLUSTER),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into(),
+        private_dns_name: None,
+        subnet_id: None,
+        image_id: Some("ami-1".into()),
+        security_groups: vec!["sg-1".into()],
+    };
+    let known = Hashes {
+        nodepool: Some("p".into()),
+        nodeclass: Some("c".into()),
+        images: Some(vec!["ami-1".into()]),
+    };
+    let written: Vec<String> = missing_tags(&karpenters, CLUSTER, &known)
+        .into_keys()
+        .collect();
+    assert_eq!(allowed, written, "the policy's keys are the adoption's");
 }

@@ -8,8 +8,9 @@
 //!
 //! Commands run in a scratch directory that sees the repository's `examples/` and `shared/`,
 //! with this build's `nodewright` first on the PATH. A pipeline that reads a cluster with
-//! `kubectl`, and `nodewright status`, run against the simulated cluster (Karpenter's CRDs
-//! installed, examples/getting-started.yaml applied) with the real kubectl from `.venv`.
+//! `kubectl`, `nodewright status` and `nodewright handback` run against the simulated
+//! cluster (Karpenter's CRDs installed, examples/getting-started.yaml applied) with the
+//! real kubectl from `.venv`.
 //! `nodewright eks-token` needs AWS credentials and is the one command not run.
 
 use std::path::{Path, PathBuf};
@@ -30,9 +31,11 @@ struct Example {
 }
 
 impl Example {
-    /// Needs a cluster: reads one with kubectl, or is `status`.
+    /// Needs a cluster: reads one with kubectl, or is `status` or `handback`.
     fn in_world(&self) -> bool {
-        self.command.contains("kubectl") || self.command.contains("nodewright status")
+        ["kubectl", "nodewright status", "nodewright handback"]
+            .iter()
+            .any(|c| self.command.contains(c))
     }
 }
 

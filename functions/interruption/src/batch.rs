@@ -20,6 +20,7 @@ use nodewright::removal::{
     Advanced, Ask, Avoid, Budget, Capacity, Cause, Context, Ports, Record, RemovalError, advance,
     instance_of, record_of, record_replacement,
 };
+use nodewright::takeover::{Hashes, adopt, announce, karpenter_stopped, missing_tags};
 
 use super::State;
 use super::follow::{self, Look};
@@ -117,7 +118,7 @@ where
             .map_err(|e| nodewright::error_chain(&e))?;
         Ok::<_, String>((nodes, described))
     };
-    let (nodes, described) = match read.await {
+    let (nodes, mut described) = match read.await {
         Ok(r) => r,
         Err(why) => {
             tracing::error!(
@@ -130,6 +131,17 @@ where
             return handled;
         }
     };
+    let cluster = &state.settings.cluster;
+    let to_adopt = |i: &OwnedInstance| !missing_tags(i, cluster, &Hashes::default()).is_empty();
+    if state.settings.take_over_karpenter && described.iter().any(to_adopt) {
+        match karpenter_stopped(&state.kube, now).await {
+            Ok(()) => {
+                let done = adopt(&state.ec2, cluster, &mut described, |_| Hashes::default()).await;
+                announce(&state.kube, &nodes, &described, &done).await;
+            }
+            Err(why) => tracing::warn!(why, "not adopting Karpenter's instances"),
+        }
+    }
     let owned = |id: &str| {
         described
             .iter()

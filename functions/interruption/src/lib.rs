@@ -45,6 +45,10 @@ pub struct Settings {
     /// STS GetCallerIdentity): a follow-up sent by anyone else is ignored as suspicious.
     /// `None` accepts every follow-up (a test of the handler alone).
     pub sender_id: Option<String>,
+    /// Adopt an instance Karpenter launched for this cluster when an event names it (the
+    /// template's `TakeOverFromKarpenter`; see [`nodewright::takeover`]), so a warning that
+    /// comes before the sweeper's adoption pass is still acted on.
+    pub take_over_karpenter: bool,
 }
 
 /// Clients built once per cold start, borrowed by every invocation.

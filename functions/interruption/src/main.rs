@@ -7,6 +7,8 @@
 //! - `NODE_INSTANCE_PROFILE`, `NODE_ROLE`, `DEFAULT_CAPACITY_TYPES`, `DEFAULT_CPU_LIMIT`,
 //!   `DEFAULT_AMI_ALIAS`: as the provisioner's, since replacements launch through the same
 //!   provisioning core.
+//! - `TAKE_OVER_KARPENTER`: `true` adopts an instance Karpenter launched for the cluster
+//!   when an event names it (the template's `TakeOverFromKarpenter`).
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
@@ -73,6 +75,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             cluster: cluster_name,
             origin: Origin { account, region },
             sender_id: Some(sender_id),
+            take_over_karpenter: nodewright::takeover::setting_from(
+                lookup("TAKE_OVER_KARPENTER").as_deref(),
+            )?,
         },
     };
     let state = &state;

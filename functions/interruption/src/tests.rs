@@ -209,8 +209,16 @@ impl PodEviction for Fake {
     }
 }
 
+impl nodewright::kube::KarpenterLeader for Fake {
+    async fn karpenter_leases(
+        &self,
+    ) -> Result<Vec<k8s_openapi::api::coordination::v1::Lease>, KubeError> {
+        Ok(Vec::new())
+    }
+}
+
 impl NodeRemoval for Fake {
-    async fn delete_node(&self, node: &str) -> Result<bool, KubeError> {
+    async fn delete_node(&self, node: &str, _instance_gone: bool) -> Result<bool, KubeError> {
         self.log.push(format!("delete node {node}"));
         Ok(self.nodes.lock().unwrap().remove(node).is_some())
     }
@@ -250,6 +258,8 @@ fn described(id: &str, state: InstanceState) -> OwnedInstance {
         tags: [("nodewright.io/cluster".to_string(), CLUSTER.to_string())].into(),
         private_dns_name: None,
         subnet_id: None,
+        image_id: None,
+        security_groups: Vec::new(),
     }
 }
 
@@ -262,6 +272,9 @@ impl InstanceOwnership for Fake {
             .filter(|id| (0..n.max(20)).any(|i| instance(i) == **id))
             .map(|id| described(id, InstanceState::Running))
             .collect())
+    }
+    async fn list_karpenter(&self) -> Result<Vec<OwnedInstance>, AwsError> {
+        Ok(Vec::new())
     }
 }
 
@@ -347,6 +360,7 @@ fn state(f: &Fake) -> State<Fake, Fake, Fake, Fake> {
                 region: "us-east-1".into(),
             },
             sender_id: Some(ME.into()),
+            take_over_karpenter: false,
         },
     }
 }

@@ -82,6 +82,10 @@ pub const TAKE_OVER_AFTER: Duration = Duration::from_secs(180);
 pub struct Report {
     /// Set when another sweeper held the Lease: nothing was done.
     pub skipped: Option<String>,
+    /// Instances Karpenter launched that became this cluster's in this sweep.
+    pub adopted: Vec<String>,
+    /// Why no instance of Karpenter's was adopted (it still runs, or that cannot be read).
+    pub adoption_paused: Option<String>,
     pub commands: Vec<Command>,
     pub marked_empty: Vec<String>,
     pub unmarked: Vec<String>,
@@ -514,7 +518,7 @@ where
             }
             state
                 .kube
-                .delete_node(&orphan.node)
+                .delete_node(&orphan.node, true)
                 .await
                 .map_err(kube("deleting an orphan node"))?;
             tracing::warn!(

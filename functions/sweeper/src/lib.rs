@@ -18,6 +18,7 @@ mod pool_status;
 mod profiles;
 mod repair;
 mod replacement;
+mod takeover;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -85,6 +86,9 @@ pub struct State<K, E, R = NoReplacement> {
     pub profiles: Option<Box<dyn CollectProfiles>>,
     /// Node repair (the template's `NodeRepair`); off by default, as Karpenter's gate.
     pub node_repair: bool,
+    /// Adopt the instances Karpenter launched for this cluster (the template's
+    /// `TakeOverFromKarpenter`; see [`nodewright::takeover`]); off by default.
+    pub take_over_karpenter: bool,
     /// The NodePool statuses this container last wrote, so an unchanged one is not
     /// written again.
     pub pool_status: std::sync::Mutex<HashMap<String, Value>>,
@@ -110,6 +114,7 @@ impl<K, E> State<K, E> {
             replacer: None,
             profiles: None,
             node_repair: false,
+            take_over_karpenter: false,
         }
     }
 }
@@ -134,6 +139,7 @@ impl<K, E, R> State<K, E, R> {
             replacer: Some(replacer),
             profiles: self.profiles,
             node_repair: self.node_repair,
+            take_over_karpenter: self.take_over_karpenter,
         }
     }
 
@@ -146,6 +152,12 @@ impl<K, E, R> State<K, E, R> {
     /// Repairs unhealthy nodes (see [`State::node_repair`]).
     pub fn with_node_repair(mut self, on: bool) -> Self {
         self.node_repair = on;
+        self
+    }
+
+    /// Adopts Karpenter's instances (see [`State::take_over_karpenter`]).
+    pub fn with_takeover(mut self, on: bool) -> Self {
+        self.take_over_karpenter = on;
         self
     }
 
@@ -270,11 +282,24 @@ where
             "listing pending pods failed; consolidating without their room booked"
         ),
     }
-    let instances = state
+    let (pools, classes, _) = usable(&config.inputs, &config.problems);
+    let config_now = takeover::Config {
+        pools: &pools,
+        classes: &classes,
+    };
+    let adoption = takeover::adopt_karpenters(state, &nodes, config_now).await;
+    let adopted = adoption.adopted;
+    let mut instances = state
         .ec2
         .list_owned()
         .await
         .map_err(act::aws("listing this cluster's instances"))?;
+    // EC2's tag filters may not see the tags just written yet.
+    for i in &adopted {
+        if !instances.iter().any(|o| o.id == i.id) {
+            instances.push(i.clone());
+        }
+    }
     label_nodes(state, &mut nodes, &instances).await;
     let daemon_sets = state
         .kube
@@ -331,7 +356,6 @@ where
     problems.extend(sim_problems);
     // Drift needs what a launch would use now, which only the provisioning core knows.
     if let Some(resolver) = &state.replacer {
-        let (pools, classes, _) = usable(&config.inputs, &config.problems);
         drift::mark_drifted(
             &mut snapshot,
             &nodes,
@@ -355,6 +379,8 @@ where
     }
     let plan = plan_disruption(&snapshot, now);
     let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
+    report.adopted = adopted.into_iter().map(|i| i.id).collect();
+    report.adoption_paused = adoption.paused;
     floor::launch_floors(state, &snapshot, now, &mut report).await;
     if let Some(profiles) = &state.profiles {
         report.profiles_deleted = profiles.collect(&config, now).await;

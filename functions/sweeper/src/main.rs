@@ -7,6 +7,8 @@
 //!   nor the ConfigMap hold one) is the same one it provisions for, and the replacement
 //!   an expired or drifted node gets before it drains launches as the provisioner would.
 //! - `NODE_REPAIR`: `true` replaces unhealthy nodes (the template's `NodeRepair`).
+//! - `TAKE_OVER_KARPENTER`: `true` adopts the instances Karpenter launched for the cluster
+//!   (the template's `TakeOverFromKarpenter`).
 //! - `KUBECONFIG`: when set, the Kubernetes client comes from it (local runs) instead of
 //!   an EKS token.
 
@@ -37,6 +39,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let env = FunctionEnv::from_lookup(|name| std::env::var(name).ok())?;
     let node_repair =
         nodewright_sweeper::node_repair_from(std::env::var("NODE_REPAIR").ok().as_deref())?;
+    let takeover =
+        nodewright::takeover::setting_from(std::env::var("TAKE_OVER_KARPENTER").ok().as_deref())?;
     let cluster_name = env.cluster_name.clone();
     telemetry::install(&cluster_name, Function::Sweeper)?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -77,6 +81,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .with_lease(elector)
         .with_profile_collection(profiles)
         .with_node_repair(node_repair)
+        .with_takeover(takeover)
         .with_replacer(tokio::sync::Mutex::new(provisioner));
     let state = &state;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {

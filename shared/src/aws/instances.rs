@@ -50,6 +50,10 @@ pub struct OwnedInstance {
     pub private_dns_name: Option<String>,
     /// The subnet it runs in (drift: a subnet its class no longer selects).
     pub subnet_id: Option<String>,
+    /// The AMI and security groups it runs with, as EC2 describes them: what an instance
+    /// nodewright adopts is tagged with for drift (its own launches carry the launch's).
+    pub image_id: Option<String>,
+    pub security_groups: Vec<String>,
 }
 
 /// What [`InstanceInventory::terminate`] did with each id.
@@ -88,6 +92,12 @@ fn owned_instance(i: &Instance) -> Option<OwnedInstance> {
         tags: tag_map(i.tags()),
         private_dns_name: i.private_dns_name.clone().filter(|n| !n.is_empty()),
         subnet_id: i.subnet_id.clone().filter(|s| !s.is_empty()),
+        image_id: i.image_id.clone().filter(|s| !s.is_empty()),
+        security_groups: i
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.group_id.clone())
+            .collect(),
     })
 }
 
@@ -255,6 +265,8 @@ mod tests {
                 .collect(),
             private_dns_name: None,
             subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
         }
     }
 

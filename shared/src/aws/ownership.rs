@@ -3,6 +3,7 @@
 //! describing them for about an hour), so a `terminated` notification can still be checked.
 
 use super::Ec2Adapter;
+use super::convert::filter;
 use super::errors::AwsError;
 use super::instances::OwnedInstance;
 
@@ -13,6 +14,10 @@ pub trait InstanceOwnership: Send + Sync {
         &self,
         ids: &[String],
     ) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send;
+    /// The instances Karpenter launched for this cluster (its NodePool and EC2NodeClass tags
+    /// and `eks:eks-cluster-name=<cluster>`, as Karpenter lists them) that are pending or
+    /// running, adopted or not (see [`crate::takeover`]).
+    fn list_karpenter(&self) -> impl Future<Output = Result<Vec<OwnedInstance>, AwsError>> + Send;
 }
 
 impl InstanceOwnership for Ec2Adapter {
@@ -25,6 +30,28 @@ impl InstanceOwnership for Ec2Adapter {
             .set_values(Some(ids.to_vec()))
             .build();
         self.describe(vec![filter]).await
+    }
+
+    async fn list_karpenter(&self) -> Result<Vec<OwnedInstance>, AwsError> {
+        self.describe(vec![
+            filter(
+                &format!("tag:{}", crate::provision::launch::EKS_CLUSTER_NAME_TAG),
+                std::slice::from_ref(&self.cluster),
+            ),
+            filter(
+                "tag-key",
+                &[crate::takeover::KARPENTER_NODEPOOL_TAG.to_string()],
+            ),
+            filter(
+                "tag-key",
+                &[crate::takeover::KARPENTER_NODECLASS_TAG.to_string()],
+            ),
+            filter(
+                "instance-state-name",
+                &["pending".to_string(), "running".to_string()],
+            ),
+        ])
+        .await
     }
 }
 

@@ -12,6 +12,7 @@ use super::cluster::{FIELD_MANAGER, KubeCluster};
 use super::drain_ports::{Eviction, NodeRemoval, PodEviction};
 use super::error::KubeError;
 use super::ports::PodRef;
+use crate::takeover::KARPENTER_TERMINATION_FINALIZER;
 
 /// The grace to ask for, and the pod's uid as a precondition when known: a pod re-created
 /// under the same name since it was read (a StatefulSet's) is another pod, which the API
@@ -95,8 +96,81 @@ impl PodEviction for KubeCluster {
     }
 }
 
+impl KubeCluster {
+    /// A Node kept after its DELETE by Karpenter's termination finalizer (a node nodewright
+    /// adopted) would stay Terminating while Karpenter is stopped. Called once EC2 reports
+    /// the instance shutting down or terminated, as Karpenter's own termination releases it
+    /// once the instance goes. Written with the resourceVersion last read; a conflict reads
+    /// the Node again.
+    async fn release_karpenter_finalizer(
+        &self,
+        api: &Api<Node>,
+        mut node: Node,
+    ) -> Result<(), KubeError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let resource = format!("nodes/{name}");
+        const ATTEMPTS: u32 = 3;
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 || node.metadata.resource_version.is_none() {
+                match self
+                    .settings
+                    .retry
+                    .run("get", &resource, || api.get(&name))
+                    .await
+                {
+                    Ok(n) => node = n,
+                    Err(e) if e.is_not_found() => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+            let Some(patch) = finalizer_release(&node) else {
+                return Ok(());
+            };
+            let pp = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            let patch = Patch::Merge(&patch);
+            match self
+                .settings
+                .retry
+                .run("patch", &resource, || api.patch(&name, &pp, &patch))
+                .await
+            {
+                Err(e) if e.is_conflict() => continue,
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => return other.map(|_| ()),
+            }
+        }
+        Err(KubeError::Conflict {
+            node: name,
+            attempts: ATTEMPTS,
+        })
+    }
+}
+
+/// The merge patch that takes Karpenter's termination finalizer off `node`, guarded by the
+/// resourceVersion read; `None` when it does not carry it.
+fn finalizer_release(node: &Node) -> Option<serde_json::Value> {
+    let finalizers = node.metadata.finalizers.as_deref().unwrap_or_default();
+    if !finalizers
+        .iter()
+        .any(|f| f == KARPENTER_TERMINATION_FINALIZER)
+    {
+        return None;
+    }
+    let rest: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| *f != KARPENTER_TERMINATION_FINALIZER)
+        .collect();
+    Some(json!({"metadata": {
+        "finalizers": rest,
+        "resourceVersion": node.metadata.resource_version,
+    }}))
+}
+
 impl NodeRemoval for KubeCluster {
-    async fn delete_node(&self, node: &str) -> Result<bool, KubeError> {
+    async fn delete_node(&self, node: &str, instance_gone: bool) -> Result<bool, KubeError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let resource = format!("nodes/{node}");
         let dp = DeleteParams::default();
@@ -106,7 +180,13 @@ impl NodeRemoval for KubeCluster {
             .run("delete", &resource, || api.delete(node, &dp))
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(deleted) => {
+                // Still there: held by a finalizer, marked for deletion.
+                if let (Some(kept), true) = (deleted.left(), instance_gone) {
+                    self.release_karpenter_finalizer(&api, kept).await?;
+                }
+                Ok(true)
+            }
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
@@ -126,5 +206,42 @@ impl NodeRemoval for KubeCluster {
             .run("patch", &resource, || api.patch(node, &pp, &patch))
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(finalizers: &[&str]) -> Node {
+        serde_json::from_value(json!({"metadata": {
+            "name": "n", "resourceVersion": "7", "finalizers": finalizers,
+        }}))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_karpenters_finalizer_comes_off_and_only_at_the_version_read() {
+        let cases = [
+            (vec![], None),
+            (vec!["example.com/keep"], None),
+            (
+                vec![KARPENTER_TERMINATION_FINALIZER],
+                Some(json!({"metadata": {"finalizers": [], "resourceVersion": "7"}})),
+            ),
+            (
+                vec!["example.com/keep", KARPENTER_TERMINATION_FINALIZER],
+                Some(
+                    json!({"metadata": {"finalizers": ["example.com/keep"], "resourceVersion": "7"}}),
+                ),
+            ),
+        ];
+        for (finalizers, want) in cases {
+            assert_eq!(
+                finalizer_release(&node(&finalizers)),
+                want,
+                "{finalizers:?}"
+            );
+        }
     }
 }

@@ -34,8 +34,15 @@ pub trait PodEviction: Send + Sync {
 }
 
 pub trait NodeRemoval: Send + Sync {
-    /// Deletes the Node object; `false` when it was already gone.
-    fn delete_node(&self, node: &str) -> impl Future<Output = Result<bool, KubeError>> + Send;
+    /// Deletes the Node object; `false` when it was already gone. `instance_gone`: EC2
+    /// reports its instance shutting down or terminated, the moment Karpenter releases its
+    /// termination finalizer, so the Node of an adopted instance is released too; otherwise
+    /// such a Node stays Terminating until a later removal step finds the instance gone.
+    fn delete_node(
+        &self,
+        node: &str,
+        instance_gone: bool,
+    ) -> impl Future<Output = Result<bool, KubeError>> + Send;
     /// Sets one annotation on the node (a marker that work was done, for idempotency).
     fn annotate_node(
         &self,

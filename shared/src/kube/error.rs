@@ -18,8 +18,8 @@ pub enum KubeError {
         #[source]
         source: ::kube::Error,
     },
-    /// A taint could not be added because the node kept changing under us.
-    #[error("taint nodes/{node}: the node changed {attempts} times while being patched")]
+    /// A node could not be written (a taint, a finalizer) because it kept changing under us.
+    #[error("patch nodes/{node}: the node changed {attempts} times while being written")]
     Conflict { node: String, attempts: u32 },
 }
 

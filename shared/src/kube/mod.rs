@@ -13,6 +13,7 @@ mod drain_ports;
 mod error;
 mod events;
 mod existing;
+mod karpenter_leader;
 mod pending;
 mod ports;
 mod provider_id;
@@ -33,6 +34,7 @@ pub use events::{REPORTING_CONTROLLER, event_name};
 pub use existing::{
     InFlight, Readiness, existing_nodes, in_flight_name, readiness, tainted_for_disruption,
 };
+pub use karpenter_leader::KarpenterLeader;
 pub use pending::{
     BOUND_FIELD_SELECTOR, PENDING_FIELD_SELECTOR, group_by_node, holds_resources, is_provisionable,
 };
@@ -41,6 +43,6 @@ pub use ports::{
     PendingPodWatch, PodRef, PodSource, PoolStatusSink,
 };
 pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
-pub use removal_marks::{Marks, RemovalMarks, removal_patch};
+pub use removal_marks::{EXCLUDED_BY_REMOVAL, Marks, RemovalMarks, removal_patch};
 pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

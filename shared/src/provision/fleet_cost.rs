@@ -81,6 +81,8 @@ mod tests {
             tags: Default::default(),
             private_dns_name: None,
             subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
         }
     }
 

@@ -156,6 +156,8 @@ mod tests {
             tags,
             private_dns_name: None,
             subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
         }
     }
 

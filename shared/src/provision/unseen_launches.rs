@@ -40,6 +40,8 @@ impl UnseenLaunches {
             tags,
             private_dns_name: None,
             subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
         };
         self.launched
             .insert(InstanceId::new(instance.id.clone()), (owned, at));
@@ -142,6 +144,8 @@ mod tests {
             tags: BTreeMap::new(),
             private_dns_name: None,
             subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
         }
     }
 

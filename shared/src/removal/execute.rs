@@ -406,11 +406,12 @@ where
                         crate::telemetry::node_terminated(reason);
                     }
                 }
-                delete_node(kube, name, pods, reason).await?;
+                delete_node(kube, name, instance_id.is_some(), pods, reason).await?;
                 out.removed = true;
                 crate::telemetry::removal_outcome("instance-gone");
             }
             Act::Terminate => {
+                let mut instance_gone = false;
                 if let Some(id) = instance_id {
                     let outcome = ec2
                         .terminate(&[id.to_string()])
@@ -426,8 +427,9 @@ where
                     if !outcome.terminated.is_empty() {
                         crate::telemetry::node_terminated(reason);
                     }
+                    instance_gone = !outcome.terminated.is_empty() || !outcome.gone.is_empty();
                 }
-                kube.delete_node(name)
+                kube.delete_node(name, instance_gone)
                     .await
                     .map_err(kube_err("deleting the node"))?;
                 out.removed = true;
@@ -447,6 +449,7 @@ where
 async fn delete_node<K: NodeDisruption>(
     kube: &K,
     name: &str,
+    instance_gone: bool,
     pods: &[Pod],
     reason: &str,
 ) -> Result<(), RemovalError> {
@@ -471,7 +474,7 @@ async fn delete_node<K: NodeDisruption>(
             .await
             .map_err(kube_err("deleting a pod of the removed node"))?;
     }
-    kube.delete_node(name)
+    kube.delete_node(name, instance_gone)
         .await
         .map_err(kube_err("deleting the node"))?;
     Ok(())

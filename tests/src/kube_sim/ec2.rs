@@ -1,11 +1,12 @@
-//! [`CloudView`] over EC2: the instances tagged `nodewright.io/cluster=<cluster>`, with their
+//! [`CloudView`] over EC2: the instances tagged `nodewright.io/cluster=<cluster>`, and those
+//! Karpenter launched for the cluster (a Karpenter-shaped fleet, for the takeover), with their
 //! user data (from DescribeInstanceAttribute, or from the launch template they were launched
 //! from when the instance itself reports none).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use aws_sdk_ec2::types::{Filter, InstanceAttributeName};
+use aws_sdk_ec2::types::InstanceAttributeName;
 use base64::Engine as _;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
@@ -14,6 +15,9 @@ use super::cloud::{CloudView, CloudViewError, InstanceState, SimInstance};
 
 /// Ownership tag nodewright puts on every instance it launches (DESIGN.md).
 pub const CLUSTER_TAG: &str = "nodewright.io/cluster";
+/// What Karpenter tags its instances with: the cluster's name and its NodePool.
+const EKS_CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
+const KARPENTER_NODEPOOL_TAG: &str = "karpenter.sh/nodepool";
 /// Tags EC2 adds to instances launched from a launch template (CreateFleet, RunInstances).
 const LT_ID_TAG: &str = "aws:ec2launchtemplate:id";
 const LT_VERSION_TAG: &str = "aws:ec2launchtemplate:version";
@@ -57,19 +61,19 @@ impl Ec2CloudView {
         }
     }
 
+    /// Whether an instance with `tags` bootstraps into this cluster: nodewright's, or
+    /// Karpenter's (its NodePool tag and the cluster's name).
+    fn joins(&self, tags: &BTreeMap<String, String>) -> bool {
+        let tag = |k: &str| tags.get(k).map(String::as_str);
+        tag(CLUSTER_TAG) == Some(&self.cluster)
+            || (tag(EKS_CLUSTER_NAME_TAG) == Some(&self.cluster)
+                && tags.contains_key(KARPENTER_NODEPOOL_TAG))
+    }
+
+    /// The instances that join this cluster, read in one call (their tags decide).
     async fn list(&self) -> Result<Vec<SimInstance>, CloudViewError> {
         let mut out = Vec::new();
-        let mut pages = self
-            .client
-            .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name(format!("tag:{CLUSTER_TAG}"))
-                    .values(&self.cluster)
-                    .build(),
-            )
-            .into_paginator()
-            .send();
+        let mut pages = self.client.describe_instances().into_paginator().send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| failed("DescribeInstances failed".into(), e))?;
             for inst in page.reservations().iter().flat_map(|r| r.instances()) {
@@ -90,6 +94,9 @@ impl Ec2CloudView {
                         Some((t.key()?.to_string(), t.value().unwrap_or("").to_string()))
                     })
                     .collect();
+                if !self.joins(&tags) {
+                    continue;
+                }
                 let launch_time = inst
                     .launch_time()
                     .and_then(|t| Timestamp::from_second(t.secs()).ok())

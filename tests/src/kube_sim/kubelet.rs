@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::clock::{elapsed, format_ts, parse_ts};
 use super::cloud::{InstanceCapacity, InstanceState, NodeCapacity, SimInstance};
+use super::finalizers;
 use super::podspec::{NOT_READY, UNREACHABLE};
 use super::resources::{NODES, PODS};
 use super::scheduler::set_condition;
@@ -157,8 +158,12 @@ fn lose_node(
     );
     if gone
         && ready_since(node).is_some_and(|t| elapsed(t, removal_delay, now))
-        // With the garbage collector: the node's Lease goes with it.
-        && store.delete_cascade(NODES, "", &name).is_ok()
+        // With the garbage collector: the node's Lease goes with it. A finalizer keeps the
+        // Node, marked, and its pods with it, until its owner removes the finalizer.
+        && matches!(
+            finalizers::delete(store, NODES, "", &name, ts, false),
+            Ok(finalizers::Deletion::Gone(_))
+        )
     {
         // Pod GC deletes the pods of a node that no longer exists.
         let orphans: Vec<(String, String)> = store

@@ -10,11 +10,14 @@
 //! controller's PodDisruptionBudget status, the scheduler, and pod start-up, and the end of
 //! Terminating pods: a pod a node runs is deleted gracefully
 //! (`deletionTimestamp` + `deletionGracePeriodSeconds`, gone once its grace has run out on
-//! the clock; see `graceful.rs`).
+//! the clock; see `graceful.rs`). Any other object with finalizers is only marked by a
+//! DELETE and goes once a write removes the last of them (`finalizers.rs`).
 //!
-//! Watch is served by re-listing (see `watch.rs`). Not simulated: server-side apply field management (apply is a merge patch),
-//! admission (quotas, limit ranges, pod security), finalizers (ignored), namespace lifecycle (objects may be created in any
-//! namespace), aggregated discovery, authentication and RBAC, and protobuf.
+//! Watch is served by re-listing (see `watch.rs`). Authentication (EKS tokens and access
+//! entries) and RBAC are enforced (`eks_auth.rs`, `authz.rs`). Not simulated: server-side
+//! apply field management (apply is a merge patch), admission (quotas, limit ranges, pod
+//! security), namespace lifecycle (objects may be created in any namespace), aggregated
+//! discovery, and protobuf.
 
 // Handlers return `Result<_, ApiError>` whose error is the HTTP answer itself (status,
 // reason, message, headers); boxing it in every handler would only add noise to a test
@@ -32,6 +35,7 @@ pub mod eks_auth;
 mod event_view;
 mod eviction;
 mod faults;
+mod finalizers;
 mod graceful;
 mod jsonpath;
 mod kubelet;

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::authz::{self, Identity};
 use super::event_view;
 use super::faults::RequestFacts;
+use super::finalizers::{self, Deletion};
 use super::graceful;
 use super::openapi;
 use super::patch::{self, PatchKind};
@@ -398,7 +399,11 @@ fn resource(
             patch_object(store, now, t.res, &ns, name, how, ct, body, strict)
         }
         ("DELETE", Some(name), None) => {
-            let gone = delete_one(store, now, t.res, &ns, name, q, body)?;
+            let gone = match delete_one(store, now, t.res, &ns, name, q, body)? {
+                // Kept for its finalizers: the answer is the object, marked.
+                Deletion::Finalizing(marked) => return Ok((200, marked)),
+                Deletion::Gone(gone) => gone,
+            };
             if t.res == PODS {
                 // Pods answer with the object they were; other kinds with a success Status.
                 return Ok((200, gone));
@@ -475,13 +480,14 @@ fn delete_one(
     name: &str,
     q: &BTreeMap<String, String>,
     body: &[u8],
-) -> Result<Value, ApiError> {
+) -> Result<Deletion, ApiError> {
     let options = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
     check_preconditions(&RESOURCES[res], name, store.get(res, ns, name)?, &options)?;
     if res == PODS {
         let grace = graceful::requested_grace(q, &options);
         let forbidden = |s: &Store| super::subresources::budget_check(s, ns, name).is_err();
-        return pod_removals::delete(store, (ns, name), grace, now, Via::Delete, forbidden);
+        return pod_removals::delete(store, (ns, name), grace, now, Via::Delete, forbidden)
+            .map(Deletion::Gone);
     }
     let body_policy = options
         .get("propagationPolicy")
@@ -489,11 +495,7 @@ fn delete_one(
         .map(String::from);
     let orphan = q.get("propagationPolicy").map(String::as_str) == Some("Orphan")
         || body_policy.as_deref() == Some("Orphan");
-    if orphan {
-        store.delete(res, ns, name)
-    } else {
-        store.delete_cascade(res, ns, name)
-    }
+    finalizers::delete(store, res, ns, name, now, orphan)
 }
 
 /// DeleteOptions `preconditions`: a delete (or an eviction, whose DeleteOptions carry them)

@@ -324,6 +324,9 @@ impl Store {
         }
         put_meta(&mut new, meta);
         self.objects.insert(key, new.clone());
+        if super::finalizers::released(r, &new) {
+            let _ = self.delete_cascade(r, ns, name);
+        }
         Ok(new)
     }
 

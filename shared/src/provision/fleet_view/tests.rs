@@ -21,6 +21,8 @@ fn listed(id: &str) -> OwnedInstance {
         tags: BTreeMap::new(),
         private_dns_name: None,
         subnet_id: None,
+        image_id: None,
+        security_groups: Vec::new(),
     }
 }
 

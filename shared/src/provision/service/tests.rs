@@ -334,6 +334,8 @@ impl InstanceInventory for FakeAws {
                 tags: BTreeMap::new(),
                 private_dns_name: None,
                 subnet_id: None,
+                image_id: None,
+                security_groups: Vec::new(),
             })
             .collect())
     }
