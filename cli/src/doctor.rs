@@ -12,8 +12,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::Api;
 use nodewright::aws::{Ec2Adapter, ErrorClass, NetworkDiscovery, classify};
 use nodewright::kube::{
-    ClusterSettings, ConfigOrigin, ConfigSource, DefaultPoolParams, KubeCluster,
+    ClusterSettings, ConfigOrigin, ConfigSource, DefaultPoolParams, KarpenterLeader, KubeCluster,
 };
+use nodewright::provision::launch::EKS_CLUSTER_NAME_TAG;
+use nodewright::takeover::{KARPENTER_NODECLASS_TAG, KARPENTER_NODEPOOL_TAG, karpenter_running};
 
 use crate::exit::Exit;
 
@@ -89,13 +91,14 @@ async fn cluster_checks(
         args.region.as_deref(),
     )
     .await?;
-    let load = KubeCluster::new(
+    let reader = KubeCluster::new(
         kube.clone(),
         ClusterSettings::new(default_pool(&args.cluster), "nodewright-doctor"),
-    )
-    .load()
-    .await
-    .context("reading the configuration from the cluster")?;
+    );
+    let load = reader
+        .load()
+        .await
+        .context("reading the configuration from the cluster")?;
     let source = match &load.source {
         ConfigOrigin::Crds => "Karpenter's CRDs".to_string(),
         ConfigOrigin::ConfigMap { namespace, name } => format!("ConfigMap {namespace}/{name}"),
@@ -125,7 +128,61 @@ async fn cluster_checks(
         ));
     }
     report.push(checks::rbac(&missing_rbac(&kube).await, cluster_admin));
+    let running = reader
+        .karpenter_leases()
+        .await
+        .map(|leases| karpenter_running(&leases, jiff::Timestamp::now()))
+        .map_err(|e| nodewright::error_chain(&e));
+    let fleet = karpenter_fleet(&aws_sdk_ec2::Client::new(aws), &args.cluster).await;
+    report.push(checks::karpenter(&running, &fleet));
     Ok(report)
+}
+
+/// Karpenter's running instances of `cluster`: by its NodePool tag and the cluster tag every
+/// Karpenter version writes, then sorted by whether adoption can take them.
+async fn karpenter_fleet(
+    ec2: &aws_sdk_ec2::Client,
+    cluster: &str,
+) -> Result<checks::KarpenterFleet, String> {
+    let filter = |name: String, values: &[&str]| {
+        aws_sdk_ec2::types::Filter::builder()
+            .name(name)
+            .set_values(Some(values.iter().map(|v| v.to_string()).collect()))
+            .build()
+    };
+    let reservations = ec2
+        .describe_instances()
+        .filters(filter(
+            format!("tag:kubernetes.io/cluster/{cluster}"),
+            &["owned"],
+        ))
+        .filters(filter("tag-key".into(), &[KARPENTER_NODEPOOL_TAG]))
+        .filters(filter(
+            "instance-state-name".into(),
+            &["pending", "running"],
+        ))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await
+        .map_err(|e| nodewright::error_chain(&e))?;
+    let mut fleet = checks::KarpenterFleet::default();
+    for i in reservations.iter().flat_map(|r| r.instances()) {
+        let tag = |k: &str| i.tags().iter().any(|t| t.key() == Some(k));
+        let named = i
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some(EKS_CLUSTER_NAME_TAG) && t.value() == Some(cluster));
+        if named && tag(KARPENTER_NODECLASS_TAG) {
+            fleet.adoptable += 1;
+        } else {
+            fleet
+                .not_adoptable
+                .push(i.instance_id().unwrap_or_default().to_string());
+        }
+    }
+    Ok(fleet)
 }
 
 /// The stack's default NodePool as the template's parameter defaults build it (a stack

@@ -274,5 +274,56 @@ pub fn rbac(missing: &[String], cluster_admin: bool) -> Check {
     )
 }
 
+/// Karpenter's instances of the cluster that are still running, as doctor counts them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KarpenterFleet {
+    /// With the tags adoption needs (`takeover::karpenters`).
+    pub adoptable: usize,
+    /// Its NodePool tag and `kubernetes.io/cluster/<cluster>=owned`, without the rest
+    /// (launched before Karpenter v1 wrote `eks:eks-cluster-name`).
+    pub not_adoptable: Vec<String>,
+}
+
+/// Whether Karpenter is out of the way: its controller not running (two autoscalers would
+/// launch for the same pods, and a takeover adopts nothing meanwhile), and every instance it
+/// launched one that `TakeOverFromKarpenter` can adopt.
+pub fn karpenter(
+    running: &Result<Option<String>, String>,
+    fleet: &Result<KarpenterFleet, String>,
+) -> Check {
+    const NAME: &str = "Karpenter";
+    match (running, fleet) {
+        (Err(e), _) | (_, Err(e)) => Check::fail(
+            NAME,
+            format!("could not look: {e}"),
+            "run doctor with get on leases and ec2:DescribeInstances",
+        ),
+        (Ok(Some(why)), _) => Check::fail(
+            NAME,
+            why.clone(),
+            "once every NodeClaim is Ready, kubectl -n <its namespace> scale deployment \
+             karpenter --replicas=0 (docs/migrate-from-karpenter.md)",
+        ),
+        (Ok(None), Ok(f)) if !f.not_adoptable.is_empty() => Check::fail(
+            NAME,
+            format!(
+                "{} of its instances lack eks:eks-cluster-name (launched before Karpenter v1) \
+                 and cannot be adopted: {}",
+                f.not_adoptable.len(),
+                f.not_adoptable.join(", ")
+            ),
+            "replace them with Karpenter v1 before switching (drift or kubectl delete \
+             nodeclaim), or drain them and terminate their instances",
+        ),
+        (Ok(None), Ok(f)) => Check::pass(
+            NAME,
+            format!(
+                "not running; {} of its instances to adopt with TakeOverFromKarpenter=true",
+                f.adoptable
+            ),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -121,6 +121,7 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
         "spot service-linked role",
         "subnet and security group discovery",
         "Kubernetes RBAC",
+        "Karpenter",
     ] {
         assert!(
             text.contains(&format!("PASS  {check}: ")),
@@ -245,6 +246,73 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
     iam.add_role_to_instance_profile()
         .instance_profile_name(&node)
         .role_name(&node)
+        .send()
+        .await
+        .unwrap();
+
+    // Karpenter's controller still running: its leader Lease renewed a moment ago.
+    let lease = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "karpenter-leader-election", "namespace": "karpenter"},
+        "spec": {"holderIdentity": "karpenter-6f7c9d-x2k4p", "leaseDurationSeconds": 15,
+                 "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
+    });
+    d.world.sim.apply_json(lease).unwrap();
+    assert_eq!(d.failing().await, ["Karpenter"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("karpenter/karpenter-leader-election"),
+        "{text}"
+    );
+    assert!(
+        fix_of(&text, "Karpenter").contains("--replicas=0"),
+        "{text}"
+    );
+    let leases =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"));
+    Api::<DynamicObject>::namespaced_with(client.clone(), "karpenter", &leases)
+        .delete("karpenter-leader-election", &DeleteParams::default())
+        .await
+        .expect("deleted");
+
+    // An instance Karpenter launched before v1: its NodePool and cluster tags, no
+    // eks:eks-cluster-name, so a takeover would leave it alone.
+    let image = d.world.seeded.images[0].image_id.clone();
+    let old = ec2
+        .run_instances()
+        .image_id(image)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::Instance)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key("karpenter.sh/nodepool")
+                        .value("default")
+                        .build(),
+                )
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(format!("kubernetes.io/cluster/{CLUSTER}"))
+                        .value("owned")
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let old = old.instances()[0].instance_id().unwrap().to_string();
+    assert_eq!(d.failing().await, ["Karpenter"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains(&old) && text.contains("before Karpenter v1"),
+        "{text}"
+    );
+    ec2.terminate_instances()
+        .instance_ids(&old)
         .send()
         .await
         .unwrap();

@@ -180,3 +180,38 @@ fn access_needs_the_eks_api_and_an_entry_for_each_function_s_group() {
     assert!(why.ends_with("nodewright-sweeper"), "{why}");
     assert!(!access_entries(&[], true).failed());
 }
+
+#[test]
+fn karpenter_passes_only_stopped_and_with_every_instance_adoptable() {
+    let fleet = |adoptable, old: &[&str]| {
+        Ok(KarpenterFleet {
+            adoptable,
+            not_adoptable: old.iter().map(|i| i.to_string()).collect(),
+        })
+    };
+    let running = Ok(Some(
+        "Karpenter's controller k holds kube-system/karpenter-leader-election".to_string(),
+    ));
+    let cases = [
+        (Ok(None), fleet(0, &[]), false, "not running; 0"),
+        (Ok(None), fleet(3, &[]), false, "3 of its instances"),
+        (running.clone(), fleet(3, &[]), true, "holds kube-system"),
+        (Ok(None), fleet(2, &["i-old"]), true, "i-old"),
+        (Err("403".to_string()), fleet(0, &[]), true, "403"),
+        (
+            Ok(None),
+            Err("AccessDenied".to_string()),
+            true,
+            "AccessDenied",
+        ),
+    ];
+    for (running, fleet, fails, says) in cases {
+        let c = karpenter(&running, &fleet);
+        assert_eq!(c.failed(), fails, "{c:?}");
+        let text = match &c.verdict {
+            Verdict::Pass(d) => d.clone(),
+            Verdict::Fail { why, .. } => why.clone(),
+        };
+        assert!(text.contains(says), "{text}");
+    }
+}
