@@ -47,5 +47,14 @@ async fn a_simulated_hour_holds_every_invariant_but_the_rogue_deletion_the_check
     assert!(killed >= 1, "{summary}");
     assert!(count("SweeperFunction", "throttled") >= 1, "{summary}");
     assert!(report.samples.len() > 100, "{summary}");
+    // The series CloudWatch bills: every one nodewright's telemetry names, with the cluster.
+    let series = &report.metric_series;
+    println!("{} metric series: {series:#?}", series.len());
+    println!("bytes logged: {:?}", report.log_bytes);
+    assert!(
+        series.iter().any(|s| s.starts_with("Launches{"))
+            && series.iter().all(|s| s.contains("Cluster=soak-hour")),
+        "{series:#?}"
+    );
     assert!(!report.prices.is_empty(), "{summary}");
 }

@@ -47,6 +47,11 @@ pub struct Report {
     pub invocations: BTreeMap<String, BTreeMap<&'static str, usize>>,
     pub scheduled_events: BTreeMap<String, BTreeMap<&'static str, usize>>,
     pub messages: BTreeMap<&'static str, usize>,
+    /// Every CloudWatch metric series the functions' EMF logs created (name and dimension
+    /// values): CloudWatch bills each a month.
+    pub metric_series: Vec<String>,
+    /// Bytes each function logged (CloudWatch Logs bills ingestion by the GB).
+    pub log_bytes: BTreeMap<String, usize>,
     pub prices: Vec<Price>,
     pub incidents: Vec<(Timestamp, String)>,
     pub samples: Vec<Sample>,
@@ -60,6 +65,27 @@ fn outcome_name(o: &Outcome) -> &'static str {
         Outcome::Died => "killed",
         Outcome::Throttled => "throttled",
     }
+}
+
+/// The distinct metric series in every function's logs, as `Name{Dim=value,...}`; a line
+/// CloudWatch would refuse (one cut short by a killed environment) creates none.
+fn metric_series(lambda: &Lambda) -> Vec<String> {
+    let mut series = std::collections::BTreeSet::new();
+    for f in lambda.functions.values() {
+        let logs = f.logs();
+        let data = logs
+            .lines()
+            .flat_map(|line| crate::emf::read(line).unwrap_or_default());
+        for d in data {
+            let dims: Vec<String> = d
+                .dimensions
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            series.insert(format!("{}{{{}}}", d.name, dims.join(",")));
+        }
+    }
+    series.into_iter().collect()
 }
 
 /// p50, p99 and max of `sorted` in seconds (zeros when empty), and how many under `count`.
@@ -116,6 +142,12 @@ impl Report {
                 }
                 (id.clone(), m)
             })
+            .collect();
+        let metric_series = metric_series(lambda);
+        let log_bytes = lambda
+            .functions
+            .iter()
+            .map(|(id, f)| (id.clone(), f.logs().len()))
             .collect();
         let scheduled_events = lambda
             .invokers
@@ -206,6 +238,8 @@ impl Report {
             invocations,
             scheduled_events,
             messages,
+            metric_series,
+            log_bytes,
             prices,
             incidents,
             samples: observer.samples,
@@ -241,6 +275,13 @@ impl Report {
                 let _ = writeln!(out, "- {e}");
             }
         }
+        let _ = writeln!(
+            out,
+            "\nCloudWatch metric series created: {} (each billed by the hours it receives data). \
+             Bytes logged: {:?}.",
+            self.metric_series.len(),
+            self.log_bytes
+        );
         let _ = writeln!(out, "\n## Invocations\n");
         for (f, m) in &self.invocations {
             let _ = writeln!(
