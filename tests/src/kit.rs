@@ -5,6 +5,7 @@
 //! getting-started example applied ([`getting_started`]), and the benchmarks' release
 //! binaries and percentiles.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -315,4 +316,32 @@ pub async fn wait_until(
         tokio::time::sleep(every).await;
     }
     Ok(())
+}
+
+/// `(state, tags)` of instance `id` as EC2 describes it.
+pub async fn described_instance(world: &World, id: &str) -> (String, BTreeMap<String, String>) {
+    let out = aws_sdk_ec2::Client::new(&world.sdk)
+        .describe_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .expect("DescribeInstances");
+    let i = &out.reservations()[0].instances()[0];
+    let state = i
+        .state()
+        .and_then(|s| s.name())
+        .unwrap()
+        .as_str()
+        .to_string();
+    let tags = i
+        .tags()
+        .iter()
+        .map(|t| {
+            (
+                t.key().unwrap_or_default().to_string(),
+                t.value().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    (state, tags)
 }

@@ -31,7 +31,7 @@ use jiff::SignedDuration;
 use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
 use nodewright_sweeper::{State, handler};
-use nodewright_world::kit::{SimNow, app_pods, manual_cluster};
+use nodewright_world::kit::{SimNow, app_pods, described_instance, manual_cluster};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, quick};
 use serde_json::{Value, json};
@@ -147,34 +147,6 @@ fn node_named(world: &World, name: &str) -> Option<Value> {
     world.sim.get_json("v1", "Node", "", name)
 }
 
-/// `(state, tags)` of instance `id` as EC2 describes it.
-async fn described(world: &World, id: &str) -> (String, BTreeMap<String, String>) {
-    let out = aws_sdk_ec2::Client::new(&world.sdk)
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .expect("DescribeInstances");
-    let i = &out.reservations()[0].instances()[0];
-    let state = i
-        .state()
-        .and_then(|s| s.name())
-        .unwrap()
-        .as_str()
-        .to_string();
-    let tags = i
-        .tags()
-        .iter()
-        .map(|t| {
-            (
-                t.key().unwrap_or_default().to_string(),
-                t.value().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    (state, tags)
-}
-
 fn running_inflate(world: &World) -> Vec<Value> {
     app_pods(world, "inflate")
         .into_iter()
@@ -243,7 +215,7 @@ async fn a_spot_warning_for_a_karpenter_node_before_any_sweep_is_handled_and_its
     assert_eq!((first.received, first.failed.len()), (2, 0), "{first:?}");
 
     // Adopted by the warning itself, before any sweep: its tags say so.
-    let (_, tags) = described(&world, &karpenters).await;
+    let (_, tags) = described_instance(&world, &karpenters).await;
     assert_eq!(
         tags.get("nodewright.io/cluster"),
         Some(&cluster),
@@ -286,14 +258,14 @@ async fn a_spot_warning_for_a_karpenter_node_before_any_sweep_is_handled_and_its
         gone_at <= deadline + SignedDuration::from_secs(5),
         "{gone_at} past {deadline}"
     );
-    let (state_now, _) = described(&world, &karpenters).await;
+    let (state_now, _) = described_instance(&world, &karpenters).await;
     assert!(
         ["shutting-down", "terminated"].contains(&state_now.as_str()),
         "{state_now}"
     );
 
     // The other cluster's instance: untagged, untainted, running.
-    let (state_other, tags_other) = described(&world, &others).await;
+    let (state_other, tags_other) = described_instance(&world, &others).await;
     assert_eq!(state_other, "running");
     assert!(
         !tags_other.contains_key("nodewright.io/cluster"),
@@ -435,7 +407,7 @@ async fn the_sweeper_adopts_karpenters_nodes_then_consolidates_drifts_and_expire
         paused.contains("kube-system/karpenter-leader-election"),
         "{held}"
     );
-    let (_, untouched) = described(&world, &d).await;
+    let (_, untouched) = described_instance(&world, &d).await;
     assert!(
         !untouched.contains_key("nodewright.io/cluster"),
         "{untouched:?}"
@@ -449,7 +421,7 @@ async fn the_sweeper_adopts_karpenters_nodes_then_consolidates_drifts_and_expire
     want.sort();
     assert_eq!(adopted, want, "{first}");
     for id in [&d, &e, &x] {
-        let (_, tags) = described(&world, id).await;
+        let (_, tags) = described_instance(&world, id).await;
         for key in [
             "nodewright.io/cluster",
             "nodewright.io/nodepool-hash",
@@ -465,9 +437,9 @@ async fn the_sweeper_adopts_karpenters_nodes_then_consolidates_drifts_and_expire
         assert!(told[0].contains("launched by Karpenter"), "{told:?}");
     }
     // A second sweep adopts nothing more: what is written stays.
-    let (_, before) = described(&world, &d).await;
+    let (_, before) = described_instance(&world, &d).await;
     assert!(names(&sweep(&sweeper).await["adopted"]).is_empty());
-    assert_eq!(described(&world, &d).await.1, before);
+    assert_eq!(described_instance(&world, &d).await.1, before);
 
     // The default pool's template changes (D drifts) and an hour passes (X expires, E has
     // long been empty).
@@ -510,7 +482,7 @@ async fn the_sweeper_adopts_karpenters_nodes_then_consolidates_drifts_and_expire
     // Each Node gone although Karpenter's finalizer was on it, each instance terminated.
     for (node, id) in [(&d_node, &d), (&e_node, &e), (&x_node, &x)] {
         assert!(node_named(&world, node).is_none(), "{node} is still there");
-        let (state, _) = described(&world, id).await;
+        let (state, _) = described_instance(&world, id).await;
         assert!(
             ["shutting-down", "terminated"].contains(&state.as_str()),
             "{id}: {state}"
@@ -781,7 +753,7 @@ async fn the_documented_rollback_leaves_running_only_what_karpenter_owns() {
         terminated, want,
         "the rollback terminates nodewright's own launches"
     );
-    let (k_state, k_tags) = described(&world, &k).await;
+    let (k_state, k_tags) = described_instance(&world, &k).await;
     assert_eq!(k_state, "running");
     let left: Vec<&String> = k_tags
         .keys()

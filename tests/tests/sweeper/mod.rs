@@ -184,17 +184,7 @@ fn instance_of(world: &World, node: &str) -> String {
 }
 
 async fn state_of(world: &World, id: &str) -> String {
-    let out = aws_sdk_ec2::Client::new(&world.sdk)
-        .describe_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .expect("DescribeInstances");
-    out.reservations()[0].instances()[0]
-        .state()
-        .and_then(|s| s.name())
-        .map(|n| n.as_str().to_string())
-        .unwrap()
+    nodewright_world::kit::described_instance(world, id).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
