@@ -85,6 +85,9 @@ pub struct Call {
     /// The API action: `CreateFleet`, `GetParameter`, ... (`METHOD /path` for REST APIs).
     pub action: String,
     pub at: Instant,
+    /// The world's time when it arrived (a manual clock's, or the world's own), to compare
+    /// with what the functions wrote on that time, such as a Lease's renewal.
+    pub world_at: jiff::Timestamp,
     /// From arrival to the answer being ready to send (moto's time, and the front's own,
     /// for a forwarded call), so a benchmark can tell which call a wait went to.
     pub took: Duration,
@@ -344,7 +347,7 @@ impl Front {
         Some(answer_xml(&params, fault))
     }
 
-    fn record(&self, action: String, at: Instant, handling: Handling, body: &[u8]) {
+    fn record(&self, action: String, at: Arrival, handling: Handling, body: &[u8]) {
         let params = if RECORDED_PARAMS.contains(&action.as_str()) {
             form_params(body)
         } else {
@@ -353,8 +356,9 @@ impl Front {
         if let Ok(mut calls) = self.calls.lock() {
             calls.push(Call {
                 action,
-                at,
-                took: at.elapsed(),
+                at: at.wall,
+                world_at: at.world,
+                took: at.wall.elapsed(),
                 handling,
                 params,
             });
@@ -393,8 +397,21 @@ impl Front {
     }
 }
 
+/// When a call arrived, on the wall clock and on the world's.
+#[derive(Clone, Copy)]
+struct Arrival {
+    wall: Instant,
+    world: jiff::Timestamp,
+}
+
 async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
-    let at = Instant::now();
+    let at = Arrival {
+        wall: Instant::now(),
+        world: front
+            .clock
+            .get()
+            .map_or_else(jiff::Timestamp::now, |c| c.now()),
+    };
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
@@ -458,7 +475,7 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
     }
     let eks_read = parts.method == Method::GET && parts.uri.path().starts_with("/clusters/");
     let request_path = parts.uri.path().to_string();
-    if let Some(id) = front.consistency.not_found(&action, &body, at) {
+    if let Some(id) = front.consistency.not_found(&action, &body, at.wall) {
         front.record(action, at, Handling::NotVisibleYet, &body);
         let mut r = (StatusCode::BAD_REQUEST, not_found_xml(&id)).into_response();
         r.headers_mut()
@@ -532,8 +549,8 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         let bytes = axum::body::to_bytes(out_body, MAX_BODY)
             .await
             .unwrap_or_default();
-        front.consistency.launched(&action, &bytes, at);
-        let bytes = front.consistency.visible(&action, bytes.to_vec(), at);
+        front.consistency.launched(&action, &bytes, at.wall);
+        let bytes = front.consistency.visible(&action, bytes.to_vec(), at.wall);
         let bytes = Bytes::from(front.status_checks.rewrite(&action, bytes));
         // EC2 remembers the answer whether or not the caller lived to read it.
         if let Some(key) = token_key {
@@ -591,7 +608,7 @@ async fn emulated_sqs(
     parts: axum::http::request::Parts,
     body: Bytes,
     action: &str,
-    at: Instant,
+    at: Arrival,
     path_and_query: &str,
 ) -> Response {
     let judged = front

@@ -42,6 +42,13 @@ pub fn manual_cluster() -> SimConfig {
 /// Karpenter's CRDs installed. The control plane steps every `step` of world time in the
 /// background (the task ends with the world).
 pub async fn timed_world(cluster: &str, idle: f64, step: Duration) -> anyhow::Result<World> {
+    let world = world_on_its_own_time(cluster, idle).await?;
+    world.sim.step_in_background(step);
+    Ok(world)
+}
+
+/// As [`timed_world`], but the control plane steps only when a test steps it.
+pub async fn world_on_its_own_time(cluster: &str, idle: f64) -> anyhow::Result<World> {
     log_to_test_output();
     let dir = std::env::temp_dir().join(format!("nodewright-{cluster}-{}", std::process::id()));
     let time = crate::world_time::WorldTime::start(
@@ -49,7 +56,7 @@ pub async fn timed_world(cluster: &str, idle: f64, step: Duration) -> anyhow::Re
         jiff::Timestamp::now(),
         crate::world_time::Speeds::idle_at(idle),
     )?;
-    let world = World::start(
+    World::start(
         cluster,
         SimConfig {
             clock: SimClock::world(time),
@@ -57,9 +64,7 @@ pub async fn timed_world(cluster: &str, idle: f64, step: Duration) -> anyhow::Re
             ..SimConfig::default()
         },
     )
-    .await?;
-    world.sim.step_in_background(step);
-    Ok(world)
+    .await
 }
 
 /// The local world `cluster` on a [`manual_cluster`], logging to the test output.
@@ -162,7 +167,8 @@ impl LambdaFunction {
 
     /// Starts `binary` behind `api` as container `name` of test `test` (its log:
     /// `<temp>/nodewright-<test>-<pid>/<name>.log`), with the world's function environment
-    /// and then `env` (a variable in both takes `env`'s value).
+    /// and then `env` (a variable in both takes `env`'s value). On a world that keeps its own
+    /// time the binary keeps it too, and its work counts as the world working.
     pub fn start_behind(
         world: &World,
         api: RuntimeApi,
@@ -173,9 +179,19 @@ impl LambdaFunction {
     ) -> anyhow::Result<LambdaFunction> {
         let dir = std::env::temp_dir().join(format!("nodewright-{test}-{}", std::process::id()));
         let mut all = world.function_env(&dir)?;
+        let time = world.clock().world_time();
+        if let Some(time) = &time {
+            all.push((
+                nodewright::clock::CLOCK_VARIABLE,
+                nodewright::clock::world_setting(time.path()),
+            ));
+        }
         all.extend(env);
         let log = dir.join(format!("{name}.log"));
         let process = FunctionProcess::spawn(binary, &api, 128, &all, &log)?;
+        if let (Some(time), Some(pid)) = (time, process.pid()) {
+            time.watch_process(pid);
+        }
         Ok(LambdaFunction { api, process, log })
     }
 

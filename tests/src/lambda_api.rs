@@ -115,6 +115,12 @@ impl RuntimeApi {
             .checked_add(timeout)
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_millis() as i64);
+        self.invoke_until(event, deadline_ms).await
+    }
+
+    /// Queues one invocation that times out at `deadline_ms` (milliseconds since the epoch
+    /// on the clock the function runs on) and waits for the function's answer.
+    pub async fn invoke_until(&self, event: Value, deadline_ms: i64) -> anyhow::Result<Outcome> {
         let invocation = Invocation {
             event,
             deadline_ms,

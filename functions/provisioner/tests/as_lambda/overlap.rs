@@ -7,14 +7,22 @@
 //! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the world's
 //! front, which records every CreateFleet) and Kubernetes (the simulated cluster, serving
 //! Leases with 409 on conflict). The binary and its clients are the real ones.
+//!
+//! The world keeps its own time ([`nodewright_world::world_time`]), and the binaries keep it
+//! too: while nothing works (a holder waiting to renew, a standby waiting for its next
+//! check, a dead holder's lease running out) it runs [`IDLE_SPEED`] times as fast as the
+//! wall clock, so an invocation's minute passes in seconds; while anything works (a request,
+//! a binary using the CPU) it runs at the wall clock's pace. Timeouts, deadlines and Lease
+//! times are all the world's.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use nodewright_world::kit::LambdaFunction;
-use nodewright_world::kube_sim::{SimClock, SimConfig};
+use nodewright_world::kit::{LambdaFunction, world_on_its_own_time};
+use nodewright_world::kube_sim::SimClock;
 use nodewright_world::lambda_api::{FunctionProcess, Outcome, RuntimeApi};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::scheduled_event;
@@ -28,11 +36,14 @@ use serde_json::Value;
 /// than EC2.
 const LEASE_SECONDS: u64 = 6;
 const MARGIN_SECONDS: u64 = 30;
+/// How much faster than the wall clock the world runs while nothing works.
+const IDLE_SPEED: f64 = 10.0;
 
 struct Container {
     api: RuntimeApi,
     process: FunctionProcess,
     log: PathBuf,
+    clock: SimClock,
 }
 
 impl Container {
@@ -40,16 +51,19 @@ impl Container {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// One invocation with Lambda's `timeout`; its answer and when it came.
-    async fn invoke(&self, timeout: Duration) -> (Value, Instant) {
+    /// One invocation with Lambda's `timeout` (world time); its answer and when it came on
+    /// the world's clock. The wall clock bounds the wait too, in case the world stalls.
+    async fn invoke(&self, timeout: Duration) -> (Value, Timestamp) {
+        let deadline = self.clock.now() + timeout;
         let answer = tokio::time::timeout(
             timeout + Duration::from_secs(30),
-            self.api.invoke(scheduled_event(), timeout),
+            self.api
+                .invoke_until(scheduled_event(), deadline.as_millisecond()),
         )
         .await
         .unwrap_or_else(|_| panic!("no answer; log:\n{}", self.log()))
         .expect("the Runtime API");
-        let at = Instant::now();
+        let at = self.clock.now();
         match answer {
             Outcome::Response(summary) => (summary, at),
             Outcome::Error(e) => panic!("the invocation failed: {e}\n{}", self.log()),
@@ -58,16 +72,9 @@ impl Container {
 }
 
 async fn world(name: &str) -> World {
-    let world = World::start(
-        name,
-        SimConfig {
-            clock: SimClock::manual(),
-            crds_installed: true,
-            ..SimConfig::default()
-        },
-    )
-    .await
-    .expect("the local world starts");
+    let world = world_on_its_own_time(name, IDLE_SPEED)
+        .await
+        .expect("the local world starts");
     let pools = world
         .example_edited("getting-started.yaml", &[("replicas: 10", "replicas: 0")])
         .unwrap();
@@ -105,13 +112,18 @@ fn container(world: &World, api: RuntimeApi, name: &str, test: &str) -> Containe
         name,
         [
             ("AWS_LAMBDA_LOG_STREAM_NAME", name.to_string()),
-            ("POLL_INTERVAL", "0.2".to_string()),
+            ("POLL_INTERVAL", "1".to_string()),
             ("LEASE_DURATION", LEASE_SECONDS.to_string()),
             ("DEADLINE_MARGIN", MARGIN_SECONDS.to_string()),
             ("INVOCATION_BUDGET", "600".to_string()),
         ],
     )
-    .map(|LambdaFunction { api, process, log }| Container { api, process, log })
+    .map(|LambdaFunction { api, process, log }| Container {
+        api,
+        process,
+        log,
+        clock: world.clock(),
+    })
     .unwrap()
 }
 
@@ -338,20 +350,15 @@ fn signal(c: &Container, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
-/// When the Lease as it stands now expires, as an `Instant` of this process.
-async fn expiry(api: &Api<Lease>) -> Instant {
+/// When the Lease as it stands now expires, on the world's clock (the holder's).
+async fn expiry(api: &Api<Lease>) -> Timestamp {
     let spec = api
         .get("nodewright-provisioner")
         .await
         .unwrap()
         .spec
         .unwrap();
-    let renewed = std::time::SystemTime::from(spec.renew_time.unwrap().0);
-    let until = renewed + Duration::from_secs(spec.lease_duration_seconds.unwrap() as u64);
-    let left = until
-        .duration_since(std::time::SystemTime::now())
-        .unwrap_or_default();
-    Instant::now() + left
+    spec.renew_time.unwrap().0 + Duration::from_secs(spec.lease_duration_seconds.unwrap() as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -382,9 +389,9 @@ async fn a_holder_killed_without_releasing_is_taken_over_once_its_lease_expires(
     let fleets = world.front.calls("CreateFleet");
     assert_eq!(fleets.len(), 1);
     assert!(
-        fleets[0].at >= expires,
-        "b launched {:?} before the dead holder's lease expired",
-        expires - fleets[0].at
+        fleets[0].world_at >= expires,
+        "b launched {} before the dead holder's lease expired",
+        expires.duration_since(fleets[0].world_at)
     );
     assert_eq!(world.instances().await.unwrap().len(), 1);
 }
@@ -438,12 +445,12 @@ async fn an_invocation_whose_deadline_is_within_the_margin_starts_nothing_and_an
     pods(&world, "inflate", 2).await;
     let a = container(&world, RuntimeApi::start().await.unwrap(), "a", "deadline");
     let timeout = Duration::from_secs(MARGIN_SECONDS - 2);
-    let invoked = Instant::now();
+    let invoked = world.clock().now();
     let (summary, answered) = a.invoke(timeout).await;
     assert!(
         answered < invoked + timeout,
-        "answered {:?} after the deadline",
-        (answered - invoked).saturating_sub(timeout)
+        "answered {} after the deadline",
+        answered.duration_since(invoked + timeout)
     );
     assert_eq!(summary["polls"], 0, "{summary}");
     assert!(world.front.calls("CreateFleet").is_empty());
@@ -451,7 +458,7 @@ async fn an_invocation_whose_deadline_is_within_the_margin_starts_nothing_and_an
 
     // With time enough, the same warm container launches, once, and still answers in time.
     let timeout = Duration::from_secs(MARGIN_SECONDS + 20);
-    let invoked = Instant::now();
+    let invoked = world.clock().now();
     let (summary, answered) = a.invoke(timeout).await;
     assert!(answered < invoked + timeout, "{summary}");
     assert_eq!(launched(&summary), 1, "{summary}\n{}", a.log());
