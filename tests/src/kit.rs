@@ -219,6 +219,15 @@ impl LambdaFunction {
     }
 }
 
+/// The strings of a JSON array (the node names in a sweep's report); none when it is not one.
+pub fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
 /// Emulated: the simulated cluster's clock stands in for the system clock, so "fifteen
 /// minutes later" is a clock advance, not a sleep.
 pub struct SimNow(pub SimClock);

@@ -31,7 +31,7 @@ use jiff::SignedDuration;
 use lambda_runtime::{Context, LambdaEvent};
 use nodewright::aws::Ec2Adapter;
 use nodewright_sweeper::{State, handler};
-use nodewright_world::kit::{SimNow, app_pods, described_instance, manual_cluster};
+use nodewright_world::kit::{SimNow, app_pods, described_instance, manual_cluster, names};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, quick};
 use serde_json::{Value, json};
@@ -338,14 +338,6 @@ async fn sweeper(
     )
     .with_takeover(world.takeover_setting("SweeperFunction").unwrap())
     .with_replacer(provisioner.provisioner())
-}
-
-fn names(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_string))
-        .collect()
 }
 
 /// The nodes each command of a sweep's report took for `reason`.

@@ -20,7 +20,7 @@ use nodewright::removal::{
     Advanced, Ask, Avoid, Budget, Capacity, Cause, Context, Ports, Record, RemovalError, advance,
     instance_of, record_of, record_replacement,
 };
-use nodewright::takeover::{Hashes, adopt, announce, karpenter_stopped, missing_tags};
+use nodewright::takeover::{Hashes, take_over};
 
 use super::State;
 use super::follow::{self, Look};
@@ -131,15 +131,19 @@ where
             return handled;
         }
     };
-    let cluster = &state.settings.cluster;
-    let to_adopt = |i: &OwnedInstance| !missing_tags(i, cluster, &Hashes::default()).is_empty();
-    if state.settings.take_over_karpenter && described.iter().any(to_adopt) {
-        match karpenter_stopped(&state.kube, now).await {
-            Ok(()) => {
-                let done = adopt(&state.ec2, cluster, &mut described, |_| Hashes::default()).await;
-                announce(&state.kube, &nodes, &described, &done).await;
-            }
-            Err(why) => tracing::warn!(why, "not adopting Karpenter's instances"),
+    if state.settings.take_over_karpenter {
+        let adopted = take_over(
+            &state.ec2,
+            &state.kube,
+            &state.settings.cluster,
+            &nodes,
+            &mut described,
+            |_| Hashes::default(),
+            now,
+        )
+        .await;
+        if let Err(why) = adopted {
+            tracing::warn!(why, "not adopting Karpenter's instances");
         }
     }
     let owned = |id: &str| {

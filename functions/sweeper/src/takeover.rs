@@ -12,9 +12,7 @@ use nodewright::api::{EC2NodeClass, NodePool};
 use nodewright::aws::{OwnedInstance, OwnedInstances};
 use nodewright::disruption::{IMAGE_TAG, nodeclass_hash, nodepool_hash};
 use nodewright::kube::{EventSink, KarpenterLeader};
-use nodewright::takeover::{
-    Hashes, KARPENTER_NODEPOOL_TAG, adopt, announce, karpenter_stopped, missing_tags,
-};
+use nodewright::takeover::{Hashes, KARPENTER_NODEPOOL_TAG, take_over};
 
 use super::{LaunchResolver, State};
 
@@ -67,24 +65,31 @@ where
             images: class.and_then(|c| images.get(c.metadata.name.as_str()).cloned()),
         }
     };
-    let to_adopt = |i: &OwnedInstance| !missing_tags(i, &state.cluster, &hashes(i)).is_empty();
-    if !found.iter().any(to_adopt) {
-        return Pass::default();
-    }
-    // Read only when there is something to adopt: in a steady state, no call.
-    if let Err(why) = karpenter_stopped(&state.kube, state.clock.now()).await {
-        tracing::warn!(why, "not adopting Karpenter's nodes this sweep");
-        return Pass {
-            paused: Some(why),
-            ..Pass::default()
-        };
-    }
-    let done = adopt(&state.ec2, &state.cluster, &mut found, hashes).await;
-    announce(&state.kube, nodes, &found, &done).await;
-    found.retain(|i| done.adopted.contains(&i.id));
-    Pass {
-        adopted: found,
-        paused: None,
+    let adopted = take_over(
+        &state.ec2,
+        &state.kube,
+        &state.cluster,
+        nodes,
+        &mut found,
+        hashes,
+        state.clock.now(),
+    )
+    .await;
+    match adopted {
+        Ok(done) => {
+            found.retain(|i| done.adopted.contains(&i.id));
+            Pass {
+                adopted: found,
+                paused: None,
+            }
+        }
+        Err(why) => {
+            tracing::warn!(why, "not adopting Karpenter's nodes this sweep");
+            Pass {
+                adopted: Vec::new(),
+                paused: Some(why),
+            }
+        }
     }
 }
 

@@ -78,8 +78,8 @@ pub struct KubeCluster {
 
 /// Field manager recorded on our patches, so `kubectl` shows who changed a node.
 pub(super) const FIELD_MANAGER: &str = "nodewright";
-/// Times a taint patch is retried when the node changed between read and write.
-pub(super) const TAINT_CONFLICT_ATTEMPTS: u32 = 3;
+/// Times a Node is read and written again when it changed between the read and the write.
+pub(super) const CONFLICT_ATTEMPTS: u32 = 3;
 
 impl KubeCluster {
     pub fn new(client: Client, settings: ClusterSettings) -> Self {
@@ -283,43 +283,71 @@ impl PdbSource for KubeCluster {
 
 impl KubeCluster {
     /// A JSON merge patch replaces `spec.taints` whole, so the current list is read and
-    /// written back as `edit` makes it, guarded by `resourceVersion`: a concurrent change
-    /// (the node lifecycle controller removing `not-ready`) makes the write fail with 409
-    /// instead of being undone, and the read-modify-write is repeated. `edit` answers
+    /// written back as `edit` makes it ([`KubeCluster::rewrite_node`]): a concurrent change
+    /// (the node lifecycle controller removing `not-ready`) is not undone. `edit` answers
     /// `None` when the taints are already as wanted.
     async fn edit_taints(
         &self,
         node: &str,
         edit: impl Fn(&[k8s_openapi::api::core::v1::Taint]) -> Option<Vec<serde_json::Value>>,
     ) -> Result<(), KubeError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let resource = format!("nodes/{node}");
-        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
-            let current = self
-                .settings
-                .retry
-                .run("get", &resource, || api.get(node))
-                .await?;
+        self.rewrite_node(node, None, |current| {
             let all = current
                 .spec
                 .as_ref()
                 .and_then(|s| s.taints.clone())
                 .unwrap_or_default();
-            let Some(taints) = edit(&all) else {
+            edit(&all).map(|taints| json!({"spec": {"taints": taints}}))
+        })
+        .await
+    }
+
+    /// A read-modify-write of one Node: `change` makes a merge patch from the Node as read
+    /// (`None`: it is as wanted already), sent with that read's `resourceVersion`, so a
+    /// write that would undo someone else's change fails with 409 and the Node is read
+    /// again, at most [`CONFLICT_ATTEMPTS`] times. `read`: the Node when the caller has just
+    /// read it, for the first attempt.
+    pub(super) async fn rewrite_node(
+        &self,
+        node: &str,
+        read: Option<Node>,
+        change: impl Fn(&Node) -> Option<serde_json::Value>,
+    ) -> Result<(), KubeError> {
+        // Boxed: it holds two Nodes and a get and a patch in flight, and it sits inside
+        // every removal's future.
+        Box::pin(self.rewrite_node_in_place(node, read, change)).await
+    }
+
+    async fn rewrite_node_in_place(
+        &self,
+        node: &str,
+        mut read: Option<Node>,
+        change: impl Fn(&Node) -> Option<serde_json::Value>,
+    ) -> Result<(), KubeError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let resource = format!("nodes/{node}");
+        for _ in 0..CONFLICT_ATTEMPTS {
+            let current = match read.take() {
+                Some(n) if n.metadata.resource_version.is_some() => n,
+                _ => {
+                    self.settings
+                        .retry
+                        .run("get", &resource, || api.get(node))
+                        .await?
+                }
+            };
+            let Some(mut patch) = change(&current) else {
                 return Ok(());
             };
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"taints": taints},
-            });
+            patch["metadata"]["resourceVersion"] = json!(current.metadata.resource_version);
             match self.patch_node(node, patch).await {
-                Err(e) if e.status_code() == Some(409) => continue,
+                Err(e) if e.is_conflict() => continue,
                 other => return other,
             }
         }
         Err(KubeError::Conflict {
             node: node.to_owned(),
-            attempts: TAINT_CONFLICT_ATTEMPTS,
+            attempts: CONFLICT_ATTEMPTS,
         })
     }
 }

@@ -100,52 +100,16 @@ impl KubeCluster {
     /// A Node kept after its DELETE by Karpenter's termination finalizer (a node nodewright
     /// adopted) would stay Terminating while Karpenter is stopped. Called once EC2 reports
     /// the instance shutting down or terminated, as Karpenter's own termination releases it
-    /// once the instance goes. Written with the resourceVersion last read; a conflict reads
-    /// the Node again.
-    async fn release_karpenter_finalizer(
-        &self,
-        api: &Api<Node>,
-        mut node: Node,
-    ) -> Result<(), KubeError> {
+    /// once the instance goes. A Node already gone is done.
+    async fn release_karpenter_finalizer(&self, node: Node) -> Result<(), KubeError> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        let resource = format!("nodes/{name}");
-        const ATTEMPTS: u32 = 3;
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 || node.metadata.resource_version.is_none() {
-                match self
-                    .settings
-                    .retry
-                    .run("get", &resource, || api.get(&name))
-                    .await
-                {
-                    Ok(n) => node = n,
-                    Err(e) if e.is_not_found() => return Ok(()),
-                    Err(e) => return Err(e),
-                }
-            }
-            let Some(patch) = finalizer_release(&node) else {
-                return Ok(());
-            };
-            let pp = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            };
-            let patch = Patch::Merge(&patch);
-            match self
-                .settings
-                .retry
-                .run("patch", &resource, || api.patch(&name, &pp, &patch))
-                .await
-            {
-                Err(e) if e.is_conflict() => continue,
-                Err(e) if e.is_not_found() => return Ok(()),
-                other => return other.map(|_| ()),
-            }
+        match self
+            .rewrite_node(&name, Some(node), finalizer_release)
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other,
         }
-        Err(KubeError::Conflict {
-            node: name,
-            attempts: ATTEMPTS,
-        })
     }
 }
 
@@ -183,7 +147,7 @@ impl NodeRemoval for KubeCluster {
             Ok(deleted) => {
                 // Still there: held by a finalizer, marked for deletion.
                 if let (Some(kept), true) = (deleted.left(), instance_gone) {
-                    self.release_karpenter_finalizer(&api, kept).await?;
+                    self.release_karpenter_finalizer(kept).await?;
                 }
                 Ok(true)
             }

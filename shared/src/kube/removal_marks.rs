@@ -7,11 +7,10 @@
 //! replacement still serves, and a removal given up puts the label back off unless it was
 //! there before.
 
-use ::kube::api::{Api, Patch, PatchParams};
 use k8s_openapi::api::core::v1::{Node, Taint as NodeTaint};
 use serde_json::{Value, json};
 
-use super::cluster::{FIELD_MANAGER, KubeCluster, TAINT_CONFLICT_ATTEMPTS};
+use super::cluster::KubeCluster;
 use super::error::KubeError;
 use crate::api::{Taint, TaintEffect};
 
@@ -129,36 +128,10 @@ impl RemovalMarks for KubeCluster {
         taints: &[Taint],
         marks: Marks,
     ) -> Result<(), KubeError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let resource = format!("nodes/{node}");
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        for _ in 0..TAINT_CONFLICT_ATTEMPTS {
-            let current = self
-                .settings
-                .retry
-                .run("get", &resource, || api.get(node))
-                .await?;
-            let Some(patch) = removal_patch(&current, key, value, taints, marks) else {
-                return Ok(());
-            };
-            let patch = Patch::Merge(&patch);
-            match self
-                .settings
-                .retry
-                .run("patch", &resource, || api.patch(node, &pp, &patch))
-                .await
-            {
-                Err(e) if e.status_code() == Some(409) => continue,
-                other => return other.map(|_| ()),
-            }
-        }
-        Err(KubeError::Conflict {
-            node: node.to_owned(),
-            attempts: TAINT_CONFLICT_ATTEMPTS,
+        self.rewrite_node(node, None, |current| {
+            removal_patch(current, key, value, taints, marks)
         })
+        .await
     }
 }
 

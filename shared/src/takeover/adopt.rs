@@ -95,6 +95,33 @@ pub async fn announce<K: EventSink>(
     }
 }
 
+/// One adoption pass over `instances`: when any lacks an adoption tag and Karpenter's
+/// controller has stopped, tags them ([`adopt`]) and posts each adopted node's Event
+/// ([`announce`]). `Err` says why nothing was adopted ([`karpenter_stopped`]). With
+/// nothing to adopt (a steady state) Karpenter's Lease is not read.
+pub async fn take_over<E, K>(
+    ec2: &E,
+    kube: &K,
+    cluster: &str,
+    nodes: &[Node],
+    instances: &mut [OwnedInstance],
+    hashes: impl Fn(&OwnedInstance) -> Hashes,
+    now: Timestamp,
+) -> Result<Adoption, String>
+where
+    E: InstanceInventory,
+    K: EventSink + KarpenterLeader,
+{
+    let lacking = |i: &OwnedInstance| !missing_tags(i, cluster, &hashes(i)).is_empty();
+    if !instances.iter().any(lacking) {
+        return Ok(Adoption::default());
+    }
+    karpenter_stopped(kube, now).await?;
+    let done = adopt(ec2, cluster, instances, &hashes).await;
+    announce(kube, nodes, instances, &done).await;
+    Ok(done)
+}
+
 /// `Err` with why when nothing may be adopted now: Karpenter's controller still runs, or
 /// whether it does cannot be read (then nothing is adopted either: a guess would risk two
 /// autoscalers on the same nodes).

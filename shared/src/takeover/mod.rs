@@ -28,7 +28,7 @@ use crate::aws::{InstanceState, OwnedInstance};
 use crate::disruption::{IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG};
 use crate::provision::launch::{EKS_CLUSTER_NAME_TAG, NODECLAIM_TAG, NODEPOOL_TAG};
 
-pub use adopt::{Adoption, adopt, announce, karpenter_stopped};
+pub use adopt::{Adoption, adopt, announce, karpenter_stopped, take_over};
 
 /// On an instance nodewright adopted: who launched it.
 pub const ADOPTED_TAG: &str = "nodewright.io/adopted-from";

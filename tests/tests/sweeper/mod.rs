@@ -28,7 +28,7 @@ use nodewright::provision::{BatchWindow, Replacement};
 use nodewright_sweeper::{
     GroupReplacement, LEASE_DURATION, LEASE_NAME, LEASE_NAMESPACE, LaunchResolver, State, handler,
 };
-use nodewright_world::kit::{SimNow, node_names, sweeper_state};
+use nodewright_world::kit::{SimNow, names, node_names, sweeper_state};
 use nodewright_world::kube_sim::{SimClock, SimConfig};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
@@ -80,14 +80,6 @@ async fn sweep_and_join<
 async fn step(world: &World, seconds: u64) {
     world.clock().advance(Duration::from_secs(seconds));
     world.sim.step().await;
-}
-
-fn names(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.as_str().map(str::to_string))
-        .collect()
 }
 
 /// The getting-started pool and `inflate` at `replicas`, running on nodes the provisioner
