@@ -358,15 +358,5 @@ pub async fn described_instance(world: &World, id: &str) -> (String, BTreeMap<St
         .unwrap()
         .as_str()
         .to_string();
-    let tags = i
-        .tags()
-        .iter()
-        .map(|t| {
-            (
-                t.key().unwrap_or_default().to_string(),
-                t.value().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    (state, tags)
+    (state, crate::world::tags_of(i))
 }

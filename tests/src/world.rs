@@ -578,17 +578,22 @@ impl World {
                 lifecycle: i
                     .instance_lifecycle()
                     .map_or_else(|| "on-demand".to_string(), |l| l.as_str().to_string()),
-                tags: i
-                    .tags()
-                    .iter()
-                    .map(|t| {
-                        (
-                            t.key().unwrap_or_default().to_string(),
-                            t.value().unwrap_or_default().to_string(),
-                        )
-                    })
-                    .collect(),
+                tags: tags_of(i),
             })
             .collect())
     }
+}
+
+/// An EC2 instance's tags as a map.
+pub fn tags_of(instance: &aws_sdk_ec2::types::Instance) -> BTreeMap<String, String> {
+    instance
+        .tags()
+        .iter()
+        .map(|t| {
+            (
+                t.key().unwrap_or_default().to_string(),
+                t.value().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
 }
