@@ -135,7 +135,9 @@ pub fn headroom_placeholders(pool: &str, headroom: &Resources, now: Timestamp) -
 }
 
 /// Asks the core for each pool's floor and headroom that hold now; what it launched goes
-/// in `report`.
+/// in `report`. They are asked apart: the floor counts nodes, and may count another
+/// node's replacement as one, but a headroom is room, and a replacement's room is the
+/// pods' it was launched for.
 pub(crate) async fn launch_floors<K, E, R: Replacement>(
     state: &State<K, E, R>,
     snapshot: &Snapshot,
@@ -147,28 +149,28 @@ pub(crate) async fn launch_floors<K, E, R: Replacement>(
     };
     for pool in &snapshot.pools {
         let nodes = floor(&pool.capacity, now).max(pool.replicas.unwrap_or(0));
-        let mut pods = placeholders(&pool.name, nodes, now);
-        pods.extend(headroom_placeholders(
-            &pool.name,
-            &headroom(&pool.capacity, now),
-            now,
-        ));
-        if pods.is_empty() {
-            continue;
-        }
-        let asker = format!("capacity-floor/{}", pool.name);
-        match replacer.replace(&asker, &pods, None, now.into()).await {
-            Ok(r) => {
-                if !r.launched_instances.is_empty() {
-                    tracing::info!(pool = pool.name, floor = nodes, instances = ?r.launched_instances, "capacity floor launched ahead of demand");
+        let asks = [
+            ("capacity-floor", placeholders(&pool.name, nodes, now)),
+            (
+                "capacity-headroom",
+                headroom_placeholders(&pool.name, &headroom(&pool.capacity, now), now),
+            ),
+        ];
+        for (kind, pods) in asks.into_iter().filter(|(_, pods)| !pods.is_empty()) {
+            let asker = format!("{kind}/{}", pool.name);
+            match replacer.replace(&asker, &pods, None, now.into()).await {
+                Ok(r) => {
+                    if !r.launched_instances.is_empty() {
+                        tracing::info!(pool = pool.name, kind, floor = nodes, instances = ?r.launched_instances, "capacity launched ahead of demand");
+                    }
+                    if !r.unschedulable.is_empty() {
+                        tracing::warn!(pool = pool.name, kind, unschedulable = ?r.unschedulable, "part of the capacity floor cannot be launched");
+                    }
+                    report.floor_launched.extend(r.launched_instances);
                 }
-                if !r.unschedulable.is_empty() {
-                    tracing::warn!(pool = pool.name, unschedulable = ?r.unschedulable, "part of the capacity floor cannot be launched");
+                Err(e) => {
+                    tracing::warn!(pool = pool.name, kind, error = %nodewright::error_chain(&e), "launching the capacity floor failed; the next sweep retries");
                 }
-                report.floor_launched.extend(r.launched_instances);
-            }
-            Err(e) => {
-                tracing::warn!(pool = pool.name, error = %nodewright::error_chain(&e), "launching the capacity floor failed; the next sweep retries");
             }
         }
     }

@@ -11,7 +11,8 @@ mod taints;
 pub use namespaces::{NamespaceLabels, selects_namespaces};
 pub use overlay::{Overlays, lookup as overlay_labels, selects as overlay_selects};
 pub use pod::{
-    AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity, effective_requests,
+    AffinityTerm, PodDemand, PodError, Spread, TopologyKey, bound_anti_affinity,
+    effective_requests, is_floor_placeholder,
 };
 pub use requirements::{Conflict, Requirement, Requirements};
 pub use selector::Selector;

@@ -185,15 +185,9 @@ impl PodDemand {
             .as_ref()
             .ok_or_else(|| err("spec", "missing".into()))?;
         let mut pod_labels = pod.metadata.labels.clone().unwrap_or_default();
-        // Only the sweeper's placeholders (their uid says so; the API server gives every
-        // real pod a UUID) may open claims on a static NodePool: a real pod carrying the
-        // label is planned as any other.
-        let placeholder = pod
-            .metadata
-            .uid
-            .as_deref()
-            .is_some_and(|u| u.starts_with(crate::api::labels::CAPACITY_FLOOR_UID_PREFIX));
-        if !placeholder {
+        // Only the sweeper's placeholders may open claims on a static NodePool: a real pod
+        // carrying the label is planned as any other.
+        if !is_floor_placeholder(pod) {
             pod_labels.remove(crate::api::labels::CAPACITY_FLOOR);
         }
         Ok(PodDemand {
@@ -569,6 +563,15 @@ fn preferred_affinity_terms(
     }
     weighted.sort_by_key(|w| std::cmp::Reverse(w.0));
     Ok(weighted.into_iter().map(|(_, a)| a).collect())
+}
+
+/// Whether `pod` is one of the sweeper's capacity-floor placeholders: their uid says so,
+/// and the API server gives every real pod a UUID.
+pub fn is_floor_placeholder(pod: &Pod) -> bool {
+    pod.metadata
+        .uid
+        .as_deref()
+        .is_some_and(|u| u.starts_with(crate::api::labels::CAPACITY_FLOOR_UID_PREFIX))
 }
 
 #[cfg(test)]

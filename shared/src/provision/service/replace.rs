@@ -26,7 +26,7 @@ use crate::catalog::Catalog;
 use crate::disruption::too_few_spot_types;
 use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
-use crate::scheduling::{PlannedClaim, Snapshot, solve};
+use crate::scheduling::{PlannedClaim, Snapshot, is_floor_placeholder, solve};
 
 /// The offering an instance ran on: what an interruption says is running out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +206,11 @@ where
             .await
             .map_err(kube_err("pending pods"))?;
         let spoken = spoken_for::spoken_for(nodes_going, &nodes, &bound, pending);
-        spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
+        // A capacity floor counts nodes, not room: another node's replacement is a node
+        // of its pool on its way, and withheld it would be launched again.
+        if !pods.iter().all(is_floor_placeholder) {
+            spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
+        }
         self.read_namespace_labels(&mut snapshot).await?;
         if !spoken.pods.is_empty() {
             // Their pod errors are not this replacement's: the provisioner reports them.

@@ -669,6 +669,7 @@ async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_
     }
 }
 
+mod floor;
 mod listing;
 mod profile_and_gc;
 mod tokens;
