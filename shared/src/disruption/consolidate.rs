@@ -221,6 +221,9 @@ fn replace(
         ));
     };
     let claim = cheaper;
+    if let Some(why) = claim.min_values_unmet(catalog) {
+        return Outcome::No(why);
+    }
     let all_spot = group.iter().all(|n| n.capacity_type == "spot");
     if let Some(why) = too_few_spot_types(all_spot, &claim) {
         return Outcome::No(why);

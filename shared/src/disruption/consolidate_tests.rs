@@ -798,3 +798,47 @@ fn pods_are_not_moved_onto_a_node_still_inside_consolidate_after() {
         "big launched seconds ago takes no moved pod"
     );
 }
+
+/// A replacement keeps the NodePool's `minValues` among the types that would save, or is
+/// not made (Karpenter's "Consolidation should fail if filterByPrice breaks the minimum
+/// requirement from the NodePools"): fewer types than the NodePool asks for would be less
+/// choice than it allows a launch.
+#[test]
+fn a_replacement_whose_cheaper_types_fall_short_of_min_values_is_not_made() {
+    // (minValues on the instance type, whether m5.xlarge with a 1.5 CPU pod is replaced)
+    let cases = [(None, true), (Some(2), true), (Some(12), false)];
+    for (min, replaced) in cases {
+        let mut fleet = Fleet::new();
+        fleet.add("a", "m5.xlarge", "on-demand", pods("a", 1, 1500, 2), |v| v);
+        let families = ["c5", "m5", "r5"];
+        let pool = node_pool("default")
+            .req(CAPACITY_TYPE, crate::api::Operator::In, &["on-demand"])
+            .req(
+                "karpenter.k8s.aws/instance-family",
+                crate::api::Operator::In,
+                &families,
+            );
+        let pool = match min {
+            Some(min) => pool.min_values(INSTANCE_TYPE, crate::api::Operator::Exists, &[], min),
+            None => pool,
+        };
+        fleet.snapshot.simulation.as_mut().unwrap().pools = vec![pool.build()];
+        let plan = plan_disruption(&fleet.snapshot, t(NOW));
+        if replaced {
+            assert_eq!(plan.commands.len(), 1, "minValues {min:?}: {plan:#?}");
+            assert_eq!(plan.commands[0].action, Action::Replace);
+            let offered = plan.commands[0].replacement[0].instance_types.len();
+            assert!(offered >= min.unwrap_or(1) as usize, "{offered}");
+        } else {
+            assert!(plan.commands.is_empty(), "minValues {min:?}: {plan:#?}");
+            assert!(
+                plan.kept.iter().any(|k| matches!(
+                    &k.why,
+                    KeptWhy::NotConsolidatable { why } if why.contains("would save") && why.contains("minValues 12")
+                )),
+                "{:#?}",
+                plan.kept
+            );
+        }
+    }
+}

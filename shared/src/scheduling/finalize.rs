@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::claim::Claim;
 use super::plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
 use super::reasons::{Why, explain};
+use super::requirements::{MinValuesShort, min_values_short, min_values_value};
 use super::solver::Solver;
 use super::template::{Template, TypeOption, defined_by_instance};
 use crate::api::labels;
@@ -194,28 +195,20 @@ fn truncate_keeping_min_values<'a>(
     sorted: &[(&'a TypeOption, f64)],
     reqs: &super::requirements::Requirements,
 ) -> Result<Vec<(&'a TypeOption, f64)>, String> {
+    let named = sorted.iter().map(|(ty, _)| (ty.name.as_str(), &ty.labels));
+    if let Some(short) = min_values_short(reqs, named) {
+        let MinValuesShort { key, min, distinct } = short;
+        return Err(format!(
+            "requirement {key} has minValues {min} but only {} distinct values fit the pods: {}",
+            distinct.len(),
+            distinct.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
     let min_keys: Vec<(&String, u32)> = reqs
         .iter()
         .filter_map(|(k, r)| r.min_values.map(|m| (k, m)))
         .collect();
-    let value = |ty: &TypeOption, key: &str| -> Option<String> {
-        if key == labels::INSTANCE_TYPE {
-            Some(ty.name.clone())
-        } else {
-            ty.labels.get(key).cloned()
-        }
-    };
-    for (key, min) in &min_keys {
-        let distinct: BTreeSet<String> =
-            sorted.iter().filter_map(|(ty, _)| value(ty, key)).collect();
-        if (distinct.len() as u32) < *min {
-            return Err(format!(
-                "requirement {key} has minValues {min} but only {} distinct values fit the pods: {}",
-                distinct.len(),
-                distinct.into_iter().collect::<Vec<_>>().join(", ")
-            ));
-        }
-    }
+    let value = |ty: &TypeOption, key: &str| min_values_value(&ty.name, &ty.labels, key);
     if sorted.len() <= MAX_INSTANCE_TYPES {
         return Ok(sorted.to_vec());
     }

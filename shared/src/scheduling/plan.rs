@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::overlay::{Overlays, node_labels_of};
-use super::requirements::Requirements;
+use super::requirements::{MinValuesShort, Requirements, min_values_short};
 use crate::api::Taint;
 use crate::catalog::{CapacityType, Catalog, Offering};
 use crate::resources::Resources;
@@ -100,6 +100,27 @@ impl PlannedClaim {
             price_per_hour: price,
             ..self.clone()
         })
+    }
+
+    /// Why this claim's types fall short of a `minValues` of its NodePool's requirements,
+    /// as [`Self::cheaper_than`] may leave them: Karpenter then makes no replacement
+    /// rather than launch with less choice than the NodePool asks for.
+    pub fn min_values_unmet(&self, catalog: &Catalog) -> Option<String> {
+        let labelled: Vec<(&str, BTreeMap<String, String>)> = self
+            .instance_types
+            .iter()
+            .map(|t| {
+                let labels = catalog.get(t).map(|e| e.instance_type.labels());
+                (t.as_str(), labels.unwrap_or_default())
+            })
+            .collect();
+        let types = labelled.iter().map(|(name, labels)| (*name, labels));
+        let MinValuesShort { key, min, distinct } = min_values_short(&self.requirements, types)?;
+        Some(format!(
+            "the types that would save have {} distinct values of {key} ({}), fewer than the NodePool's minValues {min}",
+            distinct.len(),
+            distinct.into_iter().collect::<Vec<_>>().join(", ")
+        ))
     }
 }
 

@@ -392,6 +392,50 @@ impl fmt::Display for Requirements {
     }
 }
 
+/// A `minValues` requirement a set of instance types falls short of: its key, its
+/// `minValues`, and the distinct values the types have for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinValuesShort {
+    pub key: String,
+    pub min: u32,
+    pub distinct: BTreeSet<String>,
+}
+
+/// The first requirement of `reqs` with `minValues` that `types` (each its name and
+/// labels) do not give that many distinct values.
+pub fn min_values_short<'a, I>(reqs: &Requirements, types: I) -> Option<MinValuesShort>
+where
+    I: IntoIterator<Item = (&'a str, &'a BTreeMap<String, String>)> + Clone,
+{
+    reqs.iter().find_map(|(key, r)| {
+        let min = r.min_values?;
+        let distinct: BTreeSet<String> = types
+            .clone()
+            .into_iter()
+            .filter_map(|(name, labels)| min_values_value(name, labels, key))
+            .collect();
+        ((distinct.len() as u32) < min).then(|| MinValuesShort {
+            key: key.clone(),
+            min,
+            distinct,
+        })
+    })
+}
+
+/// A type's value for a `minValues` key: its name for the instance-type key (a type's own
+/// labels may leave it out), else its label.
+pub fn min_values_value(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<String> {
+    if key == crate::api::labels::INSTANCE_TYPE {
+        Some(name.to_string())
+    } else {
+        labels.get(key).cloned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -315,6 +315,9 @@ fn narrow(
             "no type but the replaced nodes' own costs less in every zone it could launch in"
                 .to_string()
         })?;
+    if let Some(why) = narrowed.min_values_unmet(catalog) {
+        return Err(why);
+    }
     let all_spot = !going.is_empty()
         && going
             .iter()
