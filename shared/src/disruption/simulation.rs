@@ -14,7 +14,7 @@ use crate::api::labels::ZONE;
 use crate::api::{EC2NodeClass, NodeOverlay, NodePool};
 use crate::catalog::Catalog;
 use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
-use crate::provision::spoken_for::book;
+use crate::provision::spoken_for::{book, spoken_for};
 use crate::scheduling::{
     ExistingNode, NamespaceLabels, Overlays, PodDemand, Snapshot as SolverSnapshot, solve,
 };
@@ -107,11 +107,22 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
         .collect();
     let catalog = Catalog::offline(&zones, inputs.spot_discount)
         .map_err(|e| format!("no catalog to price replacements with: {e}"));
-    // A pending pod whose spec cannot be read is the provisioner's to report.
-    let pending: Vec<PodDemand> = inputs
+    // Pods on their way to the room a move could take, booked first as Karpenter's
+    // simulation adds the pods of deleting nodes: the pending ones, and those of nodes
+    // draining in any pool, unless the draining node's recorded replacement holds them
+    // (that replacement then takes no moved pod). A pending pod whose spec cannot be read
+    // is the provisioner's to report.
+    let pending: Vec<Pod> = inputs
         .pods
         .iter()
         .filter(|p| is_provisionable(p))
+        .cloned()
+        .collect();
+    let spoken = spoken_for(&[], inputs.nodes, &bound, pending);
+    spoken.withhold(&[], inputs.nodes, &mut nodes);
+    let pending: Vec<PodDemand> = spoken
+        .pods
+        .iter()
         .filter_map(|p| PodDemand::from_pod(p).ok())
         .collect();
     let sim = catalog.map(|catalog| {
@@ -231,5 +242,69 @@ mod tests {
             ready.requested.cpu, 1000,
             "the pending pod's room is booked"
         );
+    }
+
+    /// A draining node's pods are booked where they would go, as pending pods are; a
+    /// draining node whose replacement is recorded has its pods held there, and the
+    /// replacement takes no moved pod.
+    #[test]
+    fn the_pods_of_draining_nodes_are_booked_first_and_a_recorded_replacement_is_withheld() {
+        let draining = |name: &str, replacement: Option<&str>| {
+            let mut n = node(name, "True");
+            n.spec.as_mut().unwrap().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+                key: crate::api::labels::DISRUPTED_TAINT.into(),
+                effect: "NoSchedule".into(),
+                ..Default::default()
+            }]);
+            if let Some(r) = replacement {
+                n.metadata.annotations = Some(
+                    [(
+                        crate::api::labels::REPLACEMENT_ANNOTATION.to_string(),
+                        r.to_string(),
+                    )]
+                    .into(),
+                );
+            }
+            n
+        };
+        let mut fresh = node("fresh", "True");
+        fresh.spec.as_mut().unwrap().provider_id =
+            Some("aws:///us-east-1a/i-0f0e0d0c0b0a09080".into());
+        let nodes = [
+            node("ready", "True"),
+            draining("draining", None),
+            draining("replaced", Some("i-0f0e0d0c0b0a09080")),
+            fresh,
+        ];
+        let bound = |name: &str, on: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": on, "containers": [{"name": "c",
+                    "resources": {"requests": {"cpu": "1"}}}]},
+                "status": {"phase": "Running"}
+            }))
+            .unwrap()
+        };
+        let pods = [bound("moving", "draining"), bound("held", "replaced")];
+        let (sim, problems) = simulation(&SimulationInputs {
+            pools: &[],
+            classes: &[],
+            nodes: &nodes,
+            pods: &pods,
+            daemon_sets: &[],
+            spot_discount: 0.6,
+            namespace_labels: &NamespaceLabels::default(),
+            overlays: &[],
+        });
+        assert!(problems.is_empty(), "{problems:?}");
+        let sim = sim.unwrap();
+        let booked: Vec<(&str, Vec<&str>)> = sim
+            .pending_on
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.iter().map(|d| d.name.as_str()).collect()))
+            .collect();
+        assert_eq!(booked, [("ready", vec!["moving"])]);
+        let fresh = sim.nodes.iter().find(|n| n.name == "fresh").unwrap();
+        assert!(!fresh.schedulable, "the replacement takes no moved pod");
     }
 }
