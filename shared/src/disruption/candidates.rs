@@ -139,10 +139,14 @@ pub(super) fn collect<'a>(
             continue;
         }
         let Some(reason) = reason else {
-            if !empty
-                && pool.replicas.is_none()
-                && pool.consolidation == ConsolidationPolicy::WhenEmptyOrUnderutilized
-            {
+            if !empty && pool.replicas.is_none() {
+                // What keeps any candidate is said first, as Karpenter checks it when it
+                // makes the candidate, before asking the pool whether it consolidates.
+                if let Some(why) = consolidation_disabled(pool) {
+                    let why = blocker(node, pool).unwrap_or(why);
+                    plan.kept.push(kept(node, Reason::Underutilized, why));
+                    continue;
+                }
                 match settled(node, pool, now) {
                     Ok(()) => match blocker(node, pool) {
                         None => underutilized.push(Candidate {
@@ -230,6 +234,20 @@ fn savings_ratio(node: &NodeView) -> f64 {
             .map(|p| p.eviction_cost.max(0.0))
             .sum::<f64>();
     node.price_per_hour.unwrap_or(0.0) / disruption
+}
+
+/// Why a pool consolidates no node with pods, if it does not: Karpenter says so on each
+/// such node (its `Unconsolidatable` Event), and so does the kept node's Event here.
+fn consolidation_disabled(pool: &PoolPolicy) -> Option<KeptWhy> {
+    let non_empty = match (pool.consolidate_after, pool.consolidation) {
+        (None, _) => false,
+        (Some(_), ConsolidationPolicy::WhenEmpty) => true,
+        (Some(_), ConsolidationPolicy::WhenEmptyOrUnderutilized) => return None,
+    };
+    Some(KeptWhy::ConsolidationDisabled {
+        pool: pool.name.clone(),
+        non_empty,
+    })
 }
 
 /// Consolidation's churn guard: the node launched and last gained pods at least

@@ -287,7 +287,15 @@ fn a_pool_that_consolidates_only_when_empty_keeps_underutilized_nodes() {
     fleet.snapshot.pools[0].consolidation = ConsolidationPolicy::WhenEmpty;
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert!(plan.commands.is_empty());
-    assert!(plan.kept.is_empty(), "{:?}", plan.kept);
+    assert_eq!(kept_messages(&plan), [NON_EMPTY_OFF, NON_EMPTY_OFF]);
+}
+
+/// Karpenter's `Unconsolidatable` messages for a pool that does not consolidate.
+const NON_EMPTY_OFF: &str = "NodePool \"default\" has non-empty consolidation disabled";
+const ALL_OFF: &str = "NodePool \"default\" has consolidation disabled";
+
+fn kept_messages(plan: &Plan) -> Vec<String> {
+    plan.kept.iter().map(|k| k.why.to_string()).collect()
 }
 
 #[test]
@@ -298,6 +306,14 @@ fn consolidate_after_never_turns_consolidation_off() {
     fleet.snapshot.pools[0].consolidate_after = None;
     let plan = plan_disruption(&fleet.snapshot, t(NOW));
     assert!(plan.commands.is_empty());
+    assert_eq!(kept_messages(&plan), [ALL_OFF, ALL_OFF]);
+    // What keeps any candidate is said first.
+    fleet.snapshot.nodes[0].do_not_disrupt = true;
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(
+        kept_messages(&plan),
+        ["the node has karpenter.sh/do-not-disrupt", ALL_OFF]
+    );
 }
 
 #[test]

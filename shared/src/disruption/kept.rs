@@ -66,6 +66,12 @@ pub enum KeptWhy {
         pool: String,
         headroom: String,
     },
+    /// Its pool does not consolidate nodes with pods: `consolidateAfter: Never`, or
+    /// (`non_empty`) `consolidationPolicy: WhenEmpty`.
+    ConsolidationDisabled {
+        pool: String,
+        non_empty: bool,
+    },
     /// Pending pods are about to land on it: the solver places them there (Karpenter's
     /// nominated node).
     Nominated {
@@ -145,6 +151,12 @@ impl fmt::Display for KeptWhy {
                 remaining.as_secs()
             ),
             KeptWhy::NotConsolidatable { why } => write!(f, "not consolidated: {why}"),
+            // Karpenter's Unconsolidatable messages, word for word.
+            KeptWhy::ConsolidationDisabled { pool, non_empty } => write!(
+                f,
+                "NodePool {pool:?} has {}consolidation disabled",
+                if *non_empty { "non-empty " } else { "" }
+            ),
             KeptWhy::Nominated { pods } => write!(
                 f,
                 "{pods} pending pod(s) are about to land on it: the scheduler has room for them there"

@@ -521,10 +521,16 @@ fn a_drifted_node_with_pods_is_replaced_within_its_drifted_budget_and_one_withou
     assert_eq!(plan.commands[0].action, Action::Replace);
     assert_eq!(
         kept(&plan),
-        vec![(
-            "b",
-            "NodePool default's disruption budget allows no more drifted nodes now".to_string()
-        )]
+        vec![
+            (
+                "c",
+                "NodePool \"default\" has consolidation disabled".to_string()
+            ),
+            (
+                "b",
+                "NodePool default's disruption budget allows no more drifted nodes now".to_string()
+            )
+        ]
     );
     // Without pods to move, a drifted node is simply deleted.
     let mut bare = node("d", "default");
