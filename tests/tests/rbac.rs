@@ -161,6 +161,7 @@ const REMOVER: Calls = &[
 ];
 const SWEEPER: Calls = &[
     ("GET", "/apis/policy/v1/poddisruptionbudgets"),
+    ("GET", "/apis/karpenter.sh/v1/nodepools/default/status"),
     ("PATCH", "/apis/karpenter.sh/v1/nodepools/default/status"),
     (
         "GET",

@@ -373,7 +373,7 @@ where
     for p in &problems {
         tracing::warn!(problem = p, "object not considered for disruption");
     }
-    pool_status::write_statuses(state, &config.inputs.node_pools, &nodes, &snapshot).await;
+    pool_status::write_statuses(state, &config, &nodes, &snapshot, now).await;
     if state.node_repair {
         repair::mark_status_checks(state, &mut snapshot, &instances, now).await;
     }

@@ -26,7 +26,7 @@ pub use overlay::{
     node_overlay_errors,
 };
 pub use quantity::Quantity;
-pub use validation::validate;
+pub use validation::{NODE_CLASS_REF_NAME, validate};
 
 use std::collections::BTreeMap;
 

@@ -21,6 +21,8 @@ use super::{Budget, NodePool, NodeSelectorRequirement, Operator, Taint};
 
 /// Karpenter's CRD bound on `minValues`.
 const MAX_MIN_VALUES: u32 = 50;
+/// The field a NodePool names its EC2NodeClass by, where a class not defined is reported.
+pub const NODE_CLASS_REF_NAME: &str = "spec.template.spec.nodeClassRef.name";
 /// Budget reasons Karpenter v1 accepts.
 const BUDGET_REASONS: &[&str] = &["Underutilized", "Empty", "Drifted"];
 
@@ -116,7 +118,7 @@ pub fn validate(inputs: &Inputs) -> Vec<Problem> {
                 &mut problems,
                 &source,
                 FieldError {
-                    field: "spec.template.spec.nodeClassRef.name".into(),
+                    field: NODE_CLASS_REF_NAME.into(),
                     message,
                 },
                 false,

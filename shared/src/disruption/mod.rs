@@ -17,6 +17,7 @@ mod hygiene;
 mod kept;
 mod leftovers;
 mod plan;
+mod pool_conditions;
 mod pool_status;
 mod removal;
 mod repair;
@@ -46,6 +47,9 @@ pub use hygiene::{JOIN_TIMEOUT, NeverJoined, OrphanNode};
 pub use kept::{Kept, KeptWhy};
 pub use leftovers::{PROFILE_GRACE, UnusedProfile, unused_profiles};
 pub use plan::{Action, Command, EmptyMark, Plan, plan_disruption};
+pub use pool_conditions::{
+    ClassReadiness, Wanted as WantedCondition, conditions, node_pool_dependents,
+};
 pub use pool_status::pool_statuses;
 pub use removal::{DISRUPTION_ANNOTATION, parse_removal, removal_value};
 pub use repair::{

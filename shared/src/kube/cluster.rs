@@ -240,11 +240,14 @@ impl NodeSource for KubeCluster {
 
 impl PoolStatusSink for KubeCluster {
     /// A NodePool gone, or a legacy Provisioner's (no `karpenter.sh/v1` object by its
-    /// name), has no status to write: not an error.
+    /// name), has no status to write: not an error. The object is read first for the
+    /// conditions' times; the sweeper is their only writer.
     async fn write_pool_status(
         &self,
         pool: &str,
-        status: serde_json::Value,
+        mut status: serde_json::Value,
+        dependents: &[crate::disruption::WantedCondition],
+        now: jiff::Timestamp,
     ) -> Result<(), KubeError> {
         let resource = ::kube::api::ApiResource {
             group: "karpenter.sh".into(),
@@ -254,13 +257,35 @@ impl PoolStatusSink for KubeCluster {
             plural: "nodepools".into(),
         };
         let api: Api<::kube::api::DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let name = format!("nodepools/{pool}/status");
+        let current = match self
+            .settings
+            .retry
+            .run("get", &name, || api.get_status(pool))
+            .await
+        {
+            Err(e) if e.is_not_found() => return Ok(()),
+            other => other?,
+        };
+        let meta = &current.metadata;
+        let created = meta.creation_timestamp.as_ref().map_or(now, |t| t.0);
+        let existing = current.data["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        status["conditions"] = serde_json::Value::Array(crate::disruption::conditions(
+            dependents,
+            &existing,
+            created,
+            meta.generation.unwrap_or(0),
+            now,
+        ));
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
         let body = serde_json::json!({ "status": status });
         let patch = Patch::Merge(&body);
-        let name = format!("nodepools/{pool}/status");
         match self
             .settings
             .retry

@@ -10,6 +10,8 @@ use crate::api::{EC2NodeClass, NodePool};
 use crate::api::{Inputs, Problem, Source};
 
 use super::ports::ObjectKind;
+use crate::api::NODE_CLASS_REF_NAME;
+use crate::disruption::ClassReadiness;
 
 /// Where the configuration of one load came from, in DESIGN's priority order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,26 +173,7 @@ pub fn usable(
     inputs: &Inputs,
     problems: &[Problem],
 ) -> (Vec<NodePool>, Vec<EC2NodeClass>, Vec<(ObjectRef, String)>) {
-    let errors: Vec<&Problem> = problems
-        .iter()
-        .filter(|p| p.is_error() && !p.document.is_empty())
-        .collect();
-    let errors_of = |source: Option<&Source>| -> Option<String> {
-        let s = source?;
-        let document = s.describe();
-        let messages: Vec<String> = errors
-            .iter()
-            .filter(|p| p.file == s.file && same_document(&p.document, &document))
-            .map(|p| {
-                if p.field.is_empty() {
-                    p.message.clone()
-                } else {
-                    format!("{}: {}", p.field, p.message)
-                }
-            })
-            .collect();
-        (!messages.is_empty()).then(|| messages.join("; "))
-    };
+    let errors_of = |source: Option<&Source>| document_errors(problems, source);
     let mut dropped = Vec::new();
 
     let mut classes = Vec::new();
@@ -229,6 +212,68 @@ pub fn usable(
         pools.push(np.clone());
     }
     (pools, classes, dropped)
+}
+
+/// The Error-level problems of the document `source` came from, joined; `None` when it has
+/// none.
+fn document_errors(problems: &[Problem], source: Option<&Source>) -> Option<String> {
+    document_errors_but(problems, source, None)
+}
+
+/// [`document_errors`] less those on the field `but`.
+fn document_errors_but(
+    problems: &[Problem],
+    source: Option<&Source>,
+    but: Option<&str>,
+) -> Option<String> {
+    let s = source?;
+    let document = s.describe();
+    let messages: Vec<String> = problems
+        .iter()
+        .filter(|p| p.is_error() && !p.document.is_empty())
+        .filter(|p| Some(p.field.as_str()) != but)
+        .filter(|p| p.file == s.file && same_document(&p.document, &document))
+        .map(|p| {
+            if p.field.is_empty() {
+                p.message.clone()
+            } else {
+                format!("{}: {}", p.field, p.message)
+            }
+        })
+        .collect();
+    (!messages.is_empty()).then(|| messages.join("; "))
+}
+
+/// Each NodePool's readiness as its status conditions say it: (name, why the NodePool
+/// itself is invalid, what its EC2NodeClass is), from the same checks as [`usable`].
+pub fn pool_readiness(
+    inputs: &Inputs,
+    problems: &[Problem],
+) -> Vec<(String, Option<String>, ClassReadiness)> {
+    let class_errors = |name: &str| {
+        let i = inputs
+            .node_classes
+            .iter()
+            .position(|c| c.metadata.name == name)?;
+        Some(document_errors(problems, inputs.node_class_sources.get(i)))
+    };
+    inputs
+        .node_pools
+        .iter()
+        .enumerate()
+        .map(|(i, np)| {
+            let class = match class_errors(&np.spec.template.spec.node_class_ref.name) {
+                None => ClassReadiness::NotFound,
+                Some(None) => ClassReadiness::Ready,
+                Some(Some(why)) => ClassReadiness::NotReady(why),
+            };
+            // A class not found is said by NodeClassReady, as Karpenter says it, not as
+            // the NodePool failing validation.
+            let but = (class == ClassReadiness::NotFound).then_some(NODE_CLASS_REF_NAME);
+            let own = document_errors_but(problems, inputs.node_pool_sources.get(i), but);
+            (np.metadata.name.clone(), own, class)
+        })
+        .collect()
 }
 
 /// True when a problem's `document` names the document `describe` names. An item of a `List`

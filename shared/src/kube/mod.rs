@@ -26,7 +26,7 @@ pub use cluster::{ClusterSettings, KubeCluster};
 pub use config::{
     ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,
     DEFAULT_POOL_FILE, DefaultPoolParams, ObjectRef, cluster_file, config_map_file,
-    default_pool_documents, default_pool_inputs, holds_node_pool, usable,
+    default_pool_documents, default_pool_inputs, holds_node_pool, pool_readiness, usable,
 };
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
 pub use error::{KubeError, RetryPolicy};

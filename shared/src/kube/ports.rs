@@ -148,12 +148,16 @@ impl fmt::Display for ObjectKind {
     }
 }
 
-/// A NodePool's `status` (`disruption::pool_statuses`), merged into what is there.
+/// A NodePool's `status` (`disruption::pool_statuses`), merged into what is there, with
+/// its conditions from `dependents` (`disruption::conditions`: each keeps the time the
+/// object says it last changed).
 pub trait PoolStatusSink: Send + Sync {
     fn write_pool_status(
         &self,
         pool: &str,
         status: serde_json::Value,
+        dependents: &[crate::disruption::WantedCondition],
+        now: jiff::Timestamp,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
 

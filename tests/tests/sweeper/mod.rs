@@ -13,6 +13,7 @@
 
 mod guards;
 mod hygiene;
+mod pool_status;
 mod repair;
 mod static_pool;
 

@@ -98,6 +98,66 @@ fn an_invalid_pool_is_skipped_without_blocking_the_valid_ones() {
     )));
 }
 
+/// Each NodePool's readiness as its conditions say it: its own errors, and its class's
+/// state apart; a class not found is not the NodePool failing validation.
+#[test]
+fn a_pools_readiness_tells_its_own_errors_from_its_class() {
+    let missing_class = Problem {
+        field: crate::api::NODE_CLASS_REF_NAME.into(),
+        message: "EC2NodeClass \"missing\" is not defined in the inputs".into(),
+        ..error(FILE, "NodePool/orphan (document 4)")
+    };
+    /// A pool's name, its own errors and its class's readiness.
+    type Readiness<'a> = (&'a str, Option<&'a str>, ClassReadiness);
+    let cases: [(Vec<Problem>, [Readiness; 3]); 3] = [
+        (
+            vec![missing_class],
+            [
+                ("general", None, ClassReadiness::Ready),
+                ("gpu", None, ClassReadiness::Ready),
+                ("orphan", None, ClassReadiness::NotFound),
+            ],
+        ),
+        (
+            vec![error(FILE, "NodePool/gpu (document 3)")],
+            [
+                ("general", None, ClassReadiness::Ready),
+                (
+                    "gpu",
+                    Some("spec.weight: must be between 1 and 100"),
+                    ClassReadiness::Ready,
+                ),
+                ("orphan", None, ClassReadiness::NotFound),
+            ],
+        ),
+        (
+            vec![error(FILE, "EC2NodeClass/standard (document 1)")],
+            [
+                (
+                    "general",
+                    None,
+                    ClassReadiness::NotReady("spec.weight: must be between 1 and 100".into()),
+                ),
+                (
+                    "gpu",
+                    None,
+                    ClassReadiness::NotReady("spec.weight: must be between 1 and 100".into()),
+                ),
+                ("orphan", None, ClassReadiness::NotFound),
+            ],
+        ),
+    ];
+    let (inputs, _) = loaded();
+    for (problems, want) in cases {
+        let got = pool_readiness(&inputs, &problems);
+        let want: Vec<(String, Option<String>, ClassReadiness)> = want
+            .into_iter()
+            .map(|(p, own, class)| (p.to_string(), own.map(str::to_string), class))
+            .collect();
+        assert_eq!(got, want, "{problems:?}");
+    }
+}
+
 #[test]
 fn pools_on_an_invalid_class_are_dropped_with_the_class() {
     let (inputs, mut problems) = loaded();
