@@ -209,22 +209,28 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn a_starting_node_is_no_destination_and_a_pending_pod_is_booked_where_it_fits() {
-        let nodes = [node("ready", "True"), node("starting", "False")];
-        let pods = [pending("waiting", "1")];
+    /// The simulation of `nodes` and `pods` with no pool, class or DaemonSet; it reads
+    /// every one of them.
+    fn simulated(nodes: &[Node], pods: &[Pod]) -> Simulation {
         let (sim, problems) = simulation(&SimulationInputs {
             pools: &[],
             classes: &[],
-            nodes: &nodes,
-            pods: &pods,
+            nodes,
+            pods,
             daemon_sets: &[],
             spot_discount: 0.6,
             namespace_labels: &NamespaceLabels::default(),
             overlays: &[],
         });
         assert!(problems.is_empty(), "{problems:?}");
-        let sim = sim.unwrap();
+        sim.unwrap()
+    }
+
+    #[test]
+    fn a_starting_node_is_no_destination_and_a_pending_pod_is_booked_where_it_fits() {
+        let nodes = [node("ready", "True"), node("starting", "False")];
+        let pods = [pending("waiting", "1")];
+        let sim = simulated(&nodes, &pods);
         let schedulable: Vec<(&str, bool)> = sim
             .nodes
             .iter()
@@ -286,18 +292,7 @@ mod tests {
             .unwrap()
         };
         let pods = [bound("moving", "draining"), bound("held", "replaced")];
-        let (sim, problems) = simulation(&SimulationInputs {
-            pools: &[],
-            classes: &[],
-            nodes: &nodes,
-            pods: &pods,
-            daemon_sets: &[],
-            spot_discount: 0.6,
-            namespace_labels: &NamespaceLabels::default(),
-            overlays: &[],
-        });
-        assert!(problems.is_empty(), "{problems:?}");
-        let sim = sim.unwrap();
+        let sim = simulated(&nodes, &pods);
         let booked: Vec<(&str, Vec<&str>)> = sim
             .pending_on
             .iter()
