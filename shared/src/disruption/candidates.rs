@@ -14,6 +14,7 @@ use super::plan::{EmptyMark, Plan};
 use super::snapshot::{NodeView, PodKind, PoolPolicy, Snapshot};
 use crate::api::ConsolidationPolicy;
 
+#[derive(Clone, Copy)]
 pub(super) struct Candidate<'a> {
     pub(super) node: &'a NodeView,
     pub(super) pool: &'a PoolPolicy,

@@ -1,22 +1,29 @@
-//! Consolidation (`consolidationPolicy: WhenEmptyOrUnderutilized`): a node goes when the
-//! core's solver, run on the cluster without it, places all of its pods on the other nodes'
-//! free room (delete), or on those plus ONE new node cheaper than what goes (replace).
-//! As in Karpenter (`pkg/controllers/disruption/{multinode,singlenode}consolidation.go`):
-//! first the longest prefix of the candidates (highest savings per unit of disruption first, at most
-//! [`MAX_MULTI_NODE`], and within the pools' budgets) that can go together, by binary
-//! search; failing that, the first single node that can, among every candidate whose pool's
-//! budget allows one node (at most [`MAX_SINGLE_NODE`] of them): the budget bounds how many
-//! nodes a command takes, not which nodes are looked at. Unlike Karpenter, a single node whose deletion saves as much as
-//! the several-node replacement is preferred to it (no launch, fewer pods moved). One
+//! Consolidation (`consolidationPolicy: WhenEmptyOrUnderutilized`): a set of nodes goes when
+//! the core's solver, run on the cluster without them, places all of their pods on the other
+//! nodes' free room (delete), or on those plus new nodes costing at least [`MIN_SAVING`]
+//! less in all (replace; each new node's DaemonSets are in the solver's sizing of it).
+//! Karpenter's moves are a delete, or several nodes into ONE
+//! (`pkg/controllers/disruption/{multinode,singlenode}consolidation.go`); here a set may be
+//! replaced by as many nodes as the solver plans for its pods, so a fleet of half-used
+//! nodes is repacked in a few commands rather than one node a sweep.
+//! The set: the longest prefix (by binary search; at most [`MAX_MULTI_NODE`], within the
+//! pools' budgets) that can go together, of the candidates in Karpenter's order (highest
+//! savings per unit of disruption first), of the candidates that pay most for what they
+//! hold ([`cost_per_use`]), and of the candidates that can each go alone (simulated one
+//! by one among every candidate whose pool's budget allows one node, at most
+//! [`MAX_SINGLE_NODE`] of them: the budget bounds how many nodes a command takes, not which
+//! nodes are looked at); or the first single node that can go. The command that saves most
+//! is taken; on a tie a delete (no launch), then fewer nodes (fewer pods moved). One
 //! command per sweep, so the next sweep decides on what this one changed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduling::{
-    Overlays, PlannedClaim, ProvisioningPlan, Snapshot as SolverSnapshot, solve,
+    Overlays, PlannedClaim, ProvisioningPlan, Repacking, Snapshot as SolverSnapshot,
+    solve_repacking,
 };
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
@@ -38,10 +45,9 @@ pub const MAX_SINGLE_NODE: usize = 200;
 pub enum Outcome {
     /// Their pods fit on the other nodes.
     Delete { savings: f64 },
-    /// Their pods fit on the other nodes plus this one cheaper claim (boxed: a claim is
-    /// large beside the other variants).
+    /// Their pods fit on the other nodes plus these claims, cheaper in all.
     Replace {
-        claim: Box<PlannedClaim>,
+        claims: Vec<PlannedClaim>,
         savings: f64,
     },
     /// They stay, and why (in words for the node's Event).
@@ -61,50 +67,174 @@ pub enum Decision<'a> {
     Stay(Vec<(&'a NodeView, String)>),
 }
 
-/// `candidates` are in the order to disrupt them and already within their budgets.
-/// `singles` are the candidates that may go on their own, in the same order (`candidates`
-/// first).
+/// What one consolidation chooses among.
+pub struct Choices<'s, 'a> {
+    /// The candidates in each order worth trying together (the order to disrupt them, then
+    /// the worst value first), each already within the budgets.
+    pub sets: &'s [&'s [&'a NodeView]],
+    /// The candidates that may go on their own, in the order to disrupt them.
+    pub singles: &'s [&'a NodeView],
+    /// The most of the given nodes, in their order, that the budgets let go at once.
+    pub together: &'s dyn Fn(&[&'a NodeView]) -> Vec<&'a NodeView>,
+}
+
+/// The command saving most among: the longest prefix of each set that can go; the first
+/// single node that can go alone; and the longest prefix of the nodes that can each go
+/// alone, together (within the budgets). A delete wins a tie, then fewer nodes.
 pub fn decide<'a>(
     sim: &Simulation,
     settling: &HashSet<&str>,
-    candidates: &[&'a NodeView],
-    singles: &[&'a NodeView],
+    choices: &Choices<'_, 'a>,
 ) -> Decision<'a> {
-    let most = candidates.len().min(MAX_MULTI_NODE);
-    let (mut lo, mut hi) = (2, most);
+    let mut best: Option<(Vec<&'a NodeView>, Outcome)> = None;
+    let mut tried: Vec<&[&NodeView]> = Vec::new();
+    for &set in choices.sets {
+        if !tried.iter().any(|t| same(t, set)) {
+            keep_better(&mut best, longest(sim, settling, set));
+            tried.push(set);
+        }
+    }
+    if let Some((nodes, Outcome::Delete { savings })) = best {
+        return Decision::Go(nodes, Outcome::Delete { savings });
+    }
+    // Stop once as many can go alone as the largest set holds: the budgets take no more.
+    let enough = choices
+        .sets
+        .iter()
+        .map(|s| s.len())
+        .max()
+        .unwrap_or(0)
+        .max(2);
+    let singles = &choices.singles[..choices.singles.len().min(MAX_SINGLE_NODE)];
+    // With as many nodes as the budgets take at once, only a single node whose deletion
+    // could save more is worth simulating: a node saves at most its price.
+    let full = best
+        .as_ref()
+        .filter(|(nodes, _)| nodes.len() >= enough)
+        .map(|(_, outcome)| savings(outcome));
+    let mut stay = Vec::new();
+    let mut alone = Vec::new();
+    for &node in singles {
+        if full.is_some_and(|s| node.price_per_hour.unwrap_or(0.0) < s - TIE) {
+            continue;
+        }
+        match simulate(sim, settling, &[node]) {
+            Outcome::No(why) => stay.push((node, why)),
+            outcome => {
+                if alone.is_empty() {
+                    keep_better(&mut best, Some((vec![node], outcome)));
+                }
+                alone.push(node);
+                if alone.len() == enough {
+                    break;
+                }
+            }
+        }
+    }
+    if alone.len() >= 2 {
+        let together = (choices.together)(&alone);
+        if !tried.iter().any(|t| same(t, &together)) {
+            keep_better(&mut best, longest(sim, settling, &together));
+        }
+    }
+    match best {
+        Some((nodes, outcome)) => Decision::Go(nodes, outcome),
+        None => Decision::Stay(stay),
+    }
+}
+
+/// Savings closer than this ($ an hour, a hundredth of a cent) are a tie.
+const TIE: f64 = 1e-4;
+
+/// Keeps in `best` whichever saves more; on a tie a delete (no launch), then fewer nodes
+/// (fewer pods moved).
+fn keep_better<'a>(
+    best: &mut Option<(Vec<&'a NodeView>, Outcome)>,
+    found: Option<(Vec<&'a NodeView>, Outcome)>,
+) {
+    let Some(found) = found else { return };
+    let rank = |(nodes, outcome): &(Vec<&NodeView>, Outcome)| {
+        (
+            savings(outcome),
+            matches!(outcome, Outcome::Delete { .. }),
+            std::cmp::Reverse(nodes.len()),
+        )
+    };
+    let better = match best.as_ref() {
+        None => true,
+        Some(b) => {
+            let ((s1, d1, n1), (s2, d2, n2)) = (rank(&found), rank(b));
+            if (s1 - s2).abs() > TIE {
+                s1 > s2
+            } else {
+                (d1, n1) > (d2, n2)
+            }
+        }
+    };
+    if better {
+        *best = Some(found);
+    }
+}
+
+/// The same nodes in the same order.
+fn same(a: &[&NodeView], b: &[&NodeView]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| std::ptr::eq(*x, *y))
+}
+
+fn savings(outcome: &Outcome) -> f64 {
+    match outcome {
+        Outcome::Delete { savings } | Outcome::Replace { savings, .. } => *savings,
+        Outcome::No(_) => 0.0,
+    }
+}
+
+/// The longest prefix of `nodes`, two at least, that can go together: all of them when
+/// they can (one simulation), else by binary search.
+fn longest<'a>(
+    sim: &Simulation,
+    settling: &HashSet<&str>,
+    nodes: &[&'a NodeView],
+) -> Option<(Vec<&'a NodeView>, Outcome)> {
+    let most = nodes.len().min(MAX_MULTI_NODE);
+    if most < 2 {
+        return None;
+    }
+    let all = simulate(sim, settling, &nodes[..most]);
+    if all.is_go() {
+        return Some((nodes[..most].to_vec(), all));
+    }
+    let (mut lo, mut hi) = (2, most - 1);
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let outcome = simulate(sim, settling, &candidates[..mid]);
+        let outcome = simulate(sim, settling, &nodes[..mid]);
         if outcome.is_go() {
-            best = Some((mid, outcome));
+            best = Some((nodes[..mid].to_vec(), outcome));
             lo = mid + 1;
         } else {
             hi = mid - 1;
         }
     }
-    if let Some((n, Outcome::Delete { savings })) = best {
-        return Decision::Go(candidates[..n].to_vec(), Outcome::Delete { savings });
-    }
-    let mut stay = Vec::new();
-    for &node in singles.iter().take(MAX_SINGLE_NODE) {
-        match (simulate(sim, settling, &[node]), &best) {
-            (Outcome::No(why), None) => stay.push((node, why)),
-            (Outcome::No(_), Some(_)) => {}
-            // A delete that saves as much as the several-node replacement beats it: no
-            // launch, fewer pods moved.
-            (Outcome::Delete { savings }, Some((_, Outcome::Replace { savings: s, .. })))
-                if savings >= *s - 1e-9 =>
-            {
-                return Decision::Go(vec![node], Outcome::Delete { savings });
-            }
-            (_, Some(_)) => {}
-            (outcome, None) => return Decision::Go(vec![node], outcome),
-        }
-    }
-    match best {
-        Some((n, outcome)) => Decision::Go(candidates[..n].to_vec(), outcome),
-        None => Decision::Stay(stay),
+    best
+}
+
+/// What a node pays an hour per unit of what it holds: its price over the larger of its
+/// CPU and memory shares requested (at least 1%). The highest are the worst value, the
+/// nodes a repacking gains most from.
+pub fn cost_per_use(sim: &Simulation) -> impl Fn(&NodeView) -> f64 + '_ {
+    let used: HashMap<&str, f64> = sim
+        .nodes
+        .iter()
+        .map(|n| {
+            let share = |used: i64, of: i64| if of > 0 { used as f64 / of as f64 } else { 1.0 };
+            let most = share(n.requested.cpu, n.allocatable.cpu)
+                .max(share(n.requested.memory, n.allocatable.memory));
+            (n.name.as_str(), most.max(0.01))
+        })
+        .collect();
+    move |node| {
+        let share = used.get(node.name.as_str()).copied().unwrap_or(1.0);
+        node.price_per_hour.unwrap_or(0.0) / share
     }
 }
 
@@ -122,17 +252,18 @@ pub fn simulate(sim: &Simulation, settling: &HashSet<&str>, group: &[&NodeView])
         ));
     }
     let prices: Option<f64> = group.iter().map(|n| n.price_per_hour).sum();
-    let mut claims = plan.node_claims;
-    match claims.len() {
-        0 => Outcome::Delete {
+    if plan.node_claims.is_empty() {
+        return Outcome::Delete {
             savings: prices.unwrap_or(0.0),
-        },
-        1 => {
-            let claim = claims.remove(0);
-            replace(group, prices, claim, &sim.catalog, &plan.overlays)
-        }
-        n => Outcome::No(format!("its pods would need {n} new nodes")),
+        };
     }
+    replace(
+        group,
+        prices,
+        &plan.node_claims,
+        &sim.catalog,
+        &plan.overlays,
+    )
 }
 
 /// The most a replacement of nodes costing `current` per hour in all may cost: less by
@@ -189,49 +320,124 @@ pub fn placement(
         namespace_labels: sim.namespace_labels.clone(),
         overlays: sim.overlays.clone(),
     };
-    Some(solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes))
+    Some(solve_repacking(
+        &snapshot,
+        &sim.catalog,
+        &sim.pools,
+        &sim.classes,
+        Repacking::Quick,
+    ))
 }
 
 fn replace(
     group: &[&NodeView],
     prices: Option<f64>,
-    claim: PlannedClaim,
+    claims: &[PlannedClaim],
     catalog: &Catalog,
     overlays: &Overlays,
 ) -> Outcome {
     let Some(current) = prices else {
         return Outcome::No("its price is unknown, so no saving can be shown".into());
     };
-    let replaced: Vec<&str> = group.iter().map(|n| n.instance_type.as_str()).collect();
-    let Some(cheaper) = claim.cheaper_than(catalog, overlays, price_ceiling(current), &replaced)
-    else {
-        if claim.price_per_hour <= price_ceiling(current) {
-            return Outcome::No(format!(
-                "only its own type ({}) would save {:.0}% of ${current:.4}/h",
-                claim.instance_type,
-                MIN_SAVING * 100.0,
-            ));
-        }
-        return Outcome::No(format!(
-            "a replacement ({} at ${:.4}/h) would not save {:.0}% of ${:.4}/h",
-            claim.instance_type,
-            claim.price_per_hour,
-            MIN_SAVING * 100.0,
-            current
-        ));
+    let wanted = Replacing {
+        ceiling: price_ceiling(current),
+        replaced: group.iter().map(|n| n.instance_type.clone()).collect(),
+        all_spot: group.iter().all(|n| n.capacity_type == "spot"),
     };
-    let claim = cheaper;
-    if let Some(why) = claim.min_values_unmet(catalog) {
-        return Outcome::No(why);
+    match wanted.narrow(claims, catalog, overlays) {
+        Ok(claims) => Outcome::Replace {
+            savings: current - claims.iter().map(|c| c.price_per_hour).sum::<f64>(),
+            claims,
+        },
+        Err(NotSaving::OverCeiling(price)) => Outcome::No(format!(
+            "a replacement ({} at ${price:.4}/h) would not save {:.0}% of ${current:.4}/h",
+            describe(claims),
+            MIN_SAVING * 100.0,
+        )),
+        Err(NotSaving::TooNarrow(why)) => Outcome::No(why),
     }
-    let all_spot = group.iter().all(|n| n.capacity_type == "spot");
-    if let Some(why) = too_few_spot_types(all_spot, &claim) {
-        return Outcome::No(why);
+}
+
+/// A replacement's claims in a few words: the type of one, the count of several.
+fn describe(claims: &[PlannedClaim]) -> String {
+    match claims {
+        [one] => one.instance_type.clone(),
+        many => format!("{} nodes", many.len()),
     }
-    Outcome::Replace {
-        savings: current - claim.price_per_hour,
-        claim: Box::new(claim),
+}
+
+/// What a replacement must keep to: the decision judges its plan by it, and the launch
+/// judges its own plan again at the prices of the moment.
+pub struct Replacing {
+    /// The most the claims may cost an hour in all ([`price_ceiling`]).
+    pub ceiling: f64,
+    /// The instance types of the nodes replaced.
+    pub replaced: Vec<String>,
+    /// Every node replaced is spot.
+    pub all_spot: bool,
+}
+
+/// Why a replacement is not made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NotSaving {
+    /// The claims planned cost this much an hour in all, above the ceiling.
+    OverCeiling(f64),
+    /// Under the ceiling, what is left to offer EC2 would not do (in words for the node).
+    TooNarrow(String),
+}
+
+impl Replacing {
+    /// `claims` narrowed to the types that keep the whole under the ceiling even if every
+    /// launch gets its claim's dearest type and zone: each claim may cost its own price
+    /// plus an equal share of what the plan leaves under the ceiling. One claim never lists
+    /// the replaced nodes' own types (a node replaced by its own type saves nothing);
+    /// several save by their number, so they may. Each narrowed claim must still meet its
+    /// pool's `minValues` and the spot-to-spot rule.
+    pub fn narrow(
+        &self,
+        claims: &[PlannedClaim],
+        catalog: &Catalog,
+        overlays: &Overlays,
+    ) -> Result<Vec<PlannedClaim>, NotSaving> {
+        let total: f64 = claims.iter().map(|c| c.price_per_hour).sum();
+        if total > self.ceiling {
+            return Err(NotSaving::OverCeiling(total));
+        }
+        let share = (self.ceiling - total) / claims.len().max(1) as f64;
+        let replaced: Vec<&str> = match claims.len() {
+            1 => self.replaced.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        claims
+            .iter()
+            .map(|claim| {
+                let narrowed = claim
+                    .cheaper_than(catalog, overlays, claim.price_per_hour + share, &replaced)
+                    .ok_or_else(|| too_narrow(claim, claims.len(), self.ceiling))?;
+                if let Some(why) = narrowed.min_values_unmet(catalog) {
+                    return Err(NotSaving::TooNarrow(why));
+                }
+                match too_few_spot_types(self.all_spot, &narrowed) {
+                    Some(why) => Err(NotSaving::TooNarrow(why)),
+                    None => Ok(narrowed),
+                }
+            })
+            .collect()
     }
+}
+
+fn too_narrow(claim: &PlannedClaim, claims: usize, ceiling: f64) -> NotSaving {
+    NotSaving::TooNarrow(if claims == 1 {
+        format!(
+            "only its own type ({}) would keep a replacement under ${ceiling:.4}/h in every zone it could launch in",
+            claim.instance_type
+        )
+    } else {
+        format!(
+            "no type for the {} of its {claims} replacement nodes keeps them under ${ceiling:.4}/h in every zone they could launch in",
+            claim.instance_type
+        )
+    })
 }
 
 /// Spot is replaced by spot only with at least [`MIN_SPOT_TYPES`] cheaper types to choose

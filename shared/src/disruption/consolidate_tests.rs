@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::budget::NodesLimit;
+use super::consolidate::{Outcome, simulate};
 use super::simulation::Simulation;
 use super::snapshot::{NodeView, PodKind, Snapshot};
 use super::testkit::{count_budget, node, pod, pool, t};
@@ -210,6 +211,78 @@ fn two_half_empty_nodes_are_replaced_by_one_cheaper_node() {
     assert!(claim.price_per_hour <= before * 0.9, "{claim:#?}");
     assert!((c.savings_per_hour - (before - claim.price_per_hour)).abs() < 1e-9);
     assert!((plan.price_after - claim.price_per_hour).abs() < 1e-9);
+}
+
+#[test]
+fn a_set_of_nodes_whose_pods_need_several_new_nodes_is_replaced_by_them_in_one_command() {
+    // Three m5.12xlarge ($2.304/h each) each hold one 20-CPU pod: no type holds all three
+    // pods (48 CPU at most), so the cheapest set is two nodes. Karpenter replaces at most
+    // two of them by one node (a many-to-one move) and leaves the third for later.
+    let fleet = Fleet::new()
+        .node("a", "m5.12xlarge", pods("a", 1, 20_000, 8))
+        .node("b", "m5.12xlarge", pods("b", 1, 20_000, 8))
+        .node("c", "m5.12xlarge", pods("c", 1, 20_000, 8));
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.nodes.as_slice()),
+        (
+            Action::Replace,
+            &["a".to_string(), "b".into(), "c".into()][..]
+        )
+    );
+    assert_eq!(c.replacement.len(), 2, "{:#?}", c.replacement);
+    let placed: usize = c.replacement.iter().map(|claim| claim.pods.len()).sum();
+    assert_eq!(placed, 3);
+    let before = 3.0 * shape("m5.12xlarge").2;
+    let after: f64 = c.replacement.iter().map(|claim| claim.price_per_hour).sum();
+    assert!(after <= before * 0.9, "${after}/h for ${before}/h");
+    assert!((c.savings_per_hour - (before - after)).abs() < 1e-9);
+    assert!((plan.price_after - after).abs() < 1e-9);
+}
+
+#[test]
+fn within_the_budget_the_nodes_that_pay_most_for_what_they_hold_are_repacked_together() {
+    // Karpenter's order takes the m5.xlarge first (more saved per pod moved), but their
+    // pods (3.5 CPU and 12 GiB each) need a node as dear as both: they cannot go. The two
+    // r5.2xlarge hold half of their CPU and a fifth of their memory; together they become
+    // one c5.4xlarge, saving twice what one of them alone would.
+    let mut fleet = Fleet::new()
+        .node("a", "m5.xlarge", pods("a", 1, 3500, 12))
+        .node("b", "m5.xlarge", pods("b", 1, 3500, 12))
+        .node("c", "r5.2xlarge", pods("c", 6, 1000, 2))
+        .node("d", "r5.2xlarge", pods("d", 6, 1000, 2));
+    fleet.snapshot.pools[0].budgets = Ok(vec![count_budget(NodesLimit::Count(2))]);
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.nodes.as_slice()),
+        (Action::Replace, &["c".to_string(), "d".into()][..])
+    );
+    let after: f64 = c.replacement.iter().map(|claim| claim.price_per_hour).sum();
+    assert!(
+        after <= 2.0 * shape("r5.2xlarge").2 * 0.9,
+        "{:#?}",
+        c.replacement
+    );
+}
+
+#[test]
+fn several_replacement_nodes_must_save_ten_percent_in_all() {
+    // Each r5.8xlarge ($2.016/h) holds one pod of 30 CPU and 200 GiB: no two share a node,
+    // so the pair's pods need two nodes as large again, which save nothing.
+    let fleet = Fleet::new()
+        .node("a", "r5.8xlarge", pods("a", 1, 30_000, 200))
+        .node("b", "r5.8xlarge", pods("b", 1, 30_000, 200));
+    let sim = fleet.snapshot.simulation.as_ref().unwrap();
+    let pair: Vec<&NodeView> = fleet.snapshot.nodes.iter().collect();
+    let outcome = simulate(sim, &Default::default(), &pair);
+    assert_eq!(
+        outcome,
+        Outcome::No("a replacement (2 nodes at $4.0320/h) would not save 10% of $4.0320/h".into())
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use crate::resources::{Resources, format_milli};
 
 /// Per pool: the free room of its nodes not being disrupted, and what the removals planned
 /// so far take from it.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Room<'a> {
     free: HashMap<&'a str, Resources>,
     taken: HashMap<&'a str, Resources>,

@@ -33,8 +33,8 @@ pub use budget::{
 pub use budget_recheck::budget_recheck;
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
 pub use consolidate::{
-    MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, placement as consolidation_placement,
-    price_ceiling, too_few_spot_types,
+    MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, NotSaving, Replacing,
+    placement as consolidation_placement, price_ceiling,
 };
 pub use cron::Cron;
 pub use drift::{

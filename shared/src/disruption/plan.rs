@@ -37,7 +37,7 @@ use super::Reason;
 use super::budget::{allowed, expiration_cap, expirations_allowed};
 use super::candidates::{Candidate, Collected, collect, settled, sort};
 use super::capacity::floor;
-use super::consolidate::{self, Decision, Outcome};
+use super::consolidate::{self, Choices, Decision, Outcome};
 use super::headroom::Room;
 use super::hygiene::{NeverJoined, OrphanNode, never_joined, orphan_nodes};
 use super::kept::{Kept, KeptWhy, kept};
@@ -65,10 +65,10 @@ pub struct Command {
     pub nodes: Vec<String>,
     /// What the fleet stops paying per hour (0 for a replacement, which is paid again).
     pub savings_per_hour: f64,
-    /// The node to launch instead, in the solver's claim shape (consolidation only; an
+    /// The nodes to launch instead, in the solver's claim shape (consolidation only; an
     /// expired node's replacement is planned by the provisioning core when asked). The
     /// executor asks the core for the command's pods again and launches nothing above
-    /// `price_ceiling` of the nodes' price: prices may have moved since this plan.
+    /// `price_ceiling` of the nodes' price in all: prices may have moved since this plan.
     #[serde(skip)]
     pub replacement: Vec<PlannedClaim>,
 }
@@ -199,47 +199,55 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
     underutilized = free;
     if let (false, Some(sim)) = (underutilized.is_empty(), &snapshot.simulation) {
         sort(&mut underutilized);
-        let mut used: HashMap<&str, usize> = HashMap::new();
-        let mut within = Vec::new();
-        // Past the budget's first nodes a node may still go on its own (a command of one
-        // node fits any budget that allows one): it is simulated alone, not together.
-        let mut beyond = Vec::new();
-        // Why the budget keeps a node; `alone`: why it could not go on its own either.
-        let budget = |pool: &PoolPolicy, reason, alone| KeptWhy::Budget {
-            pool: pool.name.clone(),
-            reason,
-            alone,
+        let limits = Limits {
+            counts: &counts,
+            now,
         };
-        for c in underutilized {
-            let (nodes, disrupting) = counts[c.pool.name.as_str()];
-            if let Some(why) = at_floor(&c, nodes - disrupting, &lowered, &room, now) {
-                plan.kept.push(kept(c.node, c.reason, why));
-                continue;
-            }
-            let used = used.entry(c.pool.name.as_str()).or_default();
-            let budgets = c.pool.budgets.as_deref().unwrap_or_default();
-            let allowed = allowed(budgets, c.reason, nodes, disrupting, now);
-            if allowed == 0 {
-                plan.kept
-                    .push(kept(c.node, c.reason, budget(c.pool, c.reason, None)));
-                continue;
-            }
-            if allowed <= *used {
-                beyond.push((c.node, c.pool, c.reason));
-                continue;
-            }
-            *used += 1;
-            *lowered.entry(c.pool.name.as_str()).or_default() += 1;
-            room.take(c.pool.name.as_str(), c.node);
-            within.push(c.node);
-        }
+        // The same budgets over the candidates in another order: the nodes that pay most
+        // for what they hold, which a repacking gains most from.
+        let mut by_value = underutilized.clone();
+        let cost = consolidate::cost_per_use(sim);
+        by_value.sort_by(|a, b| {
+            cost(b.node)
+                .total_cmp(&cost(a.node))
+                .then_with(|| a.node.name.cmp(&b.node.name))
+        });
+        let worst = limits.budgeted(&by_value, lowered.clone(), room.clone());
+        let Budgeted {
+            within,
+            beyond,
+            kept: held,
+        } = limits.budgeted(&underutilized, lowered.clone(), room.clone());
+        let together = |nodes: &[&'_ NodeView]| {
+            let order: Vec<Candidate<'_>> = nodes
+                .iter()
+                .filter_map(|n| underutilized.iter().find(|c| std::ptr::eq(c.node, *n)))
+                .copied()
+                .collect();
+            limits
+                .budgeted(&order, lowered.clone(), room.clone())
+                .within
+        };
+        plan.kept.extend(held);
         let singles: Vec<&NodeView> = within
             .iter()
             .copied()
             .chain(beyond.iter().map(|(n, _, _)| *n))
             .collect();
         let settling = settling(snapshot, now);
-        match consolidate::decide(sim, &settling, &within, &singles) {
+        let sets = [within.as_slice(), worst.within.as_slice()];
+        // Why the budget keeps a node; `alone`: why it could not go on its own either.
+        let budget = |pool: &PoolPolicy, reason, alone| KeptWhy::Budget {
+            pool: pool.name.clone(),
+            reason,
+            alone,
+        };
+        let choices = Choices {
+            sets: &sets,
+            singles: &singles,
+            together: &together,
+        };
+        match consolidate::decide(sim, &settling, &choices) {
             Decision::Go(nodes, outcome) => {
                 // The nodes past the budget that this command does not take stay for it.
                 let going = |b: &NodeView| nodes.iter().any(|n| std::ptr::eq(*n, b));
@@ -274,6 +282,69 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         plan.orphans = orphan_nodes(&snapshot.nodes, instances, now);
     }
     plan
+}
+
+/// What bounds a consolidation's nodes: each pool's budget over its node counts.
+struct Limits<'s, 'a> {
+    counts: &'s HashMap<&'a str, (usize, usize)>,
+    now: Timestamp,
+}
+
+/// Underutilized candidates sorted out by their pools' budgets, in the order given.
+struct Budgeted<'a> {
+    /// As many of each pool as its budget allows at once, past its floor and headroom.
+    within: Vec<&'a NodeView>,
+    /// Past the budget's first nodes: each may still go on its own (a command of one node
+    /// fits any budget that allows one).
+    beyond: Vec<(&'a NodeView, &'a PoolPolicy, Reason)>,
+    /// The nodes no budget, floor or headroom lets go now, with why.
+    kept: Vec<Kept>,
+}
+
+impl<'a> Limits<'_, 'a> {
+    /// `order` sorted out within the budgets; `lowered` and `room`: the pools' removals
+    /// planned so far, for their floors and headroom.
+    fn budgeted(
+        &self,
+        order: &[Candidate<'a>],
+        mut lowered: HashMap<&'a str, usize>,
+        mut room: Room<'a>,
+    ) -> Budgeted<'a> {
+        let mut out = Budgeted {
+            within: Vec::new(),
+            beyond: Vec::new(),
+            kept: Vec::new(),
+        };
+        let mut used: HashMap<&str, usize> = HashMap::new();
+        for c in order {
+            let (nodes, disrupting) = self.counts[c.pool.name.as_str()];
+            if let Some(why) = at_floor(c, nodes - disrupting, &lowered, &room, self.now) {
+                out.kept.push(kept(c.node, c.reason, why));
+                continue;
+            }
+            let used = used.entry(c.pool.name.as_str()).or_default();
+            let budgets = c.pool.budgets.as_deref().unwrap_or_default();
+            let allowed = allowed(budgets, c.reason, nodes, disrupting, self.now);
+            if allowed == 0 {
+                let why = KeptWhy::Budget {
+                    pool: c.pool.name.clone(),
+                    reason: c.reason,
+                    alone: None,
+                };
+                out.kept.push(kept(c.node, c.reason, why));
+                continue;
+            }
+            if allowed <= *used {
+                out.beyond.push((c.node, c.pool, c.reason));
+                continue;
+            }
+            *used += 1;
+            *lowered.entry(c.pool.name.as_str()).or_default() += 1;
+            room.take(c.pool.name.as_str(), c.node);
+            out.within.push(c.node);
+        }
+        out
+    }
 }
 
 /// Whether removing `c` (empty or underutilized: replaced by nothing, or by fewer nodes)
@@ -341,7 +412,7 @@ fn lowers(reason: Reason) -> bool {
 fn consolidation(nodes: &[&NodeView], outcome: Outcome) -> Option<Command> {
     let (action, savings, replacement) = match outcome {
         Outcome::Delete { savings } => (Action::Delete, savings, Vec::new()),
-        Outcome::Replace { claim, savings } => (Action::Replace, savings, vec![*claim]),
+        Outcome::Replace { claims, savings } => (Action::Replace, savings, claims),
         Outcome::No(_) => return None,
     };
     Some(Command {

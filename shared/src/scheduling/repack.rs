@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use super::claim::Claim;
 use super::packing::{self, Bin, Vector, vector};
 use super::requirements::Requirements;
-use super::solver::{Solver, within_limits};
+use super::solver::{Repacking, Solver, within_limits};
 use super::template::NODES;
 use super::{columns, exact};
 use crate::resources::Resources;
@@ -42,7 +42,7 @@ impl Solver<'_> {
             && self.pods[p].requests.extended.is_empty()
     }
 
-    pub(super) fn repack(&mut self) {
+    pub(super) fn repack(&mut self, repacking: Repacking) {
         let mut index: HashMap<(usize, &Requirements), usize> = HashMap::new();
         let mut batches: Vec<Batch> = vec![];
         for (ci, c) in self.claims.iter().enumerate() {
@@ -66,11 +66,11 @@ impl Solver<'_> {
             batches[b].claims.push(ci);
         }
         for batch in batches {
-            self.repack_batch(batch);
+            self.repack_batch(batch, repacking);
         }
     }
 
-    fn repack_batch(&mut self, batch: Batch) {
+    fn repack_batch(&mut self, batch: Batch, repacking: Repacking) {
         let t = &self.templates[batch.template];
         // Types a claim with these requirements may launch, with the price it would pay.
         let filter = t.filter(&batch.reqs);
@@ -119,7 +119,7 @@ impl Solver<'_> {
             }
         }
 
-        let Some(best) = packings(&bins, &shapes)
+        let Some(best) = packings(&bins, &shapes, repacking)
             .into_iter()
             .min_by(|a, b| packing::price(&bins, a).total_cmp(&packing::price(&bins, b)))
         else {
@@ -203,8 +203,13 @@ impl Solver<'_> {
 
 /// The packings of `shapes` worth comparing: the exact optimum when the mix is small
 /// enough for one (identical pods, or a few assorted ones), and otherwise the dual-priced
-/// greedy, plain first-fit-decreasing, and the configuration LP seeded with both.
-fn packings(bins: &[Bin], shapes: &[(Vector, u32)]) -> Vec<Vec<packing::Node>> {
+/// greedy, plain first-fit-decreasing, and (when thorough) the configuration LP seeded with
+/// both.
+fn packings(
+    bins: &[Bin],
+    shapes: &[(Vector, u32)],
+    repacking: Repacking,
+) -> Vec<Vec<packing::Node>> {
     let mut options: Vec<Vec<packing::Node>> = vec![];
     if let [(shape, n)] = shapes
         && let Some((_, nodes)) = packing::identical_optimum(bins, shape, *n as usize)
@@ -228,7 +233,7 @@ fn packings(bins: &[Bin], shapes: &[(Vector, u32)]) -> Vec<Vec<packing::Node>> {
     if let Some(nodes) = packing::first_fit_decreasing(bins, shapes) {
         options.push(nodes);
     }
-    if !exact {
+    if !exact && repacking == Repacking::Thorough {
         let seeds: Vec<&[packing::Node]> = options.iter().map(Vec::as_slice).collect();
         if let Some(nodes) = columns::configuration_packing(bins, shapes, &seeds) {
             options.push(nodes);

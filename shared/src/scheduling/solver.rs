@@ -35,6 +35,29 @@ pub fn solve(
     pools: &[NodePool],
     classes: &[EC2NodeClass],
 ) -> ProvisioningPlan {
+    solve_repacking(snapshot, catalog, pools, classes, Repacking::Thorough)
+}
+
+/// How hard the repacking of new claims works (`repack.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repacking {
+    /// Every packing worth comparing, the configuration LP included: what a launch uses.
+    Thorough,
+    /// Without the configuration LP, several times faster on large mixes of pods and at
+    /// worst a little dearer: for the many simulations of one consolidation decision,
+    /// where a move's saving underestimated only keeps a node, and the launch that
+    /// follows plans again thoroughly.
+    Quick,
+}
+
+/// [`solve`], repacking new claims as hard as `repacking` says.
+pub fn solve_repacking(
+    snapshot: &Snapshot,
+    catalog: &Catalog,
+    pools: &[NodePool],
+    classes: &[EC2NodeClass],
+    repacking: Repacking,
+) -> ProvisioningPlan {
     let built: Vec<Template> = pools
         .iter()
         .map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets))
@@ -50,7 +73,7 @@ pub fn solve(
     });
     let mut solver = Solver::new(snapshot, templates);
     solver.pack();
-    solver.repack();
+    solver.repack(repacking);
     let mut plan = solver.finish();
     plan.overlay_conflicts = overlay_conflicts;
     plan.overlays = overlays;

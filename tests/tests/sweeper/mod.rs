@@ -13,6 +13,7 @@
 
 mod guards;
 mod hygiene;
+mod many_to_many;
 mod pool_status;
 mod repair;
 mod static_pool;
@@ -76,6 +77,32 @@ async fn sweep_and_join<
         step(world, 10).await;
     }
     report
+}
+
+/// A report's list of node names, sorted.
+fn sorted(v: &Value) -> Vec<String> {
+    let mut n = names(v);
+    n.sort();
+    n
+}
+
+/// `nodes`, taken by one command whose replacements are Ready nodes: the next sweep drains
+/// them all, the one after removes them all, then 15 s of the world for their pods.
+async fn drain_and_remove<
+    R: Replacement + nodewright::removal::Capacity + LaunchResolver + GroupReplacement,
+>(
+    state: &State<KubeCluster, Ec2Adapter, R>,
+    world: &World,
+    nodes: &[String],
+) {
+    let second = sweep(state).await;
+    assert_eq!(sorted(&second["draining"]), nodes, "{second}");
+    step(world, 5).await;
+    let third = sweep(state).await;
+    assert_eq!(sorted(&third["removed"]), nodes, "{third}");
+    for _ in 0..3 {
+        step(world, 5).await;
+    }
 }
 
 async fn step(world: &World, seconds: u64) {
@@ -779,11 +806,6 @@ async fn two_half_empty_nodes_become_one_cheaper_node_launched_and_ready_before_
         .with_replacer(provisioner.provisioner());
     let mut want = nodes.clone();
     want.sort();
-    let sorted = |v: &Value| {
-        let mut n = names(v);
-        n.sort();
-        n
-    };
     let first = sweep(&sweeper).await;
     let commands = first["commands"].as_array().unwrap();
     assert_eq!(commands.len(), 1, "{first}");
@@ -837,14 +859,7 @@ async fn two_half_empty_nodes_become_one_cheaper_node_launched_and_ready_before_
 
     // Ready: both nodes drain, their pods land on the replacement with no provisioner poll
     // and no other launch.
-    let second = sweep(&sweeper).await;
-    assert_eq!(sorted(&second["draining"]), want, "{second}");
-    step(&world, 5).await;
-    let third = sweep(&sweeper).await;
-    assert_eq!(sorted(&third["removed"]), want, "{third}");
-    for _ in 0..3 {
-        step(&world, 5).await;
-    }
+    drain_and_remove(&sweeper, &world, &want).await;
     assert_eq!(node_names(&world), joined);
     assert_eq!(
         running_on(&world),

@@ -22,11 +22,10 @@ use super::{ProvisionError, Provisioner, kube_err};
 use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE};
 use crate::aws::Cloud;
 use crate::catalog::CapacityType;
-use crate::catalog::Catalog;
-use crate::disruption::too_few_spot_types;
+use crate::disruption::{NotSaving, Replacing};
 use crate::ids::NodeName;
 use crate::kube::{Cluster, existing_nodes, usable};
-use crate::scheduling::{PlannedClaim, Snapshot, is_floor_placeholder, solve};
+use crate::scheduling::{Snapshot, is_floor_placeholder, solve};
 
 /// The offering an instance ran on: what an interruption says is running out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,30 +225,24 @@ where
             snapshot.nodes = before.nodes;
         }
         let mut plan = solve(&snapshot, catalog, pools, classes);
-        // A consolidation's one claim offers EC2 only what saves: types under the ceiling,
-        // not the replaced nodes' own (`PlannedClaim::cheaper_than`); none left, nothing
-        // is launched.
-        if let (Some(ceiling), [claim]) = (ceiling, plan.node_claims.as_mut_slice()) {
-            match narrow(claim, catalog, &plan.overlays, ceiling, &going) {
-                Ok(narrowed) => *claim = narrowed,
-                Err(why) if claim.price_per_hour <= ceiling => {
+        // A consolidation's claims offer EC2 only what saves: types that keep the whole
+        // under the ceiling (`disruption::Replacing`); none left, nothing is launched.
+        if let Some(ceiling) = ceiling {
+            match judged_by(&going, ceiling).narrow(&plan.node_claims, catalog, &plan.overlays) {
+                Ok(narrowed) => plan.node_claims = narrowed,
+                Err(NotSaving::TooNarrow(why)) => {
                     tracing::info!(why, "replacement not launched");
-                    report.claims = 1;
+                    report.claims = plan.node_claims.len();
                     report.too_narrow = Some(why);
                     return Ok(report);
                 }
-                // Over the ceiling whatever the types: said below.
-                Err(_) => {}
+                Err(NotSaving::OverCeiling(price)) => {
+                    tracing::info!(price, ceiling, "replacement not launched: over the ceiling");
+                    report.claims = plan.node_claims.len();
+                    report.over_ceiling = Some(price);
+                    return Ok(report);
+                }
             }
-        }
-        let price: f64 = plan.node_claims.iter().map(|c| c.price_per_hour).sum();
-        if let Some(ceiling) = ceiling
-            && price > ceiling
-        {
-            tracing::info!(price, ceiling, "replacement not launched: over the ceiling");
-            report.claims = plan.node_claims.len();
-            report.over_ceiling = Some(price);
-            return Ok(report);
         }
         let mut tally = Tally::default();
         tally.claims = plan.node_claims.len();
@@ -293,37 +286,20 @@ impl<T: Replacement> Replacement for &T {
     }
 }
 
-/// A consolidation's one claim, narrowed at today's prices to what saves
-/// ([`crate::scheduling::PlannedClaim::cheaper_than`]), with the decision's spot-to-spot
-/// rule applied again: prices may have moved since the plan. `Err`: why nothing is left.
-fn narrow(
-    claim: &PlannedClaim,
-    catalog: &Catalog,
-    overlays: &crate::scheduling::Overlays,
-    ceiling: f64,
-    going: &[Node],
-) -> Result<PlannedClaim, String> {
+/// What a consolidation's replacement of `going` must keep to under `ceiling`, as the
+/// decision judged it.
+fn judged_by(going: &[Node], ceiling: f64) -> Replacing {
     let label = |n: &Node, key: &str| n.metadata.labels.as_ref()?.get(key).cloned();
-    let replaced: Vec<String> = going
-        .iter()
-        .filter_map(|n| label(n, INSTANCE_TYPE))
-        .collect();
-    let replaced: Vec<&str> = replaced.iter().map(String::as_str).collect();
-    let narrowed = claim
-        .cheaper_than(catalog, overlays, ceiling, &replaced)
-        .ok_or_else(|| {
-            "no type but the replaced nodes' own costs less in every zone it could launch in"
-                .to_string()
-        })?;
-    if let Some(why) = narrowed.min_values_unmet(catalog) {
-        return Err(why);
-    }
     let all_spot = !going.is_empty()
         && going
             .iter()
             .all(|n| label(n, CAPACITY_TYPE).as_deref() == Some("spot"));
-    match too_few_spot_types(all_spot, &narrowed) {
-        Some(why) => Err(why),
-        None => Ok(narrowed),
+    Replacing {
+        ceiling,
+        replaced: going
+            .iter()
+            .filter_map(|n| label(n, INSTANCE_TYPE))
+            .collect(),
+        all_spot,
     }
 }

@@ -702,3 +702,45 @@ async fn a_replacement_under_a_ceiling_offers_ec2_only_the_types_that_cost_less(
     assert_eq!(offered_under(None).await, ["c5.large", "m5.large"]);
     assert_eq!(offered_under(Some(0.036)).await, ["c5.large"]);
 }
+
+#[tokio::test]
+async fn several_replacement_nodes_share_what_the_plan_leaves_under_the_ceiling() {
+    // Two 1500m pods need a node each: two spot c5.large at $0.034/h, $0.068/h in all
+    // (m5.large $0.0384/h). Each launch may cost its own price plus half of what is left
+    // under the ceiling, so the pair stays under it whichever type each launch gets.
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let pods = [pod("web-1", "1500m"), pod("web-2", "1500m")];
+    let going = ["old-1".to_string(), "old-2".to_string()];
+    for (ceiling, offered) in [
+        (0.072, vec!["c5.large"]),
+        (0.080, vec!["c5.large", "m5.large"]),
+        (0.060, vec![]),
+    ] {
+        let aws = FakeAws::new(&["m5.large", "c5.large"], vec![]);
+        let mut p = provisioner(vec![], aws);
+        let report = match p.replace_nodes(&going, &pods, &[], Some(ceiling), t0).await {
+            Ok(r) => r,
+            Err(e) => panic!("replace: {e}"),
+        };
+        let requests = p.aws().requests();
+        assert_eq!(report.claims, 2, "{ceiling}: {report:?}");
+        if offered.is_empty() {
+            assert!(requests.is_empty(), "{ceiling}: {requests:#?}");
+            let price = report.over_ceiling.unwrap_or_default();
+            assert!((price - 0.068).abs() < 1e-6, "{report:?}");
+            continue;
+        }
+        assert_eq!(report.launched_instances.len(), 2, "{ceiling}: {report:?}");
+        assert_eq!(requests.len(), 2, "{ceiling}");
+        for r in &requests {
+            let mut types: Vec<&str> = r
+                .overrides
+                .iter()
+                .map(|o| o.instance_type.as_str())
+                .collect();
+            types.sort();
+            types.dedup();
+            assert_eq!(types, offered, "{ceiling}");
+        }
+    }
+}
