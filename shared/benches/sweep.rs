@@ -28,6 +28,8 @@ const PODS_PER_NODE: usize = 20;
 /// The most sweeps the convergence series runs.
 const MAX_ROUNDS: usize = 50;
 const RUNS: usize = 5;
+/// How near the from-scratch fleet's price consolidation should bring the cluster.
+const TARGET_RATIO: f64 = 1.10;
 const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
 /// Node types of a cluster grown by several autoscalers over time.
 const TYPES: [&str; 4] = ["m5.2xlarge", "c5.2xlarge", "r5.2xlarge", "m5.4xlarge"];
@@ -339,8 +341,15 @@ fn converge(
     let started = Instant::now();
     let mut rounds = 0;
     let mut fleet = None;
+    let mut moved = 0;
+    let mut slowest = Duration::ZERO;
+    // The first sweep after which the fleet is within the target of from scratch.
+    let mut reached = None;
     for round in 1..=MAX_ROUNDS {
+        let decided = Instant::now();
         let (snap, plan) = sweep(&nodes, &pods, pools, classes, price, now);
+        let took = decided.elapsed();
+        slowest = slowest.max(took);
         fleet = Some(plan.price_before);
         if plan.commands.is_empty() {
             break;
@@ -348,12 +357,6 @@ fn converge(
         rounds = round;
         let gone: usize = plan.commands.iter().map(|c| c.nodes.len()).sum();
         let claims: usize = plan.commands.iter().map(|c| c.replacement.len()).sum();
-        println!(
-            "  sweep {round:>2}: ${:.2}/h -> ${:.2}/h, {} command(s): {gone} nodes go, {claims} launched",
-            plan.price_before,
-            plan.price_after,
-            plan.commands.len()
-        );
         let sim = snap.simulation.as_ref().expect("the simulation");
         let mut bind: HashMap<String, String> = HashMap::new();
         let mut going: HashSet<String> = HashSet::new();
@@ -396,6 +399,19 @@ fn converge(
                 }
             }
         }
+        moved += bind.len();
+        println!(
+            "  sweep {round:>2} ({:.2} s): ${:.2}/h -> ${:.2}/h ({:.2}x), {} command(s): {gone} nodes go, {claims} launched, {} pods moved ({moved} in all)",
+            took.as_secs_f64(),
+            plan.price_before,
+            plan.price_after,
+            plan.price_after / scratch,
+            plan.commands.len(),
+            bind.len(),
+        );
+        if plan.price_after <= scratch * TARGET_RATIO && reached.is_none() {
+            reached = Some(round);
+        }
         nodes.retain(|n| !going.contains(n.metadata.name.as_deref().unwrap_or_default()));
         for pod in &mut pods {
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -431,6 +447,18 @@ fn converge(
         nodes.len(),
         fleet / scratch
     );
+    println!(
+        "  the slowest sweep's decision: {:.2} s (target <= 1 s)",
+        slowest.as_secs_f64()
+    );
+    match reached {
+        Some(round) => println!(
+            "  within {TARGET_RATIO:.2}x of from scratch after sweep {round} (target: 20 sweeps at most; {moved} pods moved in all)"
+        ),
+        None => println!(
+            "  never within {TARGET_RATIO:.2}x of from scratch (target: within 20 sweeps; {moved} pods moved in all)"
+        ),
+    }
 }
 
 /// A pod's name from the solver's `namespace/name` key.
