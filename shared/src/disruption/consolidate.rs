@@ -58,6 +58,13 @@ impl Outcome {
     fn is_go(&self) -> bool {
         !matches!(self, Outcome::No(_))
     }
+
+    fn savings(&self) -> f64 {
+        match self {
+            Outcome::Delete { savings } | Outcome::Replace { savings, .. } => *savings,
+            Outcome::No(_) => 0.0,
+        }
+    }
 }
 
 /// The nodes of one command and what to do with them, or, when nothing can go, the
@@ -111,7 +118,7 @@ pub fn decide<'a>(
     let full = best
         .as_ref()
         .filter(|(nodes, _)| nodes.len() >= enough)
-        .map(|(_, outcome)| savings(outcome));
+        .map(|(_, outcome)| outcome.savings());
     let mut stay = Vec::new();
     let mut alone = Vec::new();
     for &node in singles {
@@ -155,7 +162,7 @@ fn keep_better<'a>(
     let Some(found) = found else { return };
     let rank = |(nodes, outcome): &(Vec<&NodeView>, Outcome)| {
         (
-            savings(outcome),
+            outcome.savings(),
             matches!(outcome, Outcome::Delete { .. }),
             std::cmp::Reverse(nodes.len()),
         )
@@ -179,13 +186,6 @@ fn keep_better<'a>(
 /// The same nodes in the same order.
 fn same(a: &[&NodeView], b: &[&NodeView]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| std::ptr::eq(*x, *y))
-}
-
-fn savings(outcome: &Outcome) -> f64 {
-    match outcome {
-        Outcome::Delete { savings } | Outcome::Replace { savings, .. } => *savings,
-        Outcome::No(_) => 0.0,
-    }
 }
 
 /// The longest prefix of `nodes`, two at least, that can go together: all of them when
@@ -444,7 +444,7 @@ fn too_narrow(claim: &PlannedClaim, claims: usize, ceiling: f64) -> NotSaving {
 /// from (Karpenter's spot-to-spot rule: a narrow choice walks down to the types spot takes
 /// back first). `all_spot`: every node replaced is spot. `Some(why)` when `claim` is too
 /// narrow; the plan judges by it, and the launch again at its own prices.
-pub fn too_few_spot_types(all_spot: bool, claim: &PlannedClaim) -> Option<String> {
+fn too_few_spot_types(all_spot: bool, claim: &PlannedClaim) -> Option<String> {
     let narrow = all_spot
         && claim.capacity_type == CapacityType::Spot
         && claim.instance_types.len() < MIN_SPOT_TYPES;

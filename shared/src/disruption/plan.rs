@@ -141,15 +141,8 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         // `blocker` has already kept the nodes of a pool whose budgets cannot be read.
         let budgets = c.pool.budgets.as_deref().unwrap_or_default();
         if allowed(budgets, c.reason, nodes, disrupting, now) <= *used {
-            plan.kept.push(Kept {
-                node: c.node.name.clone(),
-                reason: c.reason,
-                why: KeptWhy::Budget {
-                    pool: c.pool.name.clone(),
-                    reason: c.reason,
-                    alone: None,
-                },
-            });
+            plan.kept
+                .push(kept(c.node, c.reason, budget(c.pool, c.reason, None)));
             continue;
         }
         if c.reason == Reason::Expired {
@@ -236,12 +229,6 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             .collect();
         let settling = settling(snapshot, now);
         let sets = [within.as_slice(), worst.within.as_slice()];
-        // Why the budget keeps a node; `alone`: why it could not go on its own either.
-        let budget = |pool: &PoolPolicy, reason, alone| KeptWhy::Budget {
-            pool: pool.name.clone(),
-            reason,
-            alone,
-        };
         let choices = Choices {
             sets: &sets,
             singles: &singles,
@@ -282,6 +269,16 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
         plan.orphans = orphan_nodes(&snapshot.nodes, instances, now);
     }
     plan
+}
+
+/// Why `pool`'s budget keeps a node for `reason`; `alone`: why it could not go on its own
+/// either.
+fn budget(pool: &PoolPolicy, reason: Reason, alone: Option<String>) -> KeptWhy {
+    KeptWhy::Budget {
+        pool: pool.name.clone(),
+        reason,
+        alone,
+    }
 }
 
 /// What bounds a consolidation's nodes: each pool's budget over its node counts.
@@ -326,12 +323,8 @@ impl<'a> Limits<'_, 'a> {
             let budgets = c.pool.budgets.as_deref().unwrap_or_default();
             let allowed = allowed(budgets, c.reason, nodes, disrupting, self.now);
             if allowed == 0 {
-                let why = KeptWhy::Budget {
-                    pool: c.pool.name.clone(),
-                    reason: c.reason,
-                    alone: None,
-                };
-                out.kept.push(kept(c.node, c.reason, why));
+                out.kept
+                    .push(kept(c.node, c.reason, budget(c.pool, c.reason, None)));
                 continue;
             }
             if allowed <= *used {
