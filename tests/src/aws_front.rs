@@ -113,7 +113,8 @@ struct Armed {
     /// Actions answered only after this long, as a slow API answers.
     delay: HashMap<String, Duration>,
     crash: HashMap<String, oneshot::Sender<Instant>>,
-    fleet: Vec<FleetFault>,
+    /// Each fault with how many of the requests it answers it still lets through.
+    fleet: Vec<(FleetFault, usize)>,
 }
 
 struct Front {
@@ -262,8 +263,14 @@ impl AwsFront {
     /// From now on, every CreateFleet `fault` answers fails with its errors, until
     /// [`AwsFront::clear_fleet_faults`].
     pub fn fail_fleet(&self, fault: FleetFault) {
+        self.fail_fleet_after(0, fault);
+    }
+
+    /// [`Self::fail_fleet`], but the first `passed` requests `fault` answers launch as
+    /// asked: one launch of a batch succeeds, the next fails.
+    pub fn fail_fleet_after(&self, passed: usize, fault: FleetFault) {
         if let Ok(mut armed) = self.front.armed.lock() {
-            armed.fleet.push(fault);
+            armed.fleet.push((fault, passed));
         }
     }
 
@@ -342,8 +349,12 @@ impl Front {
             return None;
         }
         let params = form_params(body);
-        let armed = self.armed.lock().ok()?;
-        let fault = armed.fleet.iter().find(|f| f.answers(&params))?;
+        let mut armed = self.armed.lock().ok()?;
+        let (fault, passed) = armed.fleet.iter_mut().find(|(f, _)| f.answers(&params))?;
+        if *passed > 0 {
+            *passed -= 1;
+            return None;
+        }
         Some(answer_xml(&params, fault))
     }
 

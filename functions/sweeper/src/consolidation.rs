@@ -160,14 +160,19 @@ where
         );
         return Ok(Asked::Dropped(kept_all(command, why)));
     }
-    if launched.launched_instances.is_empty() && launched.failed_claims > 0 {
-        tracing::warn!(nodes = ?command.nodes, unschedulable = ?launched.unschedulable, "no consolidation replacement launched");
+    let ids = launched.launched_instances.clone();
+    if launched.failed_claims > 0 {
+        // All of the replacement or none of the removal (as Karpenter): draining onto part
+        // of it would leave pods pending that the command promised a place. What did
+        // launch stays as capacity; the next sweep decides with it, and removes it if
+        // it stays empty.
+        tracing::warn!(nodes = ?command.nodes, launched = ?ids, failed = launched.failed_claims, unschedulable = ?launched.unschedulable, "consolidation replacement not fully launched; nothing drained");
+        report.replacements_launched.extend(ids);
         report
             .awaiting_replacement
             .extend(command.nodes.iter().cloned());
         return Ok(Asked::NotNow);
     }
-    let ids = launched.launched_instances.clone();
     tracing::info!(nodes = ?command.nodes, instances = ?ids, "consolidation replacement launched");
     report.replacements_launched.extend(ids.iter().cloned());
     Ok(Asked::Start(if ids.is_empty() {
