@@ -22,8 +22,8 @@ use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduling::{
-    Overlays, PlannedClaim, ProvisioningPlan, Repacking, Snapshot as SolverSnapshot,
-    solve_repacking,
+    Overlays, PlannedClaim, Prepared, ProvisioningPlan, Repacking, Snapshot as SolverSnapshot,
+    solve_prepared,
 };
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
@@ -93,11 +93,12 @@ pub fn decide<'a>(
     settling: &HashSet<&str>,
     choices: &Choices<'_, 'a>,
 ) -> Decision<'a> {
+    let sim = &Simulator::new(sim, settling);
     let mut best: Option<(Vec<&'a NodeView>, Outcome)> = None;
     let mut tried: Vec<&[&NodeView]> = Vec::new();
     for &set in choices.sets {
         if !tried.iter().any(|t| same(t, set)) {
-            keep_better(&mut best, longest(sim, settling, set));
+            keep_better(&mut best, longest(sim, set));
             tried.push(set);
         }
     }
@@ -125,7 +126,7 @@ pub fn decide<'a>(
         if full.is_some_and(|s| node.price_per_hour.unwrap_or(0.0) < s - TIE) {
             continue;
         }
-        match simulate(sim, settling, &[node]) {
+        match sim.simulate(&[node]) {
             Outcome::No(why) => stay.push((node, why)),
             outcome => {
                 if alone.is_empty() {
@@ -141,7 +142,7 @@ pub fn decide<'a>(
     if alone.len() >= 2 {
         let together = (choices.together)(&alone);
         if !tried.iter().any(|t| same(t, &together)) {
-            keep_better(&mut best, longest(sim, settling, &together));
+            keep_better(&mut best, longest(sim, &together));
         }
     }
     match best {
@@ -191,15 +192,14 @@ fn same(a: &[&NodeView], b: &[&NodeView]) -> bool {
 /// The longest prefix of `nodes`, two at least, that can go together: all of them when
 /// they can (one simulation), else by binary search.
 fn longest<'a>(
-    sim: &Simulation,
-    settling: &HashSet<&str>,
+    sim: &Simulator<'_>,
     nodes: &[&'a NodeView],
 ) -> Option<(Vec<&'a NodeView>, Outcome)> {
     let most = nodes.len().min(MAX_MULTI_NODE);
     if most < 2 {
         return None;
     }
-    let all = simulate(sim, settling, &nodes[..most]);
+    let all = sim.simulate(&nodes[..most]);
     if all.is_go() {
         return Some((nodes[..most].to_vec(), all));
     }
@@ -207,7 +207,7 @@ fn longest<'a>(
     let mut best = None;
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let outcome = simulate(sim, settling, &nodes[..mid]);
+        let outcome = sim.simulate(&nodes[..mid]);
         if outcome.is_go() {
             best = Some((nodes[..mid].to_vec(), outcome));
             lo = mid + 1;
@@ -238,43 +238,8 @@ pub fn cost_per_use(sim: &Simulation) -> impl Fn(&NodeView) -> f64 + '_ {
     }
 }
 
-/// Runs the solver on the cluster without `group`, for `group`'s pods. `settling`: nodes
-/// still inside their pool's `consolidateAfter`, which take none of them (Karpenter's
-/// destination rule: pods are not moved onto a node that only just launched or changed).
-pub fn simulate(sim: &Simulation, settling: &HashSet<&str>, group: &[&NodeView]) -> Outcome {
-    let Some(plan) = placement(sim, settling, group) else {
-        return Outcome::No("a pod on it cannot be read".into());
-    };
-    if let Some(u) = plan.unschedulable.first() {
-        return Outcome::No(format!(
-            "pod {} would fit nowhere else: {}",
-            u.pod, u.reason
-        ));
-    }
-    let prices: Option<f64> = group.iter().map(|n| n.price_per_hour).sum();
-    if plan.node_claims.is_empty() {
-        return Outcome::Delete {
-            savings: prices.unwrap_or(0.0),
-        };
-    }
-    replace(
-        group,
-        prices,
-        &plan.node_claims,
-        &sim.catalog,
-        &plan.overlays,
-    )
-}
-
-/// The most a replacement of nodes costing `current` per hour in all may cost: less by
-/// [`MIN_SAVING`]. The plan judges its claim by it, and the executor asks the provisioning
-/// core to launch nothing above it (prices may have moved since the plan).
-pub fn price_ceiling(current: f64) -> f64 {
-    current * (1.0 - MIN_SAVING)
-}
-
 /// The solver's plan for `group`'s pods on the cluster without `group`: where
-/// [`simulate`] finds they would go (nominations onto the other nodes, claims for new
+/// [`Simulator::simulate`] finds they would go (nominations onto the other nodes, claims for new
 /// ones). `None`: a pod on one of them cannot be read. The sweep bench replays commands
 /// with it.
 pub fn placement(
@@ -282,51 +247,111 @@ pub fn placement(
     settling: &HashSet<&str>,
     group: &[&NodeView],
 ) -> Option<ProvisioningPlan> {
-    let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
-    let mut pods = Vec::new();
-    for node in group {
-        pods.extend(sim.pods.get(&node.name)?.iter().cloned());
-        // Pending pods this node's room was holding need room elsewhere now.
-        pods.extend(
-            sim.pending_on
-                .get(&node.name)
-                .into_iter()
-                .flatten()
-                .cloned(),
+    Simulator::new(sim, settling).placement(group)
+}
+
+/// One sweep's consolidation simulations, with the NodePools prepared for packing once:
+/// they are the same for every set of nodes tried. `settling`: nodes still inside their
+/// pool's `consolidateAfter`, which take none of the pods (Karpenter's destination rule:
+/// pods are not moved onto a node that only just launched or changed).
+pub(crate) struct Simulator<'s> {
+    sim: &'s Simulation,
+    settling: &'s HashSet<&'s str>,
+    prepared: Prepared,
+}
+
+impl<'s> Simulator<'s> {
+    pub(crate) fn new(sim: &'s Simulation, settling: &'s HashSet<&'s str>) -> Self {
+        let prepared = Prepared::new(
+            &sim.pools,
+            &sim.classes,
+            &sim.catalog,
+            &sim.daemon_sets,
+            &sim.overlays,
         );
+        Simulator {
+            sim,
+            settling,
+            prepared,
+        }
     }
-    let nodes = sim
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut n = n.clone();
-            if names.contains(n.name.as_str()) {
-                // Its pods are the ones being placed: they leave with it, so neither their
-                // labels (zone spread, others' anti-affinity) nor their own anti-affinity
-                // terms count where they were.
-                n.schedulable = false;
-                n.pods.clear();
-                n.anti_affinity.clear();
-            } else if settling.contains(n.name.as_str()) {
-                n.schedulable = false;
-            }
-            n
-        })
-        .collect();
-    let snapshot = SolverSnapshot {
-        pods,
-        daemon_sets: sim.daemon_sets.clone(),
-        nodes,
-        namespace_labels: sim.namespace_labels.clone(),
-        overlays: sim.overlays.clone(),
-    };
-    Some(solve_repacking(
-        &snapshot,
-        &sim.catalog,
-        &sim.pools,
-        &sim.classes,
-        Repacking::Quick,
-    ))
+
+    /// Runs the solver on the cluster without `group`, for `group`'s pods.
+    pub(crate) fn simulate(&self, group: &[&NodeView]) -> Outcome {
+        let Some(plan) = self.placement(group) else {
+            return Outcome::No("a pod on it cannot be read".into());
+        };
+        if let Some(u) = plan.unschedulable.first() {
+            return Outcome::No(format!(
+                "pod {} would fit nowhere else: {}",
+                u.pod, u.reason
+            ));
+        }
+        let prices: Option<f64> = group.iter().map(|n| n.price_per_hour).sum();
+        if plan.node_claims.is_empty() {
+            return Outcome::Delete {
+                savings: prices.unwrap_or(0.0),
+            };
+        }
+        replace(
+            group,
+            prices,
+            &plan.node_claims,
+            &self.sim.catalog,
+            &plan.overlays,
+        )
+    }
+
+    /// See [`placement`].
+    fn placement(&self, group: &[&NodeView]) -> Option<ProvisioningPlan> {
+        let sim = self.sim;
+        let names: HashSet<&str> = group.iter().map(|n| n.name.as_str()).collect();
+        let mut pods = Vec::new();
+        for node in group {
+            pods.extend(sim.pods.get(&node.name)?.iter().cloned());
+            // Pending pods this node's room was holding need room elsewhere now.
+            pods.extend(
+                sim.pending_on
+                    .get(&node.name)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+        }
+        let nodes = sim
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut n = n.clone();
+                if names.contains(n.name.as_str()) {
+                    // Its pods are the ones being placed: they leave with it, so neither
+                    // their labels (zone spread, others' anti-affinity) nor their own
+                    // anti-affinity terms count where they were.
+                    n.schedulable = false;
+                    n.pods.clear();
+                    n.anti_affinity.clear();
+                } else if self.settling.contains(n.name.as_str()) {
+                    n.schedulable = false;
+                }
+                n
+            })
+            .collect();
+        let snapshot = SolverSnapshot {
+            pods,
+            daemon_sets: sim.daemon_sets.clone(),
+            nodes,
+            namespace_labels: sim.namespace_labels.clone(),
+            overlays: sim.overlays.clone(),
+        };
+        Some(solve_prepared(&snapshot, &self.prepared, Repacking::Quick))
+    }
+}
+
+/// The most a replacement of nodes costing `current` per hour in all may cost: less by
+/// [`MIN_SAVING`]. The plan judges its claim by it, and the executor asks the provisioning
+/// core to launch nothing above it (prices may have moved since the plan).
+pub fn price_ceiling(current: f64) -> f64 {
+    current * (1.0 - MIN_SAVING)
 }
 
 fn replace(

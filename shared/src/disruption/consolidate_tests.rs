@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::budget::NodesLimit;
-use super::consolidate::{Outcome, simulate};
+use super::consolidate::{Outcome, Simulator};
 use super::simulation::Simulation;
 use super::snapshot::{NodeView, PodKind, Snapshot};
 use super::testkit::{count_budget, node, pod, pool, t};
@@ -278,7 +278,8 @@ fn several_replacement_nodes_must_save_ten_percent_in_all() {
         .node("b", "r5.8xlarge", pods("b", 1, 30_000, 200));
     let sim = fleet.snapshot.simulation.as_ref().unwrap();
     let pair: Vec<&NodeView> = fleet.snapshot.nodes.iter().collect();
-    let outcome = simulate(sim, &Default::default(), &pair);
+    let settling = Default::default();
+    let outcome = Simulator::new(sim, &settling).simulate(&pair);
     assert_eq!(
         outcome,
         Outcome::No("a replacement (2 nodes at $4.0320/h) would not save 10% of $4.0320/h".into())

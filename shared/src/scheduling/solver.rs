@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::claim::{Claim, EXISTING};
 use super::domains::Domain;
+use super::overlay::Overlays;
 use super::plan::ProvisioningPlan;
 use super::pod::PodDemand;
 use super::reasons::Why;
@@ -58,25 +59,70 @@ pub fn solve_repacking(
     classes: &[EC2NodeClass],
     repacking: Repacking,
 ) -> ProvisioningPlan {
-    let built: Vec<Template> = pools
-        .iter()
-        .map(|p| Template::build(p, classes, catalog, &snapshot.daemon_sets))
-        .collect();
-    let (overlays, overlay_conflicts) = snapshot.overlays.resolve(&built);
-    let mut templates: Vec<Template> = built.into_iter().map(|t| t.overlaid(&overlays)).collect();
-    // Higher weight first, as Karpenter orders NodePools; the name breaks ties so plans are
-    // deterministic.
-    templates.sort_by(|a, b| {
-        b.weight
-            .cmp(&a.weight)
-            .then_with(|| a.nodepool.cmp(&b.nodepool))
-    });
-    let mut solver = Solver::new(snapshot, templates);
+    let prepared = Prepared::new(
+        pools,
+        classes,
+        catalog,
+        &snapshot.daemon_sets,
+        &snapshot.overlays,
+    );
+    solve_prepared(snapshot, &prepared, repacking)
+}
+
+/// The NodePools prepared for packing (their templates, with the NodeOverlays that apply
+/// resolved over them): what every solve on one catalog, one set of DaemonSets and one set
+/// of overlays starts from. Consolidation simulates dozens of moves on one cluster and
+/// prepares them once.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    templates: Vec<Template>,
+    overlays: Overlays,
+    overlay_conflicts: Vec<String>,
+}
+
+impl Prepared {
+    pub fn new(
+        pools: &[NodePool],
+        classes: &[EC2NodeClass],
+        catalog: &Catalog,
+        daemon_sets: &[PodDemand],
+        overlays: &Overlays,
+    ) -> Prepared {
+        let built: Vec<Template> = pools
+            .iter()
+            .map(|p| Template::build(p, classes, catalog, daemon_sets))
+            .collect();
+        let (overlays, overlay_conflicts) = overlays.resolve(&built);
+        let mut templates: Vec<Template> =
+            built.into_iter().map(|t| t.overlaid(&overlays)).collect();
+        // Higher weight first, as Karpenter orders NodePools; the name breaks ties so plans
+        // are deterministic.
+        templates.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| a.nodepool.cmp(&b.nodepool))
+        });
+        Prepared {
+            templates,
+            overlays,
+            overlay_conflicts,
+        }
+    }
+}
+
+/// [`solve_repacking`] from NodePools already prepared; `snapshot`'s DaemonSets and
+/// overlays must be those `prepared` was built with.
+pub fn solve_prepared(
+    snapshot: &Snapshot,
+    prepared: &Prepared,
+    repacking: Repacking,
+) -> ProvisioningPlan {
+    let mut solver = Solver::new(snapshot, &prepared.templates);
     solver.pack();
     solver.repack(repacking);
     let mut plan = solver.finish();
-    plan.overlay_conflicts = overlay_conflicts;
-    plan.overlays = overlays;
+    plan.overlay_conflicts = prepared.overlay_conflicts.clone();
+    plan.overlays = prepared.overlays.clone();
     plan
 }
 
@@ -91,7 +137,7 @@ pub(super) struct Placement {
 pub(super) struct Solver<'a> {
     pub(super) pods: &'a [PodDemand],
     pub(super) snapshot: &'a Snapshot,
-    pub(super) templates: Vec<Template>,
+    pub(super) templates: &'a [Template],
     pub(super) groups: Groups,
     /// One per domain key the pods name (`domains.rs`); `[0]` is the zone.
     pub(super) domains: Vec<Domain>,
@@ -116,7 +162,7 @@ pub(super) struct Solver<'a> {
 }
 
 impl<'a> Solver<'a> {
-    fn new(snapshot: &'a Snapshot, templates: Vec<Template>) -> Self {
+    fn new(snapshot: &'a Snapshot, templates: &'a [Template]) -> Self {
         let pods = snapshot.pods.as_slice();
         let bound_anti: Vec<&[super::pod::AffinityTerm]> = snapshot
             .nodes
@@ -128,7 +174,7 @@ impl<'a> Solver<'a> {
         let mut domains: Vec<Domain> = groups
             .domain_keys
             .iter()
-            .map(|k| Domain::build(k, &templates, &snapshot.nodes, groups.len()))
+            .map(|k| Domain::build(k, templates, &snapshot.nodes, groups.len()))
             .collect();
         for terms in &groups.terms {
             let spreads = terms.spread.iter().map(|s| (s.group, s.key));
