@@ -61,11 +61,12 @@
 pub mod iam;
 mod seed;
 pub mod stack;
+mod zygote;
 
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -105,6 +106,10 @@ pub enum MotoError {
     Log { log: PathBuf, source: io::Error },
     #[error("cannot start {python}")]
     Spawn { python: PathBuf, source: io::Error },
+    #[error(
+        "the moto zygote (tests/src/moto/launch.py) did not fork a server; see the test's stderr"
+    )]
+    Zygote,
     #[error("moto_server exited before it answered ({status}); see its log {log}")]
     Exited { status: String, log: PathBuf },
     #[error("moto_server did not answer on {url} within {timeout:?}; see its log {log}")]
@@ -132,7 +137,8 @@ pub enum MotoError {
 /// A running moto server on 127.0.0.1; stopped (with its process group) when dropped.
 #[derive(Debug)]
 pub struct Moto {
-    child: Child,
+    /// The server's process id, and its process group's.
+    pid: u32,
     url: String,
     log: PathBuf,
     http: reqwest::Client,
@@ -150,27 +156,15 @@ impl Moto {
     /// [`Moto::start`], with EC2's "now" read from the world's pace file `clock` (the
     /// world's own time; `moto/launch.py`, 13) when given.
     pub async fn start_on(clock: Option<PathBuf>) -> Result<Moto, MotoError> {
-        let venv = venv_dir();
-        let python = venv.join("bin").join("python");
-        if !venv.join("bin").join("moto_server").is_file() || !python.exists() {
-            return Err(MotoError::NoVenv { venv });
-        }
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|source| MotoError::Reset {
-                url: String::new(),
-                source,
-            })?;
+        let http = http_client()?;
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
             let log = log_path(port);
-            let child = spawn(&python, port, &log, clock.as_deref())?;
+            let pid = zygote::fork_server(port, &log, clock.as_deref())?;
             let url = format!("http://127.0.0.1:{port}");
             let mut moto = Moto {
-                child,
+                pid,
                 url,
                 log,
                 http: http.clone(),
@@ -210,7 +204,7 @@ impl Moto {
     /// `http://127.0.0.1:<port>`.
     /// The server's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.pid
     }
 
     pub fn url(&self) -> &str {
@@ -238,9 +232,9 @@ impl Moto {
         let started = Instant::now();
         let probe = format!("{}/moto-api/", self.url);
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if !self.running() {
                 return Err(MotoError::Exited {
-                    status: status.to_string(),
+                    status: "exited".to_string(),
                     log: self.log.clone(),
                 });
             }
@@ -260,6 +254,17 @@ impl Moto {
         }
     }
 
+    /// Whether the server's process is still there (the zygote reaps it when it exits).
+    fn running(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .ok()
+            .and_then(|stat| {
+                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                Some(state != 'Z' && state != 'X')
+            })
+            .unwrap_or(false)
+    }
+
     fn keep_log(&mut self) {
         self.log = PathBuf::new();
     }
@@ -267,23 +272,30 @@ impl Moto {
 
 impl Drop for Moto {
     fn drop(&mut self) {
-        // moto runs in its own process group (see `spawn`): kill the group so nothing it
-        // started survives, then the child itself, and reap it so no zombie is left.
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pid}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // moto runs in its own process group (`launch.py`'s `serve`): kill the group so
+        // nothing it started survives; the zygote reaps it.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         if !self.log.as_os_str().is_empty()
             && std::env::var_os("NODEWRIGHT_KEEP_MOTO_LOG").is_none()
         {
             let _ = std::fs::remove_file(&self.log);
         }
     }
+}
+
+fn http_client() -> Result<reqwest::Client, MotoError> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|source| MotoError::Reset {
+            url: String::new(),
+            source,
+        })
 }
 
 fn example_credentials() -> Credentials {
@@ -323,6 +335,16 @@ pub fn sdk_env(url: &str, credentials: &Credentials) -> Vec<(&'static str, Strin
 }
 
 /// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.
+/// The venv's Python, when the venv has moto's server.
+fn venv_python() -> Result<PathBuf, MotoError> {
+    let venv = venv_dir();
+    let python = venv.join("bin").join("python");
+    if !venv.join("bin").join("moto_server").is_file() || !python.exists() {
+        return Err(MotoError::NoVenv { venv });
+    }
+    Ok(python)
+}
+
 pub fn venv_dir() -> PathBuf {
     if let Some(venv) = std::env::var_os("NODEWRIGHT_VENV") {
         return PathBuf::from(venv);
@@ -354,49 +376,4 @@ fn log_path(port: u16) -> PathBuf {
         "nodewright-moto-{}-{n}-{port}.log",
         std::process::id()
     ))
-}
-
-fn spawn(python: &Path, port: u16, log: &Path, clock: Option<&Path>) -> Result<Child, MotoError> {
-    use std::os::unix::process::CommandExt;
-    let out = std::fs::File::create(log).map_err(|source| MotoError::Log {
-        log: log.to_path_buf(),
-        source,
-    })?;
-    let err = out.try_clone().map_err(|source| MotoError::Log {
-        log: log.to_path_buf(),
-        source,
-    })?;
-    let mut command = Command::new(python);
-    match clock {
-        Some(pace) => command.env(
-            nodewright::clock::CLOCK_VARIABLE,
-            nodewright::clock::world_setting(pace),
-        ),
-        None => command.env_remove(nodewright::clock::CLOCK_VARIABLE),
-    };
-    command
-        .arg("-c")
-        .arg(LAUNCHER)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        // moto must not pick up a developer's AWS settings or proxy.
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_PROFILE")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        // AWS managed policies (AmazonEKSWorkerNodePolicy, ...) exist in every account;
-        // moto loads them only when asked.
-        .env("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
-        // IAM enforced after the calls that create the administrator (see `iam`).
-        .env(
-            "INITIAL_NO_AUTH_ACTION_COUNT",
-            iam::UNAUTHENTICATED_CALLS.to_string(),
-        )
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|source| MotoError::Spawn {
-            python: python.to_path_buf(),
-            source,
-        })
 }

@@ -95,7 +95,18 @@ with. Everything else in moto keeps the wall clock (STS credentials, signatures,
 14. The service-linked role of spot.amazonaws.com is AWSServiceRoleForEC2Spot, as in IAM;
 moto named it AWSServiceRoleForSpot.
 
-Arguments are moto_server's own (-H HOST -p PORT).
+15. Not a change of behaviour, only of speed: this runs once per test binary, as a
+zygote (tests/src/moto/zygote.rs), and each world's server is a fork of it. Importing
+moto and applying the changes above takes about 1.2 s of CPU, which every world paid; a
+fork takes milliseconds. The backends every world's first requests create (EC2 with its
+default VPC and public AMIs, IAM with AWS's managed policies in every partition,
+WORLD_BACKENDS) are created in the zygote, as those requests would create them in an
+empty account, and every fork starts with them; nothing else exists before a server's
+first request. A server exits, removing its log, once the zygote is gone, and the
+zygote once the test binary is.
+
+Reads one JSON line per server from stdin: {"port": N, "log": PATH, "clock": SETTING or
+null}, where SETTING is NODEWRIGHT_CLOCK's (13); answers each with the server's pid.
 """
 
 import datetime
@@ -566,12 +577,125 @@ def world_utcnow(setting):
     return utcnow
 
 
-if os.environ.get("NODEWRIGHT_CLOCK"):
-    from moto.ec2.models import fleets, instances, launch_templates  # noqa: E402
+def use_world_clock(setting):
+    from moto.ec2.models import fleets, instances, launch_templates
 
-    _world_now = world_utcnow(os.environ["NODEWRIGHT_CLOCK"])
+    now = world_utcnow(setting)
     for module in (instances, fleets, launch_templates):
-        module.utcnow = _world_now
+        module.utcnow = now
+
+
+def exit_with_parent():
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        log = os.environ.get("NODEWRIGHT_MOTO_LOG")
+        if log:
+            try:
+                os.remove(log)
+            except OSError:
+                pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def serve(port, log, clock):
+    """In a child forked by `zygote`: moto's server on `port`, writing to `log`."""
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setpgid(0, 0)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.environ["NODEWRIGHT_MOTO_LOG"] = log
+    # A fork inherits the zygote's random state: reseeded, each world's ids are its own.
+    import random
+
+    from moto.moto_api._internal import mock_random
+
+    random.seed()
+    mock_random.seed()
+    if clock:
+        os.environ["NODEWRIGHT_CLOCK"] = clock
+        use_world_clock(clock)
+    exit_with_parent()
+    server.main(["-H", "127.0.0.1", "-p", str(port)])
+
+
+# Every world's first requests create these, each as an empty account and region would
+# have it (EC2's default VPC and public AMIs, IAM's managed policies): created once here,
+# every fork starts with them.
+WORLD_BACKENDS = (
+    ("ec2", "us-east-1"),
+    ("iam", "global"),
+    ("ssm", "us-east-1"),
+    ("cloudformation", "us-east-1"),
+    ("eks", "us-east-1"),
+    ("sqs", "us-east-1"),
+    ("events", "us-east-1"),
+    ("lambda", "us-east-1"),
+    ("cloudwatch", "us-east-1"),
+    ("logs", "us-east-1"),
+)
+
+
+def create_backends():
+    from moto.backends import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.utilities.utils import PARTITION_NAMES
+
+    for service, region in WORLD_BACKENDS:
+        get_backend(service)[DEFAULT_ACCOUNT_ID][region]
+    # Finding a request's account looks its access key up in IAM in every partition,
+    # creating each partition's IAM (all managed policies again) on the first request.
+    for partition in PARTITION_NAMES:
+        get_backend("iam")[DEFAULT_ACCOUNT_ID][partition]
+    # The first request of a service loads botocore's model of it (cached per process)
+    # and imports its responses and URLs.
+    import importlib
+
+    from moto.backends import ALT_SERVICE_NAMES
+    from moto.core.utils import get_service_model
+
+    for service in {service for service, _ in WORLD_BACKENDS} | {"sts"}:
+        get_service_model(service)
+        package = ALT_SERVICE_NAMES.get(service, service)
+        for module in ("responses", "urls"):
+            importlib.import_module(f"moto.{package}.{module}")
+
+
+def zygote():
+    """Forks a server for each JSON line read ({"port", "log", "clock"}), answering with
+    its process id; exits at the end of the input, when the test binary is gone. No thread
+    is started here: a fork copies only the thread that forks."""
+    import signal
+
+    # The kernel reaps the servers: one that exits leaves no zombie behind.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    create_backends()
+    for line in sys.stdin:
+        ask = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                serve(ask["port"], ask["log"], ask.get("clock"))
+            finally:
+                os._exit(1)
+        print(pid, flush=True)
+
 
 if __name__ == "__main__":
-    server.main(sys.argv[1:])
+    zygote()
