@@ -173,8 +173,11 @@ pub(super) enum ClaimOutcome {
     /// No instance: the offerings it was asked on are excluded for a while.
     NoCapacity,
     /// An earlier attempt of this claim already launched its instance (EC2 told us through
-    /// its ClientToken); the next poll counts it in flight.
-    AlreadyLaunched,
+    /// its ClientToken); the next poll counts it in flight. `instance`: that instance, when
+    /// the listing shows it.
+    AlreadyLaunched {
+        instance: Option<String>,
+    },
     Throttled,
     /// Not launched: the [`Turn`] said no (its gate, or its time), for this reason.
     Withheld(String),

@@ -193,22 +193,30 @@ where
         e: &AwsError,
         now: SystemTime,
     ) -> ClaimOutcome {
-        let live_instance = match self.aws.list_owned().await {
+        // Some(None): unknown, as if an instance were on its way, so nothing launches twice.
+        let live: Option<Option<String>> = match self.aws.list_owned().await {
             // A launch of this container not listed yet is live (EC2 is eventually
             // consistent): launching again would make a second instance.
-            Ok(owned) => self.fleet.on_its_way(owned, now).iter().any(|i| {
-                i.tags.get(NODECLAIM_TAG).map(String::as_str) == Some(nodeclaim)
-                    && matches!(i.state, InstanceState::Pending | InstanceState::Running)
-            }),
-            // Unknown: as if an instance were on its way, so nothing launches twice.
-            Err(_) => true,
+            Ok(owned) => self
+                .fleet
+                .on_its_way(owned, now)
+                .into_iter()
+                .find(|i| {
+                    i.tags.get(NODECLAIM_TAG).map(String::as_str) == Some(nodeclaim)
+                        && matches!(i.state, InstanceState::Pending | InstanceState::Running)
+                })
+                .map(|i| Some(i.id)),
+            Err(_) => Some(None),
         };
+        let live_instance = live.is_some();
         match (self.fleet.attempts_mut()).judge(
             nodeclaim,
             Answer::TokenMismatch { live_instance },
             now,
         ) {
-            Next::Stands => ClaimOutcome::AlreadyLaunched,
+            Next::Stands => ClaimOutcome::AlreadyLaunched {
+                instance: live.flatten(),
+            },
             Next::Wait => ClaimOutcome::RetryLater(format!(
                 "CreateFleet: {}; waiting to learn whether the earlier launch of node claim \
                  {nodeclaim} lives",

@@ -159,8 +159,13 @@ where
                 ));
             }
             // An earlier attempt that EC2 says already launched: that instance counts in
-            // flight from the next poll on.
-            ClaimOutcome::AlreadyLaunched => {}
+            // flight from the next poll on. A replacement's caller waits for it, so it must
+            // know it: one it cannot name is a replacement it cannot wait for.
+            ClaimOutcome::AlreadyLaunched { instance } => match instance {
+                Some(id) if replacing => tally.launched_instances.push(id),
+                None if replacing => tally.failed_claims += 1,
+                _ => {}
+            },
             ClaimOutcome::NoCapacity => {
                 failed(LaunchFailure::NoCapacity);
                 if replacing {

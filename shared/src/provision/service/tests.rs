@@ -118,6 +118,11 @@ enum Answer {
     /// Every override fails as EC2 answers for an instance profile IAM has not
     /// propagated yet.
     ProfileNotVisible,
+    /// The claim's ClientToken was used with other parameters: an earlier attempt
+    /// launched, and with `listed` its instance (`i-earlier`) is in DescribeInstances.
+    TokenReused {
+        listed: bool,
+    },
 }
 
 /// A fake AWS: a few bundled types in two zones, one subnet per zone, a scripted
@@ -134,6 +139,8 @@ struct FakeAws {
     specs: Mutex<Vec<LaunchTemplateSpec>>,
     clock: Mutex<SystemTime>,
     listing_fails: bool,
+    /// What DescribeInstances lists.
+    owned: Mutex<Vec<OwnedInstance>>,
 }
 
 impl FakeAws {
@@ -153,6 +160,7 @@ impl FakeAws {
             specs: Mutex::new(vec![]),
             clock: Mutex::new(SystemTime::UNIX_EPOCH),
             listing_fails: false,
+            owned: Mutex::new(vec![]),
         }
     }
     fn requests(&self) -> Vec<FleetRequest> {
@@ -317,7 +325,7 @@ impl InstanceInventory for FakeAws {
     /// Lists nothing: the fake's launches are known to the provisioner from CreateFleet.
     async fn list_owned(&self) -> Result<Vec<OwnedInstance>, AwsError> {
         self.call("DescribeInstances".into());
-        Ok(vec![])
+        Ok(self.owned.lock().map(|o| o.clone()).unwrap_or_default())
     }
     /// Every id asked for is a running instance of this cluster.
     async fn list_owned_ids(&self, ids: &[String]) -> Result<Vec<OwnedInstance>, AwsError> {
@@ -412,6 +420,32 @@ impl Fleet for FakeAws {
                     "Request limit exceeded.",
                 ),
             }),
+            Answer::TokenReused { listed } => {
+                if listed && let Ok(mut owned) = self.owned.lock() {
+                    let o = &request.overrides[0];
+                    owned.push(OwnedInstance {
+                        id: "i-earlier".into(),
+                        instance_type: o.instance_type.clone(),
+                        zone: o.zone.clone(),
+                        state: crate::aws::InstanceState::Running,
+                        capacity_type: request.capacity_type,
+                        launch_time: None,
+                        tags: request.tags.clone(),
+                        private_dns_name: None,
+                        subnet_id: None,
+                        image_id: None,
+                        security_groups: Vec::new(),
+                    });
+                }
+                Err(AwsError::CreateFleet {
+                    client_token: request.client_token.clone(),
+                    source: api_error(
+                        ErrorClass::TokenReused,
+                        "IdempotentParameterMismatch",
+                        "The client token has been used with different parameters.",
+                    ),
+                })
+            }
             Answer::ProfileNotVisible => {
                 let message = "Value (profile) for parameter iamInstanceProfile.name is \
                                invalid. Invalid IAM Instance Profile name";
@@ -631,6 +665,31 @@ async fn after_a_price_refresh_the_cheapest_type_is_judged_by_the_regions_own_pr
             .filter_map(|r| r.overrides.first().map(|o| o.instance_type.clone()))
             .collect();
         assert_eq!(first_choice, [want], "refreshed first: {refresh_first}");
+    }
+}
+
+/// A replacement whose claim an earlier attempt already launched (EC2 answers its token as
+/// used with other parameters) names that instance, so its caller waits for it; when
+/// DescribeInstances does not show it yet, the claim counts as not launched, so a
+/// voluntary removal or a consolidation does not drain without it.
+#[tokio::test]
+async fn a_replacement_launched_by_an_earlier_attempt_is_named_or_counted_as_not_launched() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let pods = vec![pod("web-1", "500m")];
+    let going = ["old-1".to_string()];
+    for (listed, launched, failed) in [(true, vec!["i-earlier"], 0), (false, vec![], 1)] {
+        let aws = FakeAws::new(&["m5.large"], vec![Answer::TokenReused { listed }]);
+        let mut p = provisioner(vec![], aws);
+        let report = match p.replace_nodes(&going, &pods, &[], None, t0).await {
+            Ok(r) => r,
+            Err(e) => panic!("replace: {e}"),
+        };
+        assert_eq!(
+            report.launched_instances, launched,
+            "listed {listed}: {report:?}"
+        );
+        assert_eq!(report.failed_claims, failed, "listed {listed}: {report:?}");
+        assert_eq!(p.aws().requests().len(), 1, "nothing launched again");
     }
 }
 
