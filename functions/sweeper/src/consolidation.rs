@@ -173,13 +173,16 @@ where
             .extend(command.nodes.iter().cloned());
         return Ok(Asked::NotNow);
     }
-    tracing::info!(nodes = ?command.nodes, instances = ?ids, "consolidation replacement launched");
+    tracing::info!(nodes = ?command.nodes, instances = ?ids, waiting_on = ?launched.waiting_on, "consolidation replacement launched");
     report.replacements_launched.extend(ids.iter().cloned());
-    Ok(Asked::Start(if ids.is_empty() {
+    // Pods placed on capacity still starting wait for it as for a launch.
+    let mut awaited = ids;
+    awaited.extend(launched.waiting_on);
+    Ok(Asked::Start(if awaited.is_empty() {
         Replacement::NotNeeded
     } else {
         Replacement::Launched {
-            instances: ids,
+            instances: awaited,
             at: now,
         }
     }))

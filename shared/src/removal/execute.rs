@@ -571,11 +571,86 @@ pub fn replacement_of(
             .unwrap_or_else(|| format!("{} launch(es) failed", report.failed_claims));
         return Replacement::Failed { why, at: now };
     }
-    if report.launched_instances.is_empty() {
+    // Pods placed on capacity still starting wait for it as for a launch.
+    let instances: Vec<String> = report
+        .launched_instances
+        .iter()
+        .chain(&report.waiting_on)
+        .cloned()
+        .collect();
+    if instances.is_empty() {
         return Replacement::NotNeeded;
     }
-    Replacement::Launched {
-        instances: report.launched_instances.clone(),
-        at: now,
+    Replacement::Launched { instances, at: now }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at() -> Timestamp {
+        Timestamp::from_second(1_000_000).unwrap_or_default()
+    }
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_replacement_is_what_was_launched_and_what_the_pods_wait_for_unless_it_fell_short() {
+        let report = |launched: &[&str], waiting: &[&str], failed: usize| ReplaceReport {
+            launched_instances: ids(launched),
+            waiting_on: ids(waiting),
+            failed_claims: failed,
+            ..Default::default()
+        };
+        let launched = |v: &[&str]| Replacement::Launched {
+            instances: ids(v),
+            at: at(),
+        };
+        let cases = [
+            (
+                "launched",
+                Cause::Expired,
+                report(&["i-1"], &[], 0),
+                launched(&["i-1"]),
+            ),
+            (
+                "launched and starting",
+                Cause::Drifted,
+                report(&["i-1"], &["i-0"], 0),
+                launched(&["i-1", "i-0"]),
+            ),
+            (
+                "only starting",
+                Cause::Underutilized,
+                report(&[], &["i-0"], 0),
+                launched(&["i-0"]),
+            ),
+            (
+                "room now",
+                Cause::Expired,
+                report(&[], &[], 0),
+                Replacement::NotNeeded,
+            ),
+            (
+                "short, voluntary",
+                Cause::Expired,
+                report(&["i-1"], &[], 1),
+                Replacement::Failed {
+                    why: "1 launch(es) failed".into(),
+                    at: at(),
+                },
+            ),
+            (
+                "short, involuntary",
+                Cause::SpotInterrupted,
+                report(&["i-1"], &["i-0"], 1),
+                launched(&["i-1", "i-0"]),
+            ),
+        ];
+        for (case, cause, report, want) in cases {
+            assert_eq!(replacement_of(cause, Ok(&report), at()), want, "{case}");
+        }
     }
 }

@@ -24,8 +24,11 @@ use crate::aws::Cloud;
 use crate::catalog::CapacityType;
 use crate::disruption::{NotSaving, Replacing};
 use crate::ids::NodeName;
-use crate::kube::{Cluster, existing_nodes, usable};
-use crate::scheduling::{Snapshot, is_floor_placeholder, solve};
+use crate::kube::{
+    Cluster, InFlight, Readiness, existing_nodes, in_flight_name, parse_provider_id, readiness,
+    usable,
+};
+use crate::scheduling::{Nomination, Snapshot, is_floor_placeholder, solve};
 
 /// The offering an instance ran on: what an interruption says is running out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +44,9 @@ pub struct ReplaceReport {
     pub claims: usize,
     /// Pods that fit on existing or in-flight capacity: nothing to launch for them.
     pub nominated_pods: usize,
+    /// Instances not Ready yet (launched earlier, or a node still starting) that some of
+    /// the pods are nominated to: the caller waits for them as for its own launches.
+    pub waiting_on: Vec<String>,
     /// (pod, why) for pods no launch is planned for.
     pub unschedulable: Vec<(String, String)>,
     pub failed_claims: usize,
@@ -244,6 +250,7 @@ where
                 }
             }
         }
+        report.waiting_on = not_ready_yet(&plan.nominations, &flying, &nodes);
         let mut tally = Tally::default();
         tally.claims = plan.node_claims.len();
         tally.nominated_pods = plan.nominations.iter().map(|n| n.pods.len()).sum();
@@ -284,6 +291,31 @@ impl<T: Replacement> Replacement for &T {
     ) -> Result<ReplaceReport, ProvisionError> {
         (**self).replace(node, pods, reclaimed, now).await
     }
+}
+
+/// The instances of the capacity `nominations` name that is not a Ready node yet: in
+/// flight without a Node, or a Node still starting.
+fn not_ready_yet(nominations: &[Nomination], flying: &[InFlight], nodes: &[Node]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for nomination in nominations {
+        let id = match flying.iter().find(|f| in_flight_name(f) == nomination.node) {
+            Some(f) => Some(f.instance_id.clone()),
+            None => nodes
+                .iter()
+                .filter(|n| n.metadata.name.as_deref() == Some(nomination.node.as_str()))
+                .filter(|n| readiness(n) != Readiness::Ready)
+                .find_map(|n| {
+                    let id = n.spec.as_ref()?.provider_id.as_deref()?;
+                    Some(parse_provider_id(id)?.instance_id)
+                }),
+        };
+        if let Some(id) = id
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+    }
+    ids
 }
 
 /// What a consolidation's replacement of `going` must keep to under `ceiling`, as the

@@ -693,6 +693,46 @@ async fn a_replacement_launched_by_an_earlier_attempt_is_named_or_counted_as_not
     }
 }
 
+/// Pods a replacement places on capacity not Ready yet (an instance launched earlier whose
+/// Node has not registered) make that instance one the caller waits for: it may never join.
+#[tokio::test]
+async fn a_replacement_onto_capacity_still_on_its_way_names_the_instance_to_wait_for() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let aws = FakeAws::new(&["m5.large", "m5.xlarge"], vec![]);
+    if let Ok(mut owned) = aws.owned.lock() {
+        owned.push(OwnedInstance {
+            id: "i-joining".into(),
+            instance_type: "m5.xlarge".into(),
+            zone: "us-east-1a".into(),
+            state: crate::aws::InstanceState::Pending,
+            capacity_type: CapacityType::OnDemand,
+            launch_time: None,
+            tags: [
+                (labels::NODEPOOL.to_string(), "default".to_string()),
+                (labels::NODECLAIM.to_string(), "nw-joining".to_string()),
+            ]
+            .into(),
+            private_dns_name: None,
+            subnet_id: None,
+            image_id: None,
+            security_groups: Vec::new(),
+        });
+    }
+    let mut p = provisioner(vec![], aws);
+    let pods = vec![pod("web-1", "500m")];
+    let report = match p
+        .replace_nodes(&["old-1".into()], &pods, &[], None, t0)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => panic!("replace: {e}"),
+    };
+    assert_eq!(report.nominated_pods, 1, "{report:?}");
+    assert_eq!(report.waiting_on, ["i-joining"], "{report:?}");
+    assert!(report.launched_instances.is_empty(), "{report:?}");
+    assert!(p.aws().requests().is_empty(), "nothing launched");
+}
+
 #[tokio::test]
 async fn a_replacement_over_its_price_ceiling_launches_nothing_and_says_what_it_would_cost() {
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
