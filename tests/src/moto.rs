@@ -102,8 +102,6 @@ pub enum MotoError {
     NoVenv { venv: PathBuf },
     #[error("cannot find a free loopback port")]
     FreePort { source: io::Error },
-    #[error("cannot create moto's log file {log}")]
-    Log { log: PathBuf, source: io::Error },
     #[error("cannot start {python}")]
     Spawn { python: PathBuf, source: io::Error },
     #[error(
@@ -161,7 +159,7 @@ impl Moto {
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
             let log = log_path(port);
-            let pid = zygote::fork_server(port, &log, clock.as_deref())?;
+            let pid = zygote::fork_server(port, log.clone(), clock.clone()).await?;
             let url = format!("http://127.0.0.1:{port}");
             let mut moto = Moto {
                 pid,
@@ -201,12 +199,12 @@ impl Moto {
         })
     }
 
-    /// `http://127.0.0.1:<port>`.
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.pid
     }
 
+    /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -273,9 +271,10 @@ impl Moto {
 impl Drop for Moto {
     fn drop(&mut self) {
         // moto runs in its own process group (`launch.py`'s `serve`): kill the group so
-        // nothing it started survives; the zygote reaps it.
+        // nothing it started survives, and the server itself; the zygote reaps it.
+        let (group, server) = (format!("-{}", self.pid), self.pid.to_string());
         let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.pid)])
+            .args(["-KILL", "--", &group, &server])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
@@ -334,7 +333,6 @@ pub fn sdk_env(url: &str, credentials: &Credentials) -> Vec<(&'static str, Strin
     env
 }
 
-/// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.
 /// The venv's Python, when the venv has moto's server.
 fn venv_python() -> Result<PathBuf, MotoError> {
     let venv = venv_dir();
@@ -345,6 +343,7 @@ fn venv_python() -> Result<PathBuf, MotoError> {
     Ok(python)
 }
 
+/// The Python venv that holds moto: `NODEWRIGHT_VENV`, else `<workspace>/.venv`.
 pub fn venv_dir() -> PathBuf {
     if let Some(venv) = std::env::var_os("NODEWRIGHT_VENV") {
         return PathBuf::from(venv);

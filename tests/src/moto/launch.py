@@ -610,7 +610,10 @@ def serve(port, log, clock):
     import signal
 
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setpgid(0, 0)
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass  # the zygote made it the group's leader first
     out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(out, 2)
@@ -694,6 +697,12 @@ def zygote():
                 serve(ask["port"], ask["log"], ask.get("clock"))
             finally:
                 os._exit(1)
+        # The child does the same: whichever runs first, the group exists before the pid
+        # is answered, so killing the group never misses the server.
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child already made it its group, or has exited
         print(pid, flush=True)
 
 

@@ -5,7 +5,7 @@
 //! its process group.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 
@@ -20,8 +20,19 @@ struct Zygote {
 static ZYGOTE: Mutex<Option<Zygote>> = Mutex::new(None);
 
 /// Forks a server onto `port`, logging to `log`, with EC2's clock read from the pace file
-/// `clock` when given; its process id (also its process group's).
-pub(super) fn fork_server(port: u16, log: &Path, clock: Option<&Path>) -> Result<u32, MotoError> {
+/// `clock` when given; its process id (also its process group's). The zygote's pipes are
+/// blocking, and its first start takes a second or two: off the async workers.
+pub(super) async fn fork_server(
+    port: u16,
+    log: PathBuf,
+    clock: Option<PathBuf>,
+) -> Result<u32, MotoError> {
+    tokio::task::spawn_blocking(move || fork_blocking(port, &log, clock.as_deref()))
+        .await
+        .unwrap_or(Err(MotoError::Zygote))
+}
+
+fn fork_blocking(port: u16, log: &Path, clock: Option<&Path>) -> Result<u32, MotoError> {
     let ask = serde_json::json!({
         "port": port,
         "log": log,
