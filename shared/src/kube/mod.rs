@@ -42,7 +42,7 @@ pub use ports::{
     ConfigSource, EventSink, EventType, NodeOps, NodeSource, ObjectKind, PdbSource,
     PendingPodWatch, PodRef, PodSource, PoolStatusSink,
 };
-pub use provider_id::{AwsProviderId, parse_provider_id, provider_id};
+pub use provider_id::{AwsProviderId, instance_of, parse_provider_id, provider_id};
 pub use removal_marks::{EXCLUDED_BY_REMOVAL, Marks, RemovalMarks, removal_patch};
 pub use sides::{Cluster, NodeDisruption};
 pub use state_config_map::{STATE_CONFIG_MAP_NAME, STATE_CONFIG_MAP_NAMESPACE, StateConfigMap};

@@ -8,6 +8,12 @@ pub struct AwsProviderId {
     pub instance_id: String,
 }
 
+/// The instance id a Node runs on, from its provider ID.
+pub fn instance_of(node: &k8s_openapi::api::core::v1::Node) -> Option<String> {
+    let id = node.spec.as_ref()?.provider_id.as_deref()?;
+    parse_provider_id(id).map(|p| p.instance_id)
+}
+
 /// Parses `aws:///us-east-1a/i-0123456789abcdef0`. Returns `None` for anything else (other
 /// clouds, Fargate's `aws:///us-east-1a/<hash>/fargate-ip-...`, a missing instance id),
 /// because such a node is simply not one of ours.

@@ -112,7 +112,7 @@ pub fn missing_nodeclaim_labels(nodes: &[Node], owned: &[OwnedInstance]) -> Vec<
             if has_label {
                 return None;
             }
-            let id = parse_provider_id(n.spec.as_ref()?.provider_id.as_deref()?)?.instance_id;
+            let id = crate::kube::instance_of(n)?;
             let claim = owned.iter().find(|i| i.id == id)?.tags.get(NODECLAIM_TAG)?;
             Some((n.metadata.name.clone()?, claim.clone()))
         })

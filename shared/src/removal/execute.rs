@@ -20,8 +20,7 @@ use crate::api::{Taint, TaintEffect};
 use crate::aws::{AwsError, InstanceState, OwnedInstance, OwnedInstances, is_owned};
 use crate::drain::{DrainProgress, execute, reschedulable};
 use crate::kube::{
-    EventType, KubeError, Marks, NodeDisruption, ObjectKind, PodRef, Readiness, parse_provider_id,
-    readiness,
+    EventType, KubeError, Marks, NodeDisruption, ObjectKind, PodRef, Readiness, readiness,
 };
 use crate::provision::ReplaceReport;
 
@@ -125,11 +124,7 @@ pub struct Advanced {
     pub taken: bool,
 }
 
-/// The instance id a Node runs on.
-pub fn instance_of(node: &Node) -> Option<String> {
-    let id = node.spec.as_ref()?.provider_id.as_deref()?;
-    parse_provider_id(id).map(|p| p.instance_id)
-}
+pub use crate::kube::instance_of;
 
 fn name_of(node: &Node) -> String {
     node.metadata.name.clone().unwrap_or_default()

@@ -65,6 +65,25 @@ async fn two_oversized_kept_apart(cluster: &str) -> (World, ProvisionerState, Ve
     (world, provisioner, old)
 }
 
+/// `node` as the API server has it, and the replacement instances its removal record
+/// names, sorted.
+fn recorded_on(world: &World, node: &str) -> (Value, Vec<String>) {
+    let n = world.sim.get_json("v1", "Node", "", node).unwrap();
+    let annotations: BTreeMap<String, String> =
+        serde_json::from_value(n["metadata"]["annotations"].clone()).unwrap_or_default();
+    let mut recorded = nodewright::removal::recorded_replacement(&annotations);
+    recorded.sort();
+    (n, recorded)
+}
+
+/// 40 s of the world while new nodes join, no `inflate` pod leaving `old`.
+async fn no_pod_moves_while_joining(world: &World, old: &[String]) {
+    for _ in 0..4 {
+        step(world, 10).await;
+        assert_eq!(inflate_nodes(world), old, "no pod moved while joining");
+    }
+}
+
 /// The fleet's price per hour as the sweep that wrote `report` saw it.
 fn fleet_price(report: &Value) -> f64 {
     report["price_before"].as_f64().expect("a price")
@@ -97,24 +116,13 @@ async fn two_oversized_nodes_kept_apart_become_two_smaller_nodes_in_one_command_
     assert_eq!(sorted(&first["awaiting_replacement"]), old, "{first}");
     assert!(names(&first["draining"]).is_empty(), "{first}");
     for node in &old {
-        let n = world.sim.get_json("v1", "Node", "", node).unwrap();
-        let annotations: BTreeMap<String, String> =
-            serde_json::from_value(n["metadata"]["annotations"].clone()).unwrap();
-        let mut recorded = nodewright::removal::recorded_replacement(&annotations);
-        recorded.sort();
+        let (n, recorded) = recorded_on(&world, node);
         assert_eq!(recorded, launched, "{node}: {n}");
     }
     assert_eq!(world.instances().await.unwrap().len(), 4);
 
     // While the new nodes join, no pod leaves its node.
-    for _ in 0..4 {
-        step(&world, 10).await;
-        assert_eq!(
-            inflate_nodes(&world),
-            old,
-            "no pod moved before both were Ready"
-        );
-    }
+    no_pod_moves_while_joining(&world, &old).await;
     let mut joined: Vec<String> = node_names(&world)
         .into_iter()
         .filter(|n| !old.contains(n))
@@ -167,13 +175,8 @@ async fn a_replacement_launched_in_part_drains_nothing_and_the_next_sweep_plans_
     assert!(names(&first["draining"]).is_empty(), "{first}");
     // Nothing taken: no replacement recorded on either node, neither tainted.
     for node in &old {
-        let n = world.sim.get_json("v1", "Node", "", node).unwrap();
-        let annotations: BTreeMap<String, String> =
-            serde_json::from_value(n["metadata"]["annotations"].clone()).unwrap_or_default();
-        assert!(
-            nodewright::removal::recorded_replacement(&annotations).is_empty(),
-            "{node}: {n}"
-        );
+        let (n, recorded) = recorded_on(&world, node);
+        assert!(recorded.is_empty(), "{node}: {n}");
         assert!(
             n["spec"]["taints"].as_array().is_none_or(|t| t.is_empty()),
             "{node}: {n}"
@@ -183,10 +186,7 @@ async fn a_replacement_launched_in_part_drains_nothing_and_the_next_sweep_plans_
     world.front.clear_fleet_faults();
 
     // While what launched joins, no pod leaves its node.
-    for _ in 0..4 {
-        step(&world, 10).await;
-        assert_eq!(inflate_nodes(&world), old, "no pod moved");
-    }
+    no_pod_moves_while_joining(&world, &old).await;
     // The sweeps after decide again, with the node that launched as capacity: the old
     // nodes go, and it is kept, not thrown away and launched again.
     for _ in 0..8 {
@@ -204,7 +204,6 @@ async fn a_replacement_launched_in_part_drains_nothing_and_the_next_sweep_plans_
         "old nodes left: {left:?}"
     );
     assert_eq!(left.len(), 2, "{left:?}");
-    assert_eq!(world.instances().await.unwrap().len(), 2);
     let instances: Vec<String> = world
         .instances()
         .await
@@ -212,6 +211,7 @@ async fn a_replacement_launched_in_part_drains_nothing_and_the_next_sweep_plans_
         .iter()
         .map(|i| i.id.clone())
         .collect();
+    assert_eq!(instances.len(), 2, "{instances:?}");
     assert!(
         instances.contains(&launched[0]),
         "{instances:?} keeps {launched:?}"

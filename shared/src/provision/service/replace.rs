@@ -25,8 +25,7 @@ use crate::catalog::CapacityType;
 use crate::disruption::{NotSaving, Replacing};
 use crate::ids::NodeName;
 use crate::kube::{
-    Cluster, InFlight, Readiness, existing_nodes, in_flight_name, parse_provider_id, readiness,
-    usable,
+    Cluster, InFlight, Readiness, existing_nodes, in_flight_name, instance_of, readiness, usable,
 };
 use crate::scheduling::{Nomination, Snapshot, is_floor_placeholder, solve};
 
@@ -304,10 +303,7 @@ fn not_ready_yet(nominations: &[Nomination], flying: &[InFlight], nodes: &[Node]
                 .iter()
                 .filter(|n| n.metadata.name.as_deref() == Some(nomination.node.as_str()))
                 .filter(|n| readiness(n) != Readiness::Ready)
-                .find_map(|n| {
-                    let id = n.spec.as_ref()?.provider_id.as_deref()?;
-                    Some(parse_provider_id(id)?.instance_id)
-                }),
+                .find_map(instance_of),
         };
         if let Some(id) = id
             && !ids.contains(&id)
