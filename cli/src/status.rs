@@ -1,24 +1,32 @@
 //! `nodewright status`: reads nodes and pods (from a kubeconfig, or from EKS with a token
 //! minted as `nodewright eks-token` and the functions mint it), turns them into the
-//! [`status_view::Fleet`] value and prints it; `--watch` redraws it.
+//! [`status_view::Fleet`] value and prints it; `--watch` redraws it. With AWS at hand
+//! (`--cluster` or `--stack`) nodes are priced at the region's prices, and `--stack` adds
+//! the stack's health ([`crate::health`]).
 
-use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use nodewright::api::labels;
-use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
+use nodewright::catalog::DEFAULT_SPOT_DISCOUNT;
+use nodewright::clock::CLOCK_VARIABLE;
 use nodewright::resources::parse_milli;
 use nodewright::scheduling::effective_requests;
 
+use crate::health;
 use crate::output::{Output, print_data};
+use crate::prices::Prices;
 use crate::status_view::{Fleet, NodeView, PendingView, render, to_json};
+
+/// How often `--watch` asks AWS again: the Lambda metrics have one-minute periods, and a
+/// region's prices change far less often than that.
+const HEALTH_EVERY: Duration = Duration::from_secs(60);
+const PRICES_EVERY: Duration = Duration::from_secs(600);
 
 /// Which cluster a command reads: a kubeconfig, or EKS itself.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,10 +39,11 @@ pub struct Target {
     pub context: Option<String>,
     /// Reach the cluster through EKS instead: DescribeCluster, then a bearer token signed
     /// with the default AWS credential chain.
-    #[arg(long)]
+    #[arg(long, group = "aws_target")]
     pub cluster: Option<String>,
-    /// The cluster's region with --cluster; default: the AWS config chain's.
-    #[arg(long, requires = "cluster")]
+    /// The AWS region with --cluster (or status's --stack); default: the AWS config
+    /// chain's.
+    #[arg(long, requires = "aws_target")]
     pub region: Option<String>,
 }
 
@@ -60,7 +69,12 @@ pub struct Args {
     /// Seconds between redraws with --watch.
     #[arg(long, default_value_t = 2.0)]
     pub interval: f64,
-    /// Spot prices are estimated as the bundled on-demand price less this fraction.
+    /// The nodewright stack (its CloudFormation name): show its functions' last success,
+    /// errors and throttles, the interruption queue, the dead letters and the alarms in
+    /// ALARM beside the fleet.
+    #[arg(long, group = "aws_target")]
+    pub stack: Option<String>,
+    /// Where a spot price is not known, it is estimated as on-demand less this fraction.
     #[arg(long, default_value_t = DEFAULT_SPOT_DISCOUNT)]
     pub spot_discount: f64,
     /// wide adds each node's instance id; json and yaml print the fleet as data.
@@ -84,11 +98,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     nodewright::eks::install_crypto_provider();
     let client = args.target.client().await?;
-    let prices: HashMap<String, f64> = bundled_instance_types()
-        .context("reading the bundled catalog")?
-        .into_iter()
-        .map(|(t, price)| (t.name, price))
-        .collect();
+    let clock = nodewright::clock::from_setting(std::env::var(CLOCK_VARIABLE).ok().as_deref())?;
+    let aws = match (&args.target.cluster, &args.stack) {
+        (None, None) => None,
+        _ => Some(aws_config(args.target.region.as_deref()).await?),
+    };
+    let mut prices = Refreshed::new(PRICES_EVERY);
+    let mut health = Refreshed::new(HEALTH_EVERY);
     loop {
         let nodes = Api::<Node>::all(client.clone())
             .list(&ListParams::default())
@@ -98,22 +114,49 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .list(&ListParams::default())
             .await
             .context("listing pods")?;
-        let (fleet, problems) = fleet_of(&nodes.items, &pods.items, &prices, args.spot_discount);
+        let now = clock.now();
+        let mut problems = Vec::new();
+        if prices.due() {
+            let (read, mut why) = match &aws {
+                Some((sdk, region)) => {
+                    let spot = spot_types(&nodes.items);
+                    Prices::of_region(sdk, region, &spot, args.spot_discount).await?
+                }
+                None => (Prices::bundled(args.spot_discount)?, Vec::new()),
+            };
+            prices.set(read);
+            problems.append(&mut why);
+        }
+        if let (Some(stack), Some((sdk, region))) = (&args.stack, &aws)
+            && health.due()
+        {
+            let (read, mut why) = health::read::health(sdk, stack, region, now).await?;
+            health.set(read);
+            problems.append(&mut why);
+        }
+        let Some(priced) = prices.value() else {
+            anyhow::bail!("no prices were read");
+        };
+        let (fleet, mut why) = fleet_of(&nodes.items, &pods.items, priced);
+        problems.append(&mut why);
         if args.output.is_data() {
             for p in &problems {
                 eprintln!("warning: {p}");
             }
-            if !print_data(&to_json(&fleet, args.spot_discount), args.output) {
+            let mut data = to_json(&fleet, priced);
+            if let Some(h) = health.value() {
+                data["health"] = health::to_json(h);
+            }
+            if !print_data(&data, args.output) {
                 anyhow::bail!("the fleet could not be written");
             }
             return Ok(());
         }
-        let text = render(
-            &fleet,
-            Timestamp::now(),
-            args.output == Output::Wide,
-            args.spot_discount,
-        );
+        let mut text = render(&fleet, now, args.output == Output::Wide, priced);
+        if let Some(h) = health.value() {
+            text.push('\n');
+            text.push_str(&health::render(h, now));
+        }
         let mut out = std::io::stdout().lock();
         if args.watch {
             // Home and clear, then the frame: the terminal shows one frame at a time.
@@ -133,6 +176,60 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// A value `--watch` reads again only every so often.
+struct Refreshed<T> {
+    every: Duration,
+    read: Option<(Instant, T)>,
+}
+
+impl<T> Refreshed<T> {
+    fn new(every: Duration) -> Refreshed<T> {
+        Refreshed { every, read: None }
+    }
+
+    fn due(&self) -> bool {
+        self.read
+            .as_ref()
+            .is_none_or(|(at, _)| at.elapsed() >= self.every)
+    }
+
+    fn set(&mut self, value: T) {
+        self.read = Some((Instant::now(), value));
+    }
+
+    fn value(&self) -> Option<&T> {
+        self.read.as_ref().map(|(_, v)| v)
+    }
+}
+
+/// The instance types of the fleet's spot nodes, whose spot prices are asked for.
+fn spot_types(nodes: &[Node]) -> Vec<String> {
+    let mut types: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.labels.as_ref())
+        .filter(|l| l.get(labels::CAPACITY_TYPE).map(String::as_str) == Some("spot"))
+        .filter_map(|l| l.get(labels::INSTANCE_TYPE).cloned())
+        .collect();
+    types.sort();
+    types.dedup();
+    types
+}
+
+/// The AWS configuration of the default chain in `region` (else the chain's), and the
+/// region.
+pub async fn aws_config(region: Option<&str>) -> anyhow::Result<(aws_config::SdkConfig, String)> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region.to_string()));
+    }
+    let aws = loader.load().await;
+    let region = aws
+        .region()
+        .map(|r| r.to_string())
+        .context("no AWS region: pass --region or set AWS_REGION")?;
+    Ok((aws, region))
+}
+
 /// A client for the cluster: through EKS when `cluster` is given (DescribeCluster, then a
 /// token signed with the default AWS credential chain), else through the kubeconfig.
 pub async fn client_for(
@@ -142,15 +239,7 @@ pub async fn client_for(
     region: Option<&str>,
 ) -> anyhow::Result<kube::Client> {
     if let Some(name) = cluster {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-        if let Some(region) = region {
-            loader = loader.region(aws_config::Region::new(region.to_string()));
-        }
-        let aws = loader.load().await;
-        let region = aws
-            .region()
-            .map(|r| r.to_string())
-            .context("no AWS region: pass --region or set AWS_REGION")?;
+        let (aws, region) = aws_config(region).await?;
         let cluster = nodewright::eks::describe_cluster(&aws_sdk_eks::Client::new(&aws), name)
             .await
             .with_context(|| format!("DescribeCluster {name:?}"))?;
@@ -182,19 +271,13 @@ pub async fn client_for(
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Nodes and pods to the view, pricing each node from `on_demand` (the bundled
-/// us-east-1 table; spot estimated with `spot_discount`). The second value names what could
-/// not be read (a pod's request, a node's allocatable), which is shown as zero.
-pub fn fleet_of(
-    nodes: &[Node],
-    pods: &[Pod],
-    on_demand: &HashMap<String, f64>,
-    spot_discount: f64,
-) -> (Fleet, Vec<String>) {
+/// Nodes and pods to the view, pricing each node from `prices`. The second value names
+/// what could not be read (a pod's request, a node's allocatable), which is shown as zero.
+pub fn fleet_of(nodes: &[Node], pods: &[Pod], prices: &Prices) -> (Fleet, Vec<String>) {
     let mut problems = Vec::new();
     let mut views: Vec<NodeView> = nodes
         .iter()
-        .map(|n| node_view(n, on_demand, spot_discount, &mut problems))
+        .map(|n| node_view(n, prices, &mut problems))
         .collect();
     let mut pending = Vec::new();
     for pod in pods {
@@ -254,12 +337,7 @@ fn why_pending(pod: &Pod) -> String {
     }
 }
 
-fn node_view(
-    node: &Node,
-    on_demand: &HashMap<String, f64>,
-    spot_discount: f64,
-    problems: &mut Vec<String>,
-) -> NodeView {
+fn node_view(node: &Node, prices: &Prices, problems: &mut Vec<String>) -> NodeView {
     let name = node.metadata.name.clone().unwrap_or_default();
     let label = |key: &str| {
         node.metadata
@@ -275,12 +353,8 @@ fn node_view(
         })
         .unwrap_or_else(|| "-".into());
     let instance_type = label(labels::INSTANCE_TYPE).unwrap_or_else(|| "-".into());
-    let price = on_demand
-        .get(&instance_type)
-        .map(|od| match capacity_type.as_str() {
-            "spot" => (estimated_spot_price(*od, spot_discount), true),
-            _ => (*od, false),
-        });
+    let zone = label(labels::ZONE).unwrap_or_else(|| "-".into());
+    let price = prices.of(&instance_type, &zone, &capacity_type);
     let status = node.status.as_ref();
     let mut allocatable = |resource: &str| -> i64 {
         let Some(q) = status
@@ -315,7 +389,7 @@ fn node_view(
         nodepool: label(labels::NODEPOOL),
         instance_type,
         capacity_type,
-        zone: label(labels::ZONE).unwrap_or_else(|| "-".into()),
+        zone,
         created: node.metadata.creation_timestamp.as_ref().map(|t| t.0),
         price,
         ready,
@@ -363,8 +437,8 @@ mod tests {
             pod("bad", Some("n1"), "Running", "lots"),
             pod("waiting", None, "Pending", "4"),
         ];
-        let prices = HashMap::from([("m5.large".to_string(), 0.1)]);
-        let (fleet, problems) = fleet_of(&[node], &pods, &prices, 0.6);
+        let prices = Prices::bundled(0.6).unwrap();
+        let (fleet, problems) = fleet_of(&[node], &pods, &prices);
         let n = &fleet.nodes[0];
         assert_eq!(n.nodepool.as_deref(), Some("default"));
         assert_eq!(
@@ -376,7 +450,8 @@ mod tests {
             ("m5.large", "spot", "us-east-1a")
         );
         let (price, estimated) = n.price.unwrap();
-        assert!((price - 0.04).abs() < 1e-9 && estimated);
+        let listed = prices.of("m5.large", "us-east-1a", "on-demand").unwrap().0;
+        assert!((price - listed * 0.4).abs() < 1e-9 && estimated);
         assert_eq!(n.pods, 2, "the finished pod does not count");
         assert_eq!(n.cpu_requested, 500);
         assert_eq!(n.cpu_allocatable, 1930);

@@ -6,7 +6,8 @@ use jiff::Timestamp;
 use nodewright::resources::format_milli;
 use serde_json::{Value, json};
 
-use crate::money::{self, usd, usd_marked};
+use crate::money::{usd, usd_marked};
+use crate::prices::Prices;
 use crate::table;
 
 /// One node as `status` shows it.
@@ -125,7 +126,7 @@ fn hourly(nodes: &[&NodeView]) -> (f64, bool) {
 
 /// The whole screen: nodes (by NodePool, then name), totals, pending pods; `wide` adds the
 /// instance ids.
-pub fn render(fleet: &Fleet, now: Timestamp, wide: bool, spot_discount: f64) -> String {
+pub fn render(fleet: &Fleet, now: Timestamp, wide: bool, prices: &Prices) -> String {
     let nodes = sorted(fleet);
     let rows: Vec<Vec<String>> = nodes
         .iter()
@@ -190,7 +191,7 @@ pub fn render(fleet: &Fleet, now: Timestamp, wide: bool, spot_discount: f64) -> 
         gib(mem_alloc),
         bar(mem_req, mem_alloc)
     ));
-    out.push_str(&money::source_line(spot_discount, estimated));
+    out.push_str(&prices.source_line(estimated));
     out.push_str("\n\n");
     if fleet.pending.is_empty() {
         out.push_str("no pending pods\n");
@@ -209,7 +210,7 @@ pub const HOURS_PER_MONTH: f64 = 730.0;
 
 /// The fleet as data, for `-o json|yaml`: quantities in cores and bytes, prices with
 /// whether each is an estimate.
-pub fn to_json(fleet: &Fleet, spot_discount: f64) -> Value {
+pub fn to_json(fleet: &Fleet, prices: &Prices) -> Value {
     let nodes = sorted(fleet);
     let (hourly, estimated) = hourly(&nodes);
     let round4 = crate::plan::round4;
@@ -233,7 +234,7 @@ pub fn to_json(fleet: &Fleet, spot_discount: f64) -> Value {
         "price_per_hour": round4(hourly),
         "price_per_month": (hourly * HOURS_PER_MONTH).round(),
         "price_estimated": estimated,
-        "prices": money::source_line(spot_discount, estimated),
+        "prices": prices.source_line(estimated),
     })
 }
 
@@ -242,6 +243,10 @@ mod tests {
     use super::*;
 
     const GI: i64 = 1000 * (1 << 30);
+
+    fn bundled() -> Prices {
+        Prices::bundled(0.6).unwrap()
+    }
 
     fn node(name: &str, pool: Option<&str>, created: &str) -> NodeView {
         NodeView {
@@ -329,7 +334,7 @@ mod tests {
                 },
             ],
         };
-        let out = render(&fleet, now, false, 0.6);
+        let out = render(&fleet, now, false, &bundled());
         let expected = "\
 NODE         NODEPOOL  TYPE       CAPACITY   ZONE        AGE      $/H          CPU                                    MEMORY                               PODS  STATUS
 ip-10-0-2-7  batch     c5.xlarge  spot       us-east-1b  10m  ~0.0680  3920m/3920m  [####################] 100%  0.0Gi/6.0Gi  [....................]   0%     5  Ready
@@ -361,7 +366,7 @@ default/web-2  0/3 nodes are available: 3 Insufficient cpu.
             ],
             pending: vec![],
         };
-        let out = render(&fleet, now, true, 0.6);
+        let out = render(&fleet, now, true, &bundled());
         let last_two = |line: &str| {
             let words: Vec<&str> = line.split_whitespace().collect();
             words[words.len() - 2..].join(" ")
@@ -383,7 +388,7 @@ default/web-2  0/3 nodes are available: 3 Insufficient cpu.
             ],
             pending: vec![],
         };
-        let data = to_json(&fleet, 0.6);
+        let data = to_json(&fleet, &bundled());
         assert_eq!(data["nodes"][0]["name"], "ip-10-0-2-7");
         assert_eq!(data["nodes"][0]["price_estimated"], true);
         assert_eq!(data["nodes"][1]["price_estimated"], false);
@@ -394,7 +399,7 @@ default/web-2  0/3 nodes are available: 3 Insufficient cpu.
 
     #[test]
     fn an_empty_cluster_says_so_rather_than_printing_an_empty_table() {
-        let out = render(&Fleet::default(), Timestamp::UNIX_EPOCH, false, 0.6);
+        let out = render(&Fleet::default(), Timestamp::UNIX_EPOCH, false, &bundled());
         assert!(out.contains("0 nodes  $0.0000/h ($0/month)\n"), "{out}");
         assert!(out.ends_with("no pending pods\n"), "{out}");
     }

@@ -26,6 +26,9 @@
 //!   SQS calls on the stack's queue and its dead-letter queue are answered by the world's
 //!   own queue on the world's clock ([`crate::sqs`]) after moto has judged their IAM.
 //!
+//! - **The Price List API** (once a test sets prices, [`AwsFront::list_prices`]): GetProducts
+//!   is answered from them ([`crate::price_list`]); moto has no Pricing service.
+//!
 //! - **Failed status checks** (off unless a test sets them, [`AwsFront::impair`]): moto's
 //!   DescribeInstanceStatus answer says `impaired` for them ([`crate::status_checks`]).
 //!
@@ -76,7 +79,8 @@ pub enum Handling {
     /// A DescribeInstances naming an instance too young to be visible:
     /// `InvalidInstanceID.NotFound`, moto never saw it.
     NotVisibleYet,
-    /// An SQS call on an emulated queue: moto judged its IAM, the world's queue answered.
+    /// Answered by the world: an SQS call on an emulated queue (moto judged its IAM, the
+    /// world's queue answered), or a Price List call.
     Emulated(u16),
 }
 
@@ -125,6 +129,7 @@ struct Front {
     consistency: Consistency,
     status_checks: crate::status_checks::StatusChecks,
     eks_access: crate::eks_access::EksAccess,
+    price_list: crate::price_list::PriceList,
     calls: Mutex<Vec<Call>>,
     sqs: std::sync::OnceLock<Arc<crate::sqs::Sqs>>,
     /// The world's clock: injected delays are world time, and a call being served counts
@@ -185,6 +190,12 @@ impl AwsFront {
         self.front.eks_access.set_mode(mode);
     }
 
+    /// `region`'s on-demand prices, as the Price List API answers them from now on
+    /// ([`crate::price_list`]).
+    pub fn list_prices(&self, region: &str, prices: impl IntoIterator<Item = (String, f64)>) {
+        self.front.price_list.set(region, prices);
+    }
+
     /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
     pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -200,6 +211,7 @@ impl AwsFront {
             consistency: Consistency::default(),
             status_checks: Default::default(),
             eks_access: Default::default(),
+            price_list: Default::default(),
             calls: Mutex::default(),
             sqs: std::sync::OnceLock::new(),
             clock: std::sync::OnceLock::new(),
@@ -483,6 +495,10 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         front.record(action, at, Handling::Forwarded(code), &body);
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
         return (status, axum::Json(json)).into_response();
+    }
+    if let Some(json) = front.price_list.answer(&action, &body) {
+        front.record(action, at, Handling::Emulated(200), &body);
+        return axum::Json(json).into_response();
     }
     let eks_read = parts.method == Method::GET && parts.uri.path().starts_with("/clusters/");
     let request_path = parts.uri.path().to_string();

@@ -17,6 +17,7 @@ pub mod kubectl;
 pub mod lambda;
 pub mod lambda_api;
 pub mod moto;
+pub mod price_list;
 pub mod soak;
 pub mod sqs;
 pub mod status_checks;

@@ -696,3 +696,20 @@ async fn moto_s_kept_catalog_answers_follow_each_request_s_types_and_filters() {
         }
     }
 }
+
+#[tokio::test]
+async fn spot_prices_are_asked_for_the_types_named_or_for_every_type() {
+    use nodewright::aws::InstanceTypeSource as _;
+    let w = world().await;
+    let named = ["m5.large".to_string(), "c5.xlarge".to_string()];
+    let some = w.ec2.spot_prices_of(&named).await.expect("spot prices");
+    let types: HashSet<&str> = some.iter().map(|p| p.instance_type.as_str()).collect();
+    assert_eq!(types, HashSet::from(["m5.large", "c5.xlarge"]), "{some:?}");
+    assert!(
+        some.iter()
+            .all(|p| p.zone.starts_with(nodewright_world::moto::REGION)),
+        "one price per zone of the region: {some:?}"
+    );
+    let every = w.ec2.spot_prices().await.expect("spot prices");
+    assert!(every.len() > some.len() * 10, "{} prices", every.len());
+}

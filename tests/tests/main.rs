@@ -28,6 +28,7 @@ mod rbac;
 mod scale_up;
 mod soak;
 mod stack_deploy;
+mod status_health;
 mod sweeper;
 mod takeover;
 mod template_policy;

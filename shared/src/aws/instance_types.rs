@@ -75,13 +75,28 @@ impl InstanceTypeSource for Ec2Adapter {
     }
 
     async fn spot_prices(&self) -> Result<Vec<SpotPrice>, AwsError> {
+        self.spot_prices_of(&[]).await
+    }
+}
+
+impl Ec2Adapter {
+    /// The spot price in force now of each zone of `types`, or of every type when `types`
+    /// is empty.
+    pub async fn spot_prices_of(&self, types: &[String]) -> Result<Vec<SpotPrice>, AwsError> {
         // Start time "now" returns the price in force now for every pair (the newest
         // entry at or before now), not the history.
         let now = aws_smithy_types::DateTime::from(std::time::SystemTime::now());
+        let types = (!types.is_empty()).then(|| {
+            types
+                .iter()
+                .map(|t| aws_sdk_ec2::types::InstanceType::from(t.as_str()))
+                .collect()
+        });
         let items = self
             .client
             .describe_spot_price_history()
             .product_descriptions(LINUX_PRODUCT)
+            .set_instance_types(types)
             .start_time(now)
             .into_paginator()
             .items()

@@ -15,6 +15,7 @@ pub mod asynchronous;
 pub mod esm;
 pub mod function;
 pub mod lineage;
+pub mod metrics;
 pub mod settings;
 
 use std::collections::BTreeMap;
@@ -116,6 +117,17 @@ impl Lambda {
                 self.mappings.insert(id.clone(), mapping);
             }
         }
+    }
+
+    /// Puts every invocation so far into CloudWatch as Lambda's own metrics, under each
+    /// function's deployed name ([`metrics`]).
+    pub async fn publish_metrics(&self, world: &World) -> anyhow::Result<()> {
+        let cloudwatch = aws_sdk_cloudwatch::Client::new(&world.sdk);
+        for (logical_id, function) in &self.functions {
+            let name = &world.stack.deployed.function(logical_id)?.name;
+            metrics::publish(&cloudwatch, name, &function.records()).await?;
+        }
+        Ok(())
     }
 
     /// Stops the triggers and ends every environment.

@@ -105,6 +105,18 @@ empty account, and every fork starts with them; nothing else exists before a ser
 first request. A server exits, removing its log, once the zygote is gone, and the
 zygote once the test binary is.
 
+16. CloudWatch answers in Smithy RPC v2 CBOR, the protocol AWS's current SDKs speak to it
+(the Rust SDK's `aws-sdk-cloudwatch` speaks nothing else; CloudWatch serves it beside
+awsJson1.0 and awsQuery). moto 5.2.5 routes, parses and answers only the other two. A
+request to `/service/GraniteServiceVersion20100801/operation/<Operation>` with
+`smithy-protocol: rpc-v2-cbor` is routed to moto's CloudWatch as that operation, its body is
+decoded from CBOR (botocore's decoder) and read against the operation's input shape as
+moto's JSON parser reads JSON, and the answer is moto's JSON answer encoded as CBOR, its
+timestamps as tag 1 (epoch seconds) where the output shape says timestamp, with the
+`smithy-protocol` header. The signature is still verified over the bytes sent. And
+DescribeAlarms applies its StateValue filter together with AlarmNames, as CloudWatch does
+(moto applies only the first filter it finds).
+
 Reads one JSON line per server from stdin: {"port": N, "log": PATH, "clock": SETTING or
 null}, where SETTING is NODEWRIGHT_CLOCK's (13); answers each with the server's pid.
 """
@@ -634,6 +646,140 @@ def serve(port, log, clock):
         use_world_clock(clock)
     exit_with_parent()
     server.main(["-H", "127.0.0.1", "-p", str(port)])
+
+
+# 16. CloudWatch in Smithy RPC v2 CBOR.
+import struct  # noqa: E402
+
+from botocore.parsers import BaseCBORParser  # noqa: E402
+from moto.cloudwatch import responses as cloudwatch_responses  # noqa: E402
+from moto.cloudwatch import urls as cloudwatch_urls  # noqa: E402
+from moto.core import parse as core_parse  # noqa: E402
+from moto.core import serialize as core_serialize  # noqa: E402
+
+CBOR_PROTOCOL = "smithy-rpc-v2-cbor"
+CBOR_OPERATION = re.compile(r"/service/[^/]+/operation/([^/]+)$")
+CloudWatchResponse = cloudwatch_responses.CloudWatchResponse
+cloudwatch_urls.url_paths["{0}/service/(?P<service>[^/]+)/operation/(?P<operation>[^/]+)$"] = (
+    CloudWatchResponse.dispatch
+)
+
+
+def is_cbor(headers):
+    protocol = next((v for k, v in headers.items() if k.lower() == "smithy-protocol"), "")
+    return protocol.lower() == "rpc-v2-cbor"
+
+
+_cloudwatch_setup = CloudWatchResponse.setup_class
+
+
+def cloudwatch_setup(self, request, full_url, headers, use_raw_body=None):
+    # A CBOR body is binary: kept as bytes, not decoded as UTF-8 text.
+    raw = True if is_cbor(headers) else use_raw_body
+    return _cloudwatch_setup(self, request, full_url, headers, use_raw_body=raw)
+
+
+_cloudwatch_action = CloudWatchResponse._get_action
+
+
+def cloudwatch_action(self):
+    match = CBOR_OPERATION.search(self.path or "")
+    return match.group(1) if match else _cloudwatch_action(self)
+
+
+CloudWatchResponse.setup_class = cloudwatch_setup
+CloudWatchResponse._get_action = cloudwatch_action
+
+
+class CBORDecoder(BaseCBORParser):
+    def loads(self, data):
+        return self.parse_data_item(self.get_peekable_stream_from_bytes(data)) if data else {}
+
+
+class CBORRequestParser(core_parse.JSONParser):
+    def _parse_body_as_json(self, body_contents):
+        if isinstance(body_contents, str):
+            body_contents = body_contents.encode("latin-1")
+        return CBORDecoder().loads(body_contents)
+
+    def _parse_timestamp(self, shape, value):
+        # As the same instant arrives in JSON: epoch seconds.
+        if isinstance(value, datetime.datetime):
+            value = value.timestamp()
+        return super()._parse_timestamp(shape, value)
+
+
+def cbor_head(major, n):
+    if n < 24:
+        return bytes([major << 5 | n])
+    for info, fmt in ((24, ">B"), (25, ">H"), (26, ">I"), (27, ">Q")):
+        if n < 1 << (8 * struct.calcsize(fmt)):
+            return bytes([major << 5 | info]) + struct.pack(fmt, n)
+    raise ValueError(n)
+
+
+def cbor_dumps(value, shape=None):
+    """`value` (moto's JSON answer, parsed) as CBOR; a number whose shape is a timestamp
+    becomes tag 1."""
+    kind = getattr(shape, "type_name", None)
+    if kind == "timestamp" and isinstance(value, (int, float)):
+        return b"\xc1" + cbor_dumps(float(value))
+    if value is None:
+        return b"\xf6"
+    if value is True or value is False:
+        return b"\xf5" if value else b"\xf4"
+    if isinstance(value, int):
+        return cbor_head(0, value) if value >= 0 else cbor_head(1, -1 - value)
+    if isinstance(value, float):
+        return b"\xfb" + struct.pack(">d", value)
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+        return cbor_head(3, len(data)) + data
+    if isinstance(value, bytes):
+        return cbor_head(2, len(value)) + value
+    if isinstance(value, list):
+        member = getattr(shape, "member", None)
+        return cbor_head(4, len(value)) + b"".join(cbor_dumps(v, member) for v in value)
+    if isinstance(value, dict):
+        members = getattr(shape, "members", {}) if kind == "structure" else {}
+        values = getattr(shape, "value", None) if kind == "map" else None
+        out = cbor_head(5, len(value))
+        for k, v in value.items():
+            out += cbor_dumps(k) + cbor_dumps(v, members.get(k) if members else values)
+        return out
+    raise TypeError(f"no CBOR for {type(value)}")
+
+
+class CBORResponseSerializer(core_serialize.JSONSerializer):
+    def serialize(self, result):
+        resp = super().serialize(result)
+        body = resp["body"]
+        parsed = json.loads(body) if body else {}
+        ok = int(resp["status_code"]) < 300
+        resp["body"] = cbor_dumps(parsed, self.operation_model.output_shape if ok else None)
+        resp["headers"]["Content-Type"] = "application/cbor"
+        resp["headers"]["smithy-protocol"] = "rpc-v2-cbor"
+        return resp
+
+
+_describe_alarms = CloudWatchResponse.describe_alarms
+
+
+def describe_alarms(self):
+    # DescribeAlarms applies StateValue with AlarmNames, as CloudWatch does; moto reads
+    # only the first filter given.
+    answer = _describe_alarms(self)
+    state = self._get_param("StateValue")
+    if state:
+        for kind in ("MetricAlarms", "CompositeAlarms"):
+            answer.result[kind] = [a for a in answer.result[kind] if a.state_value == state]
+    return answer
+
+
+CloudWatchResponse.describe_alarms = describe_alarms
+core_parse.PROTOCOL_PARSERS[CBOR_PROTOCOL] = CBORRequestParser
+core_serialize.SERIALIZERS[CBOR_PROTOCOL] = CBORResponseSerializer
+
 
 
 # Every world's first requests create these, each as an empty account and region would
