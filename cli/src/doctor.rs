@@ -1,14 +1,16 @@
 //! `nodewright doctor`: before and after a deploy, what the install guide asks of the
 //! account and the cluster, read as the functions will read it, one PASS or FAIL line per
-//! check with the fix. The reads are here; the judgements are `doctor/checks.rs`.
+//! check with the fix. The reads are here and in `doctor/network.rs`; the judgements are
+//! `doctor/checks.rs` and `doctor/reach.rs`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use aws_sdk_iam::error::{ProvideErrorMetadata, SdkError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kube::api::Api;
 use nodewright::aws::{Ec2Adapter, ErrorClass, NetworkDiscovery, classify};
 use nodewright::kube::{
@@ -16,10 +18,14 @@ use nodewright::kube::{
 };
 use nodewright::provision::launch::EKS_CLUSTER_NAME_TAG;
 use nodewright::takeover::{KARPENTER_NODECLASS_TAG, KARPENTER_NODEPOOL_TAG, karpenter_running};
+use serde::Deserialize as _;
 
 use crate::exit::Exit;
 
 mod checks;
+mod grants;
+mod network;
+mod reach;
 
 use checks::{Check, Endpoint, Found, Verdict};
 
@@ -44,6 +50,10 @@ pub struct Args {
     /// The kubeconfig context to use with --kubeconfig (default: its current context).
     #[arg(long, requires = "kubeconfig")]
     pub context: Option<String>,
+    /// The nodewright stack, read for where it runs the functions (default:
+    /// nodewright-<cluster>; before the deploy it does not exist yet).
+    #[arg(long)]
+    pub stack: Option<String>,
     /// The stack's KubernetesAccess parameter: with cluster-admin no RBAC is needed.
     #[arg(long, value_enum, default_value_t = Access::Rbac)]
     pub kubernetes_access: Access,
@@ -57,10 +67,25 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
     }
     let aws = loader.load().await;
     let cluster_admin = args.kubernetes_access == Access::ClusterAdmin;
-    let mut report = cluster(&aws, &args.cluster).await;
+    let stack = args
+        .stack
+        .clone()
+        .unwrap_or_else(|| format!("nodewright-{}", args.cluster));
+    let (parameters, mut report) = match network::stack_parameters(&aws, &stack).await {
+        Ok(parameters) => (parameters, Vec::new()),
+        Err(e) => (
+            None,
+            vec![Check::fail(
+                "stack",
+                e,
+                "pass --stack, and allow cloudformation:DescribeStacks",
+            )],
+        ),
+    };
+    report.extend(cluster(&aws, &args.cluster, parameters.as_ref()).await);
     report.push(access_entries(&aws, &args.cluster, cluster_admin).await);
     report.push(node_role(&aws, &args.cluster).await);
-    match cluster_checks(&args, &aws, cluster_admin).await {
+    match cluster_checks(&args, &aws, cluster_admin, parameters.as_ref()).await {
         Ok(checks) => report.extend(checks),
         Err(e) => report.push(Check::fail(
             "Kubernetes API",
@@ -83,6 +108,7 @@ async fn cluster_checks(
     args: &Args,
     aws: &aws_config::SdkConfig,
     cluster_admin: bool,
+    parameters: Option<&BTreeMap<String, String>>,
 ) -> anyhow::Result<Vec<Check>> {
     let kube = crate::status::client_for(
         args.kubeconfig.as_deref(),
@@ -93,7 +119,7 @@ async fn cluster_checks(
     .await?;
     let reader = KubeCluster::new(
         kube.clone(),
-        ClusterSettings::new(default_pool(&args.cluster), "nodewright-doctor"),
+        ClusterSettings::new(default_pool(&args.cluster, parameters), "nodewright-doctor"),
     );
     let load = reader
         .load()
@@ -185,14 +211,24 @@ async fn karpenter_fleet(
     Ok(fleet)
 }
 
-/// The stack's default NodePool as the template's parameter defaults build it (a stack
-/// deployed with other values is not read), for a cluster that holds no NodePool.
-fn default_pool(cluster: &str) -> DefaultPoolParams {
+/// The stack's default NodePool, for a cluster that holds no NodePool: as the deployed
+/// stack's parameters build it, or before the deploy as the template's defaults do.
+fn default_pool(cluster: &str, parameters: Option<&BTreeMap<String, String>>) -> DefaultPoolParams {
+    let capacity_types = parameters
+        .map(|p| network::list(p, "DefaultCapacityTypes"))
+        .unwrap_or_else(|| vec!["spot".into(), "on-demand".into()]);
+    let cpu_limit = match parameters {
+        Some(p) => p
+            .get("DefaultCpuLimit")
+            .filter(|v| !v.trim().is_empty())
+            .cloned(),
+        None => Some("1000".into()),
+    };
     DefaultPoolParams {
         cluster_name: cluster.to_string(),
         node_role: format!("nodewright-node-{cluster}"),
-        capacity_types: vec!["spot".into(), "on-demand".into()],
-        cpu_limit: Some("1000".into()),
+        capacity_types,
+        cpu_limit,
         ami_alias: "al2023@latest".into(),
         ..Default::default()
     }
@@ -212,8 +248,13 @@ fn render(report: &[Check]) -> String {
     out
 }
 
-/// The cluster and its endpoint, then its authentication mode.
-async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Vec<Check> {
+/// The cluster and its endpoint as the stack's functions reach it, then its authentication
+/// mode.
+async fn cluster(
+    aws: &aws_config::SdkConfig,
+    name: &str,
+    parameters: Option<&BTreeMap<String, String>>,
+) -> Vec<Check> {
     const NAME: &str = "EKS cluster";
     let answer = aws_sdk_eks::Client::new(aws)
         .describe_cluster()
@@ -237,13 +278,41 @@ async fn cluster(aws: &aws_config::SdkConfig, name: &str) -> Vec<Check> {
         .map(|m| m.as_str());
     let authentication = checks::authentication(name, mode);
     let vpc = cluster.resources_vpc_config();
-    let endpoint = checks::endpoint(&Endpoint {
+    let endpoint = Endpoint {
         public: vpc.is_none_or(|v| v.endpoint_public_access()),
         public_cidrs: vpc
             .map(|v| v.public_access_cidrs().to_vec())
             .unwrap_or_default(),
         private: vpc.is_some_and(|v| v.endpoint_private_access()),
-    });
+    };
+    // The private endpoint's interfaces carry the cluster security group and any
+    // additional groups.
+    let groups: Vec<String> = vpc
+        .and_then(|v| v.cluster_security_group_id())
+        .into_iter()
+        .map(str::to_string)
+        .chain(
+            vpc.map(|v| v.security_group_ids().to_vec())
+                .unwrap_or_default(),
+        )
+        .collect();
+    let reach = match network::functions(aws, parameters).await {
+        Ok(functions) => match network::inbound(aws, &groups).await {
+            Ok(rules) => reach::judge(&endpoint, &functions, &groups, &rules),
+            Err(e) => Err((e, "allow ec2:DescribeSecurityGroups".into())),
+        },
+        Err(e) => Err((
+            format!("where the stack runs the functions: {e}"),
+            "allow ec2:DescribeSubnets".into(),
+        )),
+    };
+    let endpoint = Check {
+        name: NAME,
+        verdict: match reach {
+            Ok(detail) => Verdict::Pass(detail),
+            Err((why, fix)) => Verdict::Fail { why, fix },
+        },
+    };
     let endpoint = match endpoint.verdict {
         Verdict::Pass(detail) => Check::pass(
             NAME,
@@ -352,11 +421,28 @@ where
 /// `kind/name`.
 async fn missing_rbac(client: &kube::Client) -> Vec<String> {
     const SYSTEM: &str = "kube-system";
+    let wanted = match manifest_rules() {
+        Ok(rules) => rules,
+        Err(e) => return vec![format!("the manifests of `nodewright rbac` ({e})")],
+    };
+    let rules_of = |kind: &str, name: &str| {
+        wanted
+            .iter()
+            .find(|(k, n, _)| k == kind && n == name)
+            .map(|(_, _, r)| r.clone())
+            .unwrap_or_default()
+    };
     let mut missing = Vec::new();
     for f in ["provisioner", "interruption", "sweeper"] {
         let name = format!("nodewright-{f}");
         let c = client.clone();
-        missing.extend(absent("clusterrole", Api::<ClusterRole>::all(c.clone()), &name).await);
+        let role = fetched(Api::<ClusterRole>::all(c.clone()), &name).await;
+        missing.extend(short_of(
+            "clusterrole",
+            &name,
+            role.map(|r| r.map(|r| r.rules.unwrap_or_default())),
+            &rules_of("ClusterRole", &name),
+        ));
         missing.extend(
             absent(
                 "clusterrolebinding",
@@ -365,7 +451,13 @@ async fn missing_rbac(client: &kube::Client) -> Vec<String> {
             )
             .await,
         );
-        missing.extend(absent("role", Api::<Role>::namespaced(c.clone(), SYSTEM), &name).await);
+        let role = fetched(Api::<Role>::namespaced(c.clone(), SYSTEM), &name).await;
+        missing.extend(short_of(
+            "role",
+            &name,
+            role.map(|r| r.map(|r| r.rules.unwrap_or_default())),
+            &rules_of("Role", &name),
+        ));
         missing.extend(
             absent(
                 "rolebinding",
@@ -384,14 +476,58 @@ async fn missing_rbac(client: &kube::Client) -> Vec<String> {
     missing
 }
 
+/// (kind, name, rules) of every role `nodewright rbac` prints.
+fn manifest_rules() -> anyhow::Result<Vec<(String, String, Vec<PolicyRule>)>> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        kind: String,
+        metadata: kube::api::ObjectMeta,
+        #[serde(default)]
+        rules: Vec<PolicyRule>,
+    }
+    let text = crate::rbac::manifests("nodewright")?;
+    let mut roles = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let doc = Doc::deserialize(doc)?;
+        if doc.kind == "ClusterRole" || doc.kind == "Role" {
+            roles.push((doc.kind, doc.metadata.name.unwrap_or_default(), doc.rules));
+        }
+    }
+    Ok(roles)
+}
+
+/// `kind/name` when the role is missing, and each grant of `wanted` it lacks.
+fn short_of(
+    kind: &str,
+    name: &str,
+    found: Result<Option<Vec<PolicyRule>>, String>,
+    wanted: &[PolicyRule],
+) -> Vec<String> {
+    match found {
+        Ok(Some(rules)) => grants::ungranted(wanted, &rules)
+            .into_iter()
+            .map(|g| format!("{kind}/{name} lacks {g}"))
+            .collect(),
+        Ok(None) => vec![format!("{kind}/{name}")],
+        Err(e) => vec![format!("{kind}/{name} (cannot be read: {e})")],
+    }
+}
+
+/// The object `kind/name`, if it exists.
+async fn fetched<K>(api: Api<K>, name: &str) -> Result<Option<K>, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|e| e.to_string())
+}
+
 /// `kind/name` unless the object is there.
 async fn absent<K>(kind: &str, api: Api<K>, name: &str) -> Option<String>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.get_opt(name).await {
+    match fetched(api, name).await {
         Ok(Some(_)) => None,
-        Ok(None) => Some(format!("{kind}/{name}")),
-        Err(e) => Some(format!("{kind}/{name} (cannot be read: {e})")),
+        found => short_of(kind, name, found.map(|_| None), &[]).pop(),
     }
 }

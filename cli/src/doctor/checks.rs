@@ -47,37 +47,6 @@ pub struct Endpoint {
     pub private: bool,
 }
 
-/// Whether the functions can reach the API server. They run outside any VPC unless the
-/// stack's `FunctionSubnetIds` puts them in one, so from AWS's public addresses.
-pub fn endpoint(e: &Endpoint) -> Check {
-    const NAME: &str = "API endpoint";
-    let open = e.public_cidrs.is_empty() || e.public_cidrs.iter().any(|c| c == "0.0.0.0/0");
-    match (e.public, open, e.private) {
-        (true, true, _) => Check::pass(NAME, "public, open to the functions outside a VPC"),
-        (_, _, true) => Check::pass(
-            NAME,
-            "private: deploy with FunctionSubnetIds and FunctionSecurityGroupIds, and let the \
-             cluster security group accept 443 from those groups",
-        ),
-        (false, _, false) => Check::fail(
-            NAME,
-            "neither the public nor the private endpoint is enabled",
-            "enable the private endpoint and deploy with FunctionSubnetIds and \
-             FunctionSecurityGroupIds, or enable the public endpoint",
-        ),
-        (true, false, false) => Check::fail(
-            NAME,
-            format!(
-                "public only, limited to {}: functions outside a VPC connect from AWS's \
-                 addresses, which are not among them",
-                e.public_cidrs.join(", ")
-            ),
-            "enable the private endpoint and deploy with FunctionSubnetIds and \
-             FunctionSecurityGroupIds, or allow 0.0.0.0/0 on the public endpoint",
-        ),
-    }
-}
-
 /// The cluster's authentication mode: access entries, which the stack creates, need the
 /// EKS API among its sources.
 pub fn authentication(cluster: &str, mode: Option<&str>) -> Check {

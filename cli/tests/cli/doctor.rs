@@ -3,6 +3,7 @@
 //! a correct install, and each fails, with its fix, in a misconfiguration staged for it.
 //! Real: the CLI binary, the AWS SDK against moto, kube against the simulated API server.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Output;
 
@@ -180,6 +181,28 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
     .unwrap();
     d.world.apply_yaml(&rbac).unwrap();
 
+    // A ClusterRole an older release applied: one grant short of today's.
+    let mut older: serde_json::Value = serde_yaml::Deserializer::from_str(&rbac)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .find(|doc: &serde_json::Value| {
+            doc["kind"] == "ClusterRole" && doc["metadata"]["name"] == "nodewright-sweeper"
+        })
+        .expect("the sweeper's ClusterRole");
+    older["rules"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|r| !r["resources"].to_string().contains("pods/eviction"));
+    d.world
+        .apply_yaml(&serde_yaml::to_string(&older).unwrap())
+        .unwrap();
+    assert_eq!(d.failing().await, ["Kubernetes RBAC"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("clusterrole/nodewright-sweeper lacks create pods/eviction (core)"),
+        "{text}"
+    );
+    d.world.apply_yaml(&rbac).unwrap();
+
     // A NodePool with a field Karpenter's schema does not have.
     d.world
         .apply_yaml(
@@ -327,14 +350,107 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
     );
     public_endpoint(&eks, "0.0.0.0/0").await;
 
+    // A private endpoint only, with the stack running the functions outside any VPC.
+    eks.update_cluster_config()
+        .name(CLUSTER)
+        .resources_vpc_config(
+            VpcConfigRequest::builder()
+                .endpoint_public_access(false)
+                .endpoint_private_access(true)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.failing().await, ["EKS cluster"]);
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains("private only: functions outside a VPC")
+            && fix_of(&text, "EKS cluster").contains("FunctionSubnetIds"),
+        "{text}"
+    );
+    // The stack redeployed into the cluster's VPC with a group of the functions' own,
+    // which the cluster security group does not admit yet.
+    let seeded = &d.world.seeded;
+    let functions_group = ec2
+        .create_security_group()
+        .group_name("nodewright-functions")
+        .description("nodewright's functions")
+        .vpc_id(&seeded.vpc_id)
+        .send()
+        .await
+        .unwrap()
+        .group_id
+        .unwrap();
+    let subnets: Vec<&str> = seeded.subnets.iter().map(|s| s.id.as_str()).collect();
+    let parameters = BTreeMap::from([
+        ("FunctionSubnetIds".to_string(), subnets.join(",")),
+        (
+            "FunctionSecurityGroupIds".to_string(),
+            functions_group.clone(),
+        ),
+        ("FunctionVpcId".to_string(), seeded.vpc_id.clone()),
+        // Read again below, for the default pool.
+        ("DefaultCapacityTypes".to_string(), "on-demand".to_string()),
+    ]);
+    nodewright_world::world::deploy_stack(&d.world.moto, CLUSTER, &parameters)
+        .await
+        .unwrap();
+    let cluster_group = eks
+        .describe_cluster()
+        .name(CLUSTER)
+        .send()
+        .await
+        .unwrap()
+        .cluster
+        .and_then(|c| c.resources_vpc_config?.cluster_security_group_id)
+        .expect("EKS names the cluster security group");
+    assert_eq!(d.failing().await, ["EKS cluster"]);
+    let (_, text) = d.run().await;
+    assert_eq!(
+        fix_of(&text, "EKS cluster"),
+        format!(
+            "aws ec2 authorize-security-group-ingress --group-id {cluster_group} --protocol \
+             tcp --port 443 --source-group {functions_group}"
+        ),
+        "{text}"
+    );
+    // The fix, as the line says it.
+    ec2.authorize_security_group_ingress()
+        .group_id(&cluster_group)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("tcp")
+                .from_port(443)
+                .to_port(443)
+                .user_id_group_pairs(
+                    aws_sdk_ec2::types::UserIdGroupPair::builder()
+                        .group_id(&functions_group)
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.failing().await, Vec::<String>::new());
+    let (_, text) = d.run().await;
+    assert!(
+        text.contains(&format!(
+            "private, from the functions' VPC: {cluster_group} accepts 443 from them"
+        )),
+        "{text}"
+    );
+
     // Without Karpenter's CRDs and a ConfigMap, the stack's default pool is what the
-    // functions would use: valid as the template's defaults build it, and allowing spot.
+    // functions would use, as the deployed stack's parameters build it: valid, and
+    // on-demand only (DefaultCapacityTypes above), so no spot role is asked for.
     d.world.sim.set_crds_installed(false);
     assert_eq!(d.failing().await, Vec::<String>::new());
     let (_, text) = d.run().await;
     assert!(
         text.contains("PASS  configuration: no NodePool: the stack's default pool")
-            && text.contains("PASS  spot service-linked role: "),
+            && !text.contains("spot service-linked role"),
         "{text}"
     );
     d.world.sim.set_crds_installed(true);

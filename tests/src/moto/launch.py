@@ -46,7 +46,9 @@ policies) and stores an inline document as a parsed object its own evaluator can
 
 8. A CommaDelimitedList parameter left at its default is a list, as when it is passed.
 moto splits only passed values; a default stays a string, and `!Join [",", !Ref P]` then
-joins its characters (DEFAULT_CAPACITY_TYPES became "s,p,o,t,,,o,n,...").
+joins its characters (DEFAULT_CAPACITY_TYPES became "s,p,o,t,,,o,n,..."). DescribeStacks
+shows such a parameter as CloudFormation does, its values joined with commas (moto wrote
+the Python list, `['']` for an empty one).
 
 9. An SQS queue never invokes a Lambda function itself: the stack's event source mapping
 is recorded (CreateEventSourceMapping, ListEventSourceMappings) but moto's SQS is not told
@@ -116,6 +118,14 @@ timestamps as tag 1 (epoch seconds) where the output shape says timestamp, with 
 `smithy-protocol` header. The signature is still verified over the bytes sent. And
 DescribeAlarms applies its StateValue filter together with AlarmNames, as CloudWatch does
 (moto applies only the first filter it finds).
+
+17. EKS creates a cluster's security group, as it does for every cluster: CreateCluster
+makes `eks-cluster-sg-<cluster>-<n>` in the VPC of the cluster's subnets (tagged
+`aws:eks:cluster-name` and `kubernetes.io/cluster/<cluster>: owned`, all traffic admitted
+from itself), and DescribeCluster's `resourcesVpcConfig` names it (`clusterSecurityGroupId`)
+and the VPC (`vpcId`). UpdateClusterConfig changes only the settings it is given, as EKS
+does; moto replaced the whole configuration with the request's. moto had no cluster
+security group, so nothing could ask whether the private endpoint admits the functions.
 
 Reads one JSON line per server from stdin: {"port": N, "log": PATH, "clock": SETTING or
 null}, where SETTING is NODEWRIGHT_CLOCK's (13); answers each with the server's pid.
@@ -290,6 +300,21 @@ def load_parameters(self):
 
 
 parsing.ResourceMap.load_parameters = load_parameters
+
+from moto.cloudformation import models as cloudformation_models  # noqa: E402
+
+_parameter_list = cloudformation_models.Stack.parameter_list.fget
+
+
+def parameter_list(self):
+    listed = _parameter_list(self)
+    for p in listed:
+        if isinstance(p["ParameterValue"], list):
+            p["ParameterValue"] = ",".join(p["ParameterValue"])
+    return listed
+
+
+cloudformation_models.Stack.parameter_list = property(parameter_list)
 
 WORLD_ADMIN = "nodewright-world-admin"  # tests/src/moto/iam.rs ADMIN_USER
 
@@ -780,6 +805,46 @@ CloudWatchResponse.describe_alarms = describe_alarms
 core_parse.PROTOCOL_PARSERS[CBOR_PROTOCOL] = CBORRequestParser
 core_serialize.SERIALIZERS[CBOR_PROTOCOL] = CBORResponseSerializer
 
+
+
+# 17. EKS's cluster security group.
+from moto.ec2.models import ec2_backends  # noqa: E402
+from moto.eks import models as eks_models  # noqa: E402
+
+_create_cluster = eks_models.EKSBackend.create_cluster
+_update_cluster_config = eks_models.EKSBackend.update_cluster_config
+
+
+def create_cluster(self, name, role_arn, resources_vpc_config, *args, **kwargs):
+    cluster = _create_cluster(self, name, role_arn, resources_vpc_config, *args, **kwargs)
+    ec2 = ec2_backends[self.account_id][self.region_name]
+    subnets = resources_vpc_config.get("subnetIds") or []
+    vpc_id = ec2.get_subnet(subnets[0]).vpc_id if subnets else None
+    group = ec2.create_security_group(
+        name=f"eks-cluster-sg-{name}-{self.cluster_count}",
+        description="EKS created security group applied to ENI that is attached to EKS "
+        "Control Plane master nodes, as well as any managed workloads.",
+        vpc_id=vpc_id,
+        tags={"aws:eks:cluster-name": name, f"kubernetes.io/cluster/{name}": "owned"},
+    )
+    ec2.authorize_security_group_ingress(
+        group.id, "-1", None, None, [], source_groups=[{"GroupId": group.id}]
+    )
+    cluster.resources_vpc_config = dict(
+        resources_vpc_config, clusterSecurityGroupId=group.id, vpcId=vpc_id
+    )
+    return cluster
+
+
+def update_cluster_config(self, name, resources_vpc_config, *args, **kwargs):
+    cluster = self.clusters.get(name)
+    if cluster and resources_vpc_config:
+        resources_vpc_config = dict(cluster.resources_vpc_config, **resources_vpc_config)
+    return _update_cluster_config(self, name, resources_vpc_config, *args, **kwargs)
+
+
+eks_models.EKSBackend.create_cluster = create_cluster
+eks_models.EKSBackend.update_cluster_config = update_cluster_config
 
 
 # Every world's first requests create these, each as an empty account and region would

@@ -1,43 +1,5 @@
 use super::*;
 
-fn cidrs(list: &[&str]) -> Vec<String> {
-    list.iter().map(|c| c.to_string()).collect()
-}
-
-#[test]
-fn the_endpoint_passes_when_the_functions_can_reach_it() {
-    let cases = [
-        (true, cidrs(&["0.0.0.0/0"]), false, false),
-        (true, cidrs(&[]), false, false),
-        (true, cidrs(&["10.0.0.0/8", "0.0.0.0/0"]), false, false),
-        (false, cidrs(&[]), true, false),
-        (true, cidrs(&["203.0.113.0/24"]), true, false),
-        (true, cidrs(&["203.0.113.0/24"]), false, true),
-        (false, cidrs(&[]), false, true),
-    ];
-    for (public, public_cidrs, private, fails) in cases {
-        let e = Endpoint {
-            public,
-            public_cidrs: public_cidrs.clone(),
-            private,
-        };
-        let c = endpoint(&e);
-        assert_eq!(c.failed(), fails, "{e:?}: {c:?}");
-    }
-    let c = endpoint(&Endpoint {
-        public: true,
-        public_cidrs: cidrs(&["203.0.113.0/24"]),
-        private: false,
-    });
-    let Verdict::Fail { why, fix } = c.verdict else {
-        panic!()
-    };
-    assert!(
-        why.contains("203.0.113.0/24") && fix.contains("FunctionSubnetIds"),
-        "{why} / {fix}"
-    );
-}
-
 fn problem(severity: Severity, field: &str) -> Problem {
     Problem {
         file: "cluster".into(),

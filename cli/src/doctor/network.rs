@@ -1,0 +1,135 @@
+//! What doctor reads of the deployed stack (its parameters: where it runs the functions,
+//! the default NodePool it builds) and the inbound rules of the endpoint's security groups
+//! ([`super::reach`]).
+
+use std::collections::BTreeMap;
+
+use aws_sdk_cloudformation::error::ProvideErrorMetadata as _;
+
+use super::reach::{Functions, Inbound};
+
+/// The deployed stack's parameters, or `None` before the deploy (no such stack).
+pub async fn stack_parameters(
+    aws: &aws_config::SdkConfig,
+    stack: &str,
+) -> Result<Option<BTreeMap<String, String>>, String> {
+    let answer = aws_sdk_cloudformation::Client::new(aws)
+        .describe_stacks()
+        .stack_name(stack)
+        .send()
+        .await;
+    let stacks = match answer {
+        Ok(a) => a.stacks.unwrap_or_default(),
+        // CloudFormation's answer for a stack that does not exist.
+        Err(e) if e.code() == Some("ValidationError") => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "DescribeStacks {stack}: {}",
+                nodewright::error_chain(&e)
+            ));
+        }
+    };
+    Ok(stacks.first().map(|found| {
+        found
+            .parameters()
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.parameter_key()?.to_string(),
+                    p.parameter_value().unwrap_or_default().to_string(),
+                ))
+            })
+            .collect()
+    }))
+}
+
+/// A comma-delimited parameter's values.
+pub fn list(parameters: &BTreeMap<String, String>, key: &str) -> Vec<String> {
+    parameters
+        .get(key)
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Where the stack runs the functions: its `FunctionSubnetIds` and
+/// `FunctionSecurityGroupIds`, and the subnets' CIDR blocks.
+pub async fn functions(
+    aws: &aws_config::SdkConfig,
+    parameters: Option<&BTreeMap<String, String>>,
+) -> Result<Functions, String> {
+    let Some(parameters) = parameters else {
+        return Ok(Functions::NotDeployed);
+    };
+    let subnets = list(parameters, "FunctionSubnetIds");
+    if subnets.is_empty() {
+        return Ok(Functions::OutsideVpc);
+    }
+    let described = aws_sdk_ec2::Client::new(aws)
+        .describe_subnets()
+        .set_subnet_ids(Some(subnets.clone()))
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "DescribeSubnets {}: {}",
+                subnets.join(","),
+                nodewright::error_chain(&e)
+            )
+        })?;
+    Ok(Functions::InVpc {
+        groups: list(parameters, "FunctionSecurityGroupIds"),
+        subnet_cidrs: described
+            .subnets()
+            .iter()
+            .filter_map(|s| s.cidr_block().map(str::to_string))
+            .collect(),
+    })
+}
+
+/// The inbound rules of `groups` (the endpoint's security groups).
+pub async fn inbound(
+    aws: &aws_config::SdkConfig,
+    groups: &[String],
+) -> Result<Vec<Inbound>, String> {
+    if groups.is_empty() {
+        return Ok(Vec::new());
+    }
+    let described = aws_sdk_ec2::Client::new(aws)
+        .describe_security_groups()
+        .set_group_ids(Some(groups.to_vec()))
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "DescribeSecurityGroups {}: {}",
+                groups.join(","),
+                nodewright::error_chain(&e)
+            )
+        })?;
+    let mut rules = Vec::new();
+    for group in described.security_groups() {
+        for p in group.ip_permissions() {
+            rules.push(Inbound {
+                group: group.group_id().unwrap_or_default().to_string(),
+                protocol: p.ip_protocol().unwrap_or("-1").to_string(),
+                ports: p.from_port().zip(p.to_port()),
+                from_groups: p
+                    .user_id_group_pairs()
+                    .iter()
+                    .filter_map(|g| g.group_id().map(str::to_string))
+                    .collect(),
+                from_cidrs: p
+                    .ip_ranges()
+                    .iter()
+                    .filter_map(|r| r.cidr_ip().map(str::to_string))
+                    .collect(),
+            });
+        }
+    }
+    Ok(rules)
+}
