@@ -55,8 +55,9 @@ pub struct Args {
     #[arg(long)]
     pub stack: Option<String>,
     /// The stack's KubernetesAccess parameter: with cluster-admin no RBAC is needed.
-    #[arg(long, value_enum, default_value_t = Access::Rbac)]
-    pub kubernetes_access: Access,
+    /// Default: the deployed stack's, else rbac.
+    #[arg(long, value_enum)]
+    pub kubernetes_access: Option<Access>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<Exit> {
@@ -66,7 +67,6 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         loader = loader.region(aws_config::Region::new(region.clone()));
     }
     let aws = loader.load().await;
-    let cluster_admin = args.kubernetes_access == Access::ClusterAdmin;
     let stack = args
         .stack
         .clone()
@@ -81,6 +81,14 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
                 "pass --stack, and allow cloudformation:DescribeStacks",
             )],
         ),
+    };
+    let deployed_access = parameters
+        .as_ref()
+        .and_then(|p| p.get("KubernetesAccess"))
+        .map(|a| a == "cluster-admin");
+    let cluster_admin = match args.kubernetes_access {
+        Some(access) => access == Access::ClusterAdmin,
+        None => deployed_access.unwrap_or(false),
     };
     report.extend(cluster(&aws, &args.cluster, parameters.as_ref()).await);
     report.push(access_entries(&aws, &args.cluster, cluster_admin).await);

@@ -390,8 +390,9 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
             functions_group.clone(),
         ),
         ("FunctionVpcId".to_string(), seeded.vpc_id.clone()),
-        // Read again below, for the default pool.
+        // Read again below, for the default pool and the RBAC.
         ("DefaultCapacityTypes".to_string(), "on-demand".to_string()),
+        ("KubernetesAccess".to_string(), "cluster-admin".to_string()),
     ]);
     nodewright_world::world::deploy_stack(&d.world.moto, CLUSTER, &parameters)
         .await
@@ -451,6 +452,11 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
     assert!(
         text.contains("PASS  configuration: no NodePool: the stack's default pool")
             && !text.contains("spot service-linked role"),
+        "{text}"
+    );
+    // And the stack grants cluster-admin (KubernetesAccess above): no RBAC is asked for.
+    assert!(
+        text.contains("PASS  Kubernetes RBAC: not needed: the stack grants cluster-admin"),
         "{text}"
     );
     d.world.sim.set_crds_installed(true);
