@@ -28,6 +28,7 @@ mod network;
 mod reach;
 
 use checks::{Check, Endpoint, Found, Verdict};
+use reach::{ClusterNetwork, Functions};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Access {
@@ -72,6 +73,15 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         .clone()
         .unwrap_or_else(|| format!("nodewright-{}", args.cluster));
     let (parameters, mut report) = match network::stack_parameters(&aws, &stack).await {
+        Ok(None) if args.stack.is_some() => (
+            None,
+            vec![Check::fail(
+                "stack",
+                format!("stack {stack} does not exist"),
+                "pass the name the stack was deployed with, or leave --stack out before the \
+                 deploy",
+            )],
+        ),
         Ok(parameters) => (parameters, Vec::new()),
         Err(e) => (
             None,
@@ -285,44 +295,9 @@ async fn cluster(
         .and_then(|a| a.authentication_mode())
         .map(|m| m.as_str());
     let authentication = checks::authentication(name, mode);
-    let vpc = cluster.resources_vpc_config();
-    let endpoint = Endpoint {
-        public: vpc.is_none_or(|v| v.endpoint_public_access()),
-        public_cidrs: vpc
-            .map(|v| v.public_access_cidrs().to_vec())
-            .unwrap_or_default(),
-        private: vpc.is_some_and(|v| v.endpoint_private_access()),
-    };
-    // The private endpoint's interfaces carry the cluster security group and any
-    // additional groups.
-    let groups: Vec<String> = vpc
-        .and_then(|v| v.cluster_security_group_id())
-        .into_iter()
-        .map(str::to_string)
-        .chain(
-            vpc.map(|v| v.security_group_ids().to_vec())
-                .unwrap_or_default(),
-        )
-        .collect();
-    let reach = match network::functions(aws, parameters).await {
-        Ok(functions) => match network::inbound(aws, &groups).await {
-            Ok(rules) => reach::judge(&endpoint, &functions, &groups, &rules),
-            Err(e) => Err((e, "allow ec2:DescribeSecurityGroups".into())),
-        },
-        Err(e) => Err((
-            format!("where the stack runs the functions: {e}"),
-            "allow ec2:DescribeSubnets".into(),
-        )),
-    };
-    let endpoint = Check {
-        name: NAME,
-        verdict: match reach {
-            Ok(detail) => Verdict::Pass(detail),
-            Err((why, fix)) => Verdict::Fail { why, fix },
-        },
-    };
-    let endpoint = match endpoint.verdict {
-        Verdict::Pass(detail) => Check::pass(
+    let reach = reach_of(aws, cluster.resources_vpc_config(), parameters).await;
+    let endpoint = match reach {
+        Ok(detail) => Check::pass(
             NAME,
             format!(
                 "{name}, {}, Kubernetes {}; endpoint {detail}",
@@ -333,9 +308,52 @@ async fn cluster(
                 cluster.version().unwrap_or("?")
             ),
         ),
-        Verdict::Fail { why, fix } => Check::fail(NAME, format!("endpoint {why}"), fix),
+        Err((why, fix)) => Check::fail(NAME, format!("endpoint {why}"), fix),
     };
     vec![endpoint, authentication]
+}
+
+/// Whether the functions reach the endpoint `vpc` describes, from where the stack runs
+/// them.
+async fn reach_of(
+    aws: &aws_config::SdkConfig,
+    vpc: Option<&aws_sdk_eks::types::VpcConfigResponse>,
+    parameters: Option<&BTreeMap<String, String>>,
+) -> reach::Reach {
+    let endpoint = Endpoint {
+        public: vpc.is_none_or(|v| v.endpoint_public_access()),
+        public_cidrs: vpc
+            .map(|v| v.public_access_cidrs().to_vec())
+            .unwrap_or_default(),
+        private: vpc.is_some_and(|v| v.endpoint_private_access()),
+    };
+    let functions = network::functions(aws, parameters).await.map_err(|e| {
+        (
+            format!("where the stack runs the functions: {e}"),
+            "allow ec2:DescribeSubnets and ec2:DescribeNatGateways".to_string(),
+        )
+    })?;
+    // The private endpoint's interfaces carry the cluster security group and any
+    // additional groups; their rules matter only to functions in a VPC.
+    let mut cluster = ClusterNetwork {
+        vpc: vpc.and_then(|v| v.vpc_id()).map(str::to_string),
+        groups: vpc
+            .and_then(|v| v.cluster_security_group_id())
+            .into_iter()
+            .map(str::to_string)
+            .chain(
+                vpc.map(|v| v.security_group_ids().to_vec())
+                    .unwrap_or_default(),
+            )
+            .collect(),
+        inbound: Vec::new(),
+    };
+    if endpoint.private && matches!(functions, Functions::InVpc(_)) {
+        cluster.inbound = network::inbound(aws, &cluster.groups)
+            .await
+            .map_err(|e| (e, "allow ec2:DescribeSecurityGroups".to_string()))?;
+    }
+    reach::judge(&endpoint, &functions, &cluster)
 }
 
 /// Every group the cluster's access entries map a principal to.
@@ -536,6 +554,7 @@ where
 {
     match fetched(api, name).await {
         Ok(Some(_)) => None,
-        found => short_of(kind, name, found.map(|_| None), &[]).pop(),
+        Ok(None) => Some(format!("{kind}/{name}")),
+        Err(e) => Some(format!("{kind}/{name} (cannot be read: {e})")),
     }
 }

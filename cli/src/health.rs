@@ -18,7 +18,7 @@ pub const LOOKBACK: SignedDuration = SignedDuration::from_hours(24);
 pub const RECENT: SignedDuration = SignedDuration::from_hours(1);
 
 /// The template's logical ids of the parts `status` reads, and the names it shows.
-pub const FUNCTIONS: [(&str, &str); 3] = [
+const FUNCTIONS: [(&str, &str); 3] = [
     ("ProvisionerFunction", "provisioner"),
     ("InterruptionFunction", "interruption"),
     ("SweeperFunction", "sweeper"),
@@ -82,6 +82,13 @@ pub struct Series {
 pub struct FunctionHealth {
     pub shown: String,
     pub name: String,
+    /// `None` when its metrics could not be read.
+    pub metrics: Option<Usage>,
+}
+
+/// What a function's metrics say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
     /// The start of the last minute in which an invocation did not fail.
     pub last_success: Option<Timestamp>,
     pub last_invoked: Option<Timestamp>,
@@ -89,10 +96,10 @@ pub struct FunctionHealth {
     pub throttles: u64,
 }
 
-/// A function's health from its metrics at `now`. Lambda counts a failed invocation in
+/// A function's usage from its metrics at `now`. Lambda counts a failed invocation in
 /// both `Invocations` and `Errors` (a throttled one in neither), so a minute with more
 /// invocations than errors had a success in it.
-pub fn function_health(shown: &str, name: &str, series: &Series, now: Timestamp) -> FunctionHealth {
+pub fn usage(series: &Series, now: Timestamp) -> Usage {
     let at = |points: &[(Timestamp, f64)], t: Timestamp| {
         points
             .iter()
@@ -113,9 +120,7 @@ pub fn function_health(shown: &str, name: &str, series: &Series, now: Timestamp)
             .sum::<f64>()
             .round() as u64
     };
-    FunctionHealth {
-        shown: shown.to_string(),
-        name: name.to_string(),
+    Usage {
         last_success,
         last_invoked: invoked().map(|(t, _)| *t).max(),
         errors: recent(&series.errors),
@@ -156,20 +161,21 @@ pub fn render(health: &Health, now: Timestamp) -> String {
         Some(t) => format!("{} ago", age(Some(t), now)),
         None => format!("none in {}h", LOOKBACK.as_hours()),
     };
+    let unknown = || "?".to_string();
     let rows: Vec<Vec<String>> = health
         .functions
         .iter()
-        .map(|f| {
-            vec![
+        .map(|f| match &f.metrics {
+            Some(u) => vec![
                 f.shown.clone(),
-                since(f.last_success),
-                since(f.last_invoked),
-                f.errors.to_string(),
-                f.throttles.to_string(),
-            ]
+                since(u.last_success),
+                since(u.last_invoked),
+                u.errors.to_string(),
+                u.throttles.to_string(),
+            ],
+            None => vec![f.shown.clone(), unknown(), unknown(), unknown(), unknown()],
         })
         .collect();
-    let unknown = || "?".to_string();
     let mut out = format!("Stack {} ({})\n", health.stack, health.region);
     out.push_str(&table::render(
         &[
@@ -220,10 +226,10 @@ pub fn to_json(health: &Health) -> Value {
         "functions": health.functions.iter().map(|f| json!({
             "function": f.shown,
             "name": f.name,
-            "last_success": time(f.last_success),
-            "last_invoked": time(f.last_invoked),
-            "errors_last_hour": f.errors,
-            "throttles_last_hour": f.throttles,
+            "last_success": time(f.metrics.and_then(|u| u.last_success)),
+            "last_invoked": time(f.metrics.and_then(|u| u.last_invoked)),
+            "errors_last_hour": f.metrics.map(|u| u.errors),
+            "throttles_last_hour": f.metrics.map(|u| u.throttles),
         })).collect::<Vec<_>>(),
         "queue": health.queue.map(|d| json!({"waiting": d.waiting, "in_flight": d.in_flight})),
         "dead_letters": health.dead_letters,

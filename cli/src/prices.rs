@@ -68,9 +68,13 @@ impl Prices {
             .await
         {
             Ok(listed) => prices.on_demand = listed,
-            Err(e) => problems.push(format!("{region}'s on-demand prices: {e}")),
+            Err(e) => problems.push(format!(
+                "{region}'s on-demand prices: {}",
+                nodewright::error_chain(&e)
+            )),
         }
         if !spot_types.is_empty() {
+            // Spot prices are the region's: no cluster is involved.
             let ec2 = Ec2Adapter::new(aws_sdk_ec2::Client::new(sdk), "");
             match ec2.spot_prices_of(spot_types).await {
                 Ok(history) => {
@@ -79,7 +83,10 @@ impl Prices {
                         .map(|p| ((p.instance_type, p.zone), p.price))
                         .collect();
                 }
-                Err(e) => problems.push(format!("{region}'s spot prices: {e}")),
+                Err(e) => problems.push(format!(
+                    "{region}'s spot prices: {}",
+                    nodewright::error_chain(&e)
+                )),
             }
         }
         prices.source = Source::Region {

@@ -60,6 +60,8 @@ impl Target {
 }
 
 #[derive(Debug, Clone, clap::Args)]
+// `--cluster` and `--stack` both name AWS; `--region` needs either, and they may go together.
+#[command(group(clap::ArgGroup::new("aws_target").multiple(true)))]
 pub struct Args {
     #[command(flatten)]
     pub target: Target,
@@ -130,9 +132,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         if let (Some(stack), Some((sdk, region))) = (&args.stack, &aws)
             && health.due()
         {
-            let (read, mut why) = health::read::health(sdk, stack, region, now).await?;
-            health.set(read);
-            problems.append(&mut why);
+            match health::read::health(sdk, stack, region, now).await {
+                Ok((read, mut why)) => {
+                    health.set(read);
+                    problems.append(&mut why);
+                }
+                // Once shown, a failed refresh keeps the last health up and says why.
+                Err(e) if health.value().is_some() => {
+                    problems.push(format!("the stack's health, not refreshed: {e:#}"));
+                }
+                Err(e) => return Err(e),
+            }
         }
         let Some(priced) = prices.value() else {
             anyhow::bail!("no prices were read");

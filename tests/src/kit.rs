@@ -137,6 +137,27 @@ pub fn debug_binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// The debug CLI as a user in `world` runs it: the world's AWS through the front as its
+/// administrator, the simulated cluster through `kubeconfig`, and the world's time.
+pub fn nodewright_cli(world: &World, kubeconfig: &Path) -> anyhow::Result<tokio::process::Command> {
+    let mut command = tokio::process::Command::new(debug_binary("nodewright")?);
+    command
+        .env_clear()
+        .env("HOME", std::env::temp_dir())
+        .env("KUBECONFIG", kubeconfig)
+        .envs(crate::moto::sdk_env(
+            world.front.url(),
+            &world.moto.admin_credentials(),
+        ));
+    if let Some(time) = world.clock().world_time() {
+        command.env(
+            nodewright::clock::CLOCK_VARIABLE,
+            nodewright::clock::world_setting(time.path()),
+        );
+    }
+    Ok(command)
+}
+
 /// The `p` quantile (0.0 to 1.0) of `sorted`, the nearest sample by rank; `sorted` must not
 /// be empty.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {

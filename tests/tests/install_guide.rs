@@ -46,24 +46,13 @@ fn commands_after(heading: &str) -> Vec<String> {
 }
 
 async fn nodewright(world: &World, kubeconfig: &std::path::Path, args: &[&str]) -> String {
-    let cli = kit::debug_binary("nodewright").expect("the CLI is built");
-    let mut command = tokio::process::Command::new(cli);
+    let mut command = kit::nodewright_cli(world, kubeconfig).expect("the CLI is built");
     command.args(args);
     if args.first() == Some(&"doctor") {
         // The cluster's address: the simulated API server, not EKS's endpoint.
         command.arg("--kubeconfig").arg(kubeconfig);
     }
-    let out = command
-        .env_clear()
-        .env("HOME", std::env::temp_dir())
-        .env("KUBECONFIG", kubeconfig)
-        .envs(nodewright_world::moto::sdk_env(
-            world.front.url(),
-            &world.moto.admin_credentials(),
-        ))
-        .output()
-        .await
-        .expect("the CLI runs");
+    let out = command.output().await.expect("the CLI runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

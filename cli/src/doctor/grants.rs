@@ -8,20 +8,23 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 pub fn ungranted(wanted: &[PolicyRule], have: &[PolicyRule]) -> Vec<String> {
     let mut missing = Vec::new();
     for rule in wanted {
-        let groups = rule.api_groups.clone().unwrap_or_default();
-        let resources = rule.resources.clone().unwrap_or_default();
-        let names = rule.resource_names.clone().unwrap_or_default();
-        for group in &groups {
-            for resource in &resources {
+        let names: Vec<Option<&str>> = match rule.resource_names.as_deref() {
+            Some(names) if !names.is_empty() => names.iter().map(|n| Some(n.as_str())).collect(),
+            _ => vec![None],
+        };
+        for group in rule.api_groups.as_deref().unwrap_or_default() {
+            for resource in rule.resources.as_deref().unwrap_or_default() {
                 for verb in &rule.verbs {
-                    let grant = Grant {
-                        group,
-                        resource,
-                        verb,
-                        names: &names,
-                    };
-                    if !have.iter().any(|h| grant.covered_by(h)) {
-                        missing.push(grant.to_string());
+                    for name in &names {
+                        let grant = Grant {
+                            group,
+                            resource,
+                            verb,
+                            name: *name,
+                        };
+                        if !have.iter().any(|h| grant.covered_by(h)) {
+                            missing.push(grant.to_string());
+                        }
                     }
                 }
             }
@@ -30,29 +33,34 @@ pub fn ungranted(wanted: &[PolicyRule], have: &[PolicyRule]) -> Vec<String> {
     missing
 }
 
+/// One verb on one resource (one name of it, or every name).
 struct Grant<'a> {
     group: &'a str,
     resource: &'a str,
     verb: &'a str,
-    names: &'a [String],
+    name: Option<&'a str>,
 }
 
 impl Grant<'_> {
-    /// RBAC's own reading: `*` matches anything; a rule naming resources grants only
-    /// those names, one naming none grants every name.
+    /// RBAC's own reading: `*` matches anything, `*/sub` a subresource of any resource; a
+    /// rule naming resources grants only those names, one naming none grants every name.
     fn covered_by(&self, rule: &PolicyRule) -> bool {
-        let has = |list: &Option<Vec<String>>, item: &str| {
+        let listed = |list: &Option<Vec<String>>, matches: &dyn Fn(&str) -> bool| {
             list.as_deref()
                 .unwrap_or_default()
                 .iter()
-                .any(|v| v == "*" || v == item)
+                .any(|v| v == "*" || matches(v))
+        };
+        let resource = |v: &str| {
+            v == self.resource
+                || v.strip_prefix("*/")
+                    .is_some_and(|sub| self.resource.split_once('/').map(|(_, s)| s) == Some(sub))
         };
         let names = rule.resource_names.as_deref().unwrap_or_default();
-        has(&rule.api_groups, self.group)
-            && has(&rule.resources, self.resource)
+        listed(&rule.api_groups, &|v| v == self.group)
+            && listed(&rule.resources, &resource)
             && rule.verbs.iter().any(|v| v == "*" || v == self.verb)
-            && (names.is_empty()
-                || (!self.names.is_empty() && self.names.iter().all(|n| names.contains(n))))
+            && (names.is_empty() || self.name.is_some_and(|n| names.iter().any(|m| m == n)))
     }
 }
 
@@ -64,8 +72,8 @@ impl std::fmt::Display for Grant<'_> {
             self.group
         };
         write!(f, "{} {}", self.verb, self.resource)?;
-        if !self.names.is_empty() {
-            write!(f, "/{}", self.names.join(","))?;
+        if let Some(name) = self.name {
+            write!(f, "/{name}")?;
         }
         write!(f, " ({group})")
     }
@@ -154,6 +162,24 @@ mod tests {
                 "{have:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_subresource_of_every_resource_and_each_of_several_names_count_as_rbac_counts_them() {
+        let wanted = [
+            rule(&[""], &["pods/eviction"], &["create"], &[]),
+            rule(&[""], &["configmaps"], &["get"], &["a", "b"]),
+        ];
+        let have = [
+            rule(&[""], &["*/eviction"], &["create"], &[]),
+            rule(&[""], &["configmaps"], &["get"], &["a"]),
+        ];
+        assert_eq!(ungranted(&wanted, &have), ["get configmaps/b (core)"]);
+        let other_sub = [rule(&[""], &["*/status"], &["create"], &[])];
+        assert_eq!(
+            ungranted(&wanted[..1], &other_sub),
+            ["create pods/eviction (core)"]
+        );
     }
 
     #[test]

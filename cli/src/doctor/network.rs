@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use aws_sdk_cloudformation::error::ProvideErrorMetadata as _;
 
-use super::reach::{Functions, Inbound};
+use super::reach::{Functions, InVpc, Inbound};
 
 /// The deployed stack's parameters, or `None` before the deploy (no such stack).
 pub async fn stack_parameters(
@@ -20,8 +20,14 @@ pub async fn stack_parameters(
         .await;
     let stacks = match answer {
         Ok(a) => a.stacks.unwrap_or_default(),
-        // CloudFormation's answer for a stack that does not exist.
-        Err(e) if e.code() == Some("ValidationError") => return Ok(None),
+        // CloudFormation's answer for a stack that does not exist (its code also covers
+        // other invalid requests, hence the message).
+        Err(e)
+            if e.code() == Some("ValidationError")
+                && e.message().is_some_and(|m| m.contains("does not exist")) =>
+        {
+            return Ok(None);
+        }
         Err(e) => {
             return Err(format!(
                 "DescribeStacks {stack}: {}",
@@ -56,8 +62,9 @@ pub fn list(parameters: &BTreeMap<String, String>, key: &str) -> Vec<String> {
         .collect()
 }
 
-/// Where the stack runs the functions: its `FunctionSubnetIds` and
-/// `FunctionSecurityGroupIds`, and the subnets' CIDR blocks.
+/// Where the stack runs the functions: its `FunctionSubnetIds` (their VPC and CIDR
+/// blocks), `FunctionSecurityGroupIds`, and the public addresses of that VPC's NAT
+/// gateways.
 pub async fn functions(
     aws: &aws_config::SdkConfig,
     parameters: Option<&BTreeMap<String, String>>,
@@ -69,26 +76,58 @@ pub async fn functions(
     if subnets.is_empty() {
         return Ok(Functions::OutsideVpc);
     }
-    let described = aws_sdk_ec2::Client::new(aws)
+    let ec2 = aws_sdk_ec2::Client::new(aws);
+    let described = ec2
         .describe_subnets()
         .set_subnet_ids(Some(subnets.clone()))
         .send()
         .await
-        .map_err(|e| {
-            format!(
-                "DescribeSubnets {}: {}",
-                subnets.join(","),
-                nodewright::error_chain(&e)
-            )
-        })?;
-    Ok(Functions::InVpc {
+        .map_err(|e| failed("DescribeSubnets", &subnets.join(","), &e))?;
+    let vpc = described
+        .subnets()
+        .iter()
+        .find_map(|s| s.vpc_id())
+        .unwrap_or_default()
+        .to_string();
+    Ok(Functions::InVpc(InVpc {
+        nat_addresses: nat_addresses(&ec2, &vpc).await?,
+        vpc,
         groups: list(parameters, "FunctionSecurityGroupIds"),
         subnet_cidrs: described
             .subnets()
             .iter()
             .filter_map(|s| s.cidr_block().map(str::to_string))
             .collect(),
-    })
+    }))
+}
+
+/// The public addresses of `vpc`'s available NAT gateways.
+async fn nat_addresses(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result<Vec<String>, String> {
+    let filter = |name: &str, value: &str| {
+        aws_sdk_ec2::types::Filter::builder()
+            .name(name)
+            .values(value)
+            .build()
+    };
+    let gateways = ec2
+        .describe_nat_gateways()
+        .filter(filter("vpc-id", vpc))
+        .filter(filter("state", "available"))
+        .into_paginator()
+        .items()
+        .send()
+        .collect::<Result<Vec<_>, _>>()
+        .await
+        .map_err(|e| failed("DescribeNatGateways", vpc, &e))?;
+    Ok(gateways
+        .iter()
+        .flat_map(|g| g.nat_gateway_addresses())
+        .filter_map(|a| a.public_ip().map(str::to_string))
+        .collect())
+}
+
+fn failed(call: &str, of: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    format!("{call} {of}: {}", nodewright::error_chain(e))
 }
 
 /// The inbound rules of `groups` (the endpoint's security groups).

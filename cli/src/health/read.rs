@@ -4,12 +4,14 @@
 //! shown.
 
 use anyhow::Context as _;
-use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat, StateValue};
+use aws_sdk_cloudwatch::types::{
+    Dimension, Metric, MetricDataQuery, MetricStat, StateValue, StatusCode,
+};
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Depth, FiringAlarm, Health, LOOKBACK, Resource, Series, StackParts, function_health,
-    stack_parts,
+    Depth, FiringAlarm, FunctionHealth, Health, LOOKBACK, Resource, Series, StackParts,
+    stack_parts, usage,
 };
 
 /// DescribeAlarms takes at most 100 names a call.
@@ -27,21 +29,28 @@ pub async fn health(
 ) -> anyhow::Result<(Health, Vec<String>)> {
     let parts = stack_parts(&resources(sdk, stack).await?);
     let mut problems = Vec::new();
-    let mut note = |what: &str, e: anyhow::Error| problems.push(format!("{what}: {e:#}"));
     let cloudwatch = aws_sdk_cloudwatch::Client::new(sdk);
     let series = match metrics(&cloudwatch, &parts, now).await {
-        Ok(series) => series,
+        Ok((series, unanswered)) => {
+            problems.extend(unanswered);
+            series
+        }
         Err(e) => {
-            note("the functions' metrics", e);
-            vec![Series::default(); parts.functions.len()]
+            problems.push(format!("the functions' metrics: {e:#}"));
+            vec![None; parts.functions.len()]
         }
     };
     let functions = parts
         .functions
         .iter()
         .zip(&series)
-        .map(|((shown, name), s)| function_health(shown, name, s, now))
+        .map(|((shown, name), s)| FunctionHealth {
+            shown: shown.clone(),
+            name: name.clone(),
+            metrics: s.as_ref().map(|s| usage(s, now)),
+        })
         .collect();
+    let mut note = |what: &str, e: anyhow::Error| problems.push(format!("{what}: {e:#}"));
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let queue = match &parts.queue_url {
         Some(url) => depth(&sqs, url)
@@ -96,42 +105,22 @@ async fn resources(sdk: &aws_config::SdkConfig, stack: &str) -> anyhow::Result<V
 }
 
 /// Each function's per-minute Invocations, Errors and Throttles over [`LOOKBACK`], in the
-/// order of `parts.functions`, from one paginated GetMetricData.
+/// order of `parts.functions`, from one paginated GetMetricData; `None` for a function
+/// whose queries CloudWatch did not answer in full, named in the second value.
 async fn metrics(
     cloudwatch: &aws_sdk_cloudwatch::Client,
     parts: &StackParts,
     now: Timestamp,
-) -> anyhow::Result<Vec<Series>> {
-    let mut queries = Vec::new();
-    for (i, (_, name)) in parts.functions.iter().enumerate() {
-        for (m, metric) in LAMBDA_METRICS.iter().enumerate() {
-            let metric = Metric::builder()
-                .namespace("AWS/Lambda")
-                .metric_name(*metric)
-                .dimensions(
-                    Dimension::builder()
-                        .name("FunctionName")
-                        .value(name)
-                        .build(),
-                )
-                .build();
-            let stat = MetricStat::builder()
-                .metric(metric)
-                .period(60)
-                .stat("Sum")
-                .build();
-            queries.push(
-                MetricDataQuery::builder()
-                    .id(format!("m{i}_{m}"))
-                    .metric_stat(stat)
-                    .return_data(true)
-                    .build(),
-            );
-        }
-    }
-    let mut series = vec![Series::default(); parts.functions.len()];
+) -> anyhow::Result<(Vec<Option<Series>>, Vec<String>)> {
+    let queries: Vec<MetricDataQuery> = parts
+        .functions
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, name))| (0..LAMBDA_METRICS.len()).map(move |m| query(i, m, name)))
+        .collect();
+    let mut series = vec![Some(Series::default()); parts.functions.len()];
     if queries.is_empty() {
-        return Ok(series);
+        return Ok((series, Vec::new()));
     }
     let pages = cloudwatch
         .get_metric_data()
@@ -144,23 +133,69 @@ async fn metrics(
         .await
         .map_err(aws_sdk_cloudwatch::Error::from)
         .context("GetMetricData of AWS/Lambda")?;
+    let mut unanswered = Vec::new();
     for result in pages.iter().flat_map(|p| p.metric_data_results()) {
         let Some((i, m)) = result.id().and_then(query_of) else {
+            continue;
+        };
+        // PartialData: the rest of the points come on the next page.
+        if !matches!(
+            result.status_code(),
+            Some(StatusCode::Complete | StatusCode::PartialData)
+        ) {
+            let (shown, _) = &parts.functions[i];
+            unanswered.push(format!(
+                "the {shown} function's {} metric: GetMetricData answered {:?} {:?}",
+                LAMBDA_METRICS[m],
+                result.status_code(),
+                result.messages()
+            ));
+            series[i] = None;
+            continue;
+        }
+        let Some(target) = series[i].as_mut() else {
             continue;
         };
         let points = result
             .timestamps()
             .iter()
             .zip(result.values())
-            .filter_map(|(t, v)| Some((Timestamp::new(t.secs(), 0).ok()?, *v)));
-        let target = match m {
-            0 => &mut series[i].invocations,
-            1 => &mut series[i].errors,
-            _ => &mut series[i].throttles,
-        };
-        target.extend(points);
+            .filter_map(|(t, v)| Some((timestamp(t)?, *v)));
+        match m {
+            0 => target.invocations.extend(points),
+            1 => target.errors.extend(points),
+            _ => target.throttles.extend(points),
+        }
     }
-    Ok(series)
+    Ok((series, unanswered))
+}
+
+/// The one-minute sum of function `i`'s metric `m`, under an id that names both.
+fn query(i: usize, m: usize, function: &str) -> MetricDataQuery {
+    let metric = Metric::builder()
+        .namespace("AWS/Lambda")
+        .metric_name(LAMBDA_METRICS[m])
+        .dimensions(
+            Dimension::builder()
+                .name("FunctionName")
+                .value(function)
+                .build(),
+        )
+        .build();
+    let stat = MetricStat::builder()
+        .metric(metric)
+        .period(60)
+        .stat("Sum")
+        .build();
+    MetricDataQuery::builder()
+        .id(format!("m{i}_{m}"))
+        .metric_stat(stat)
+        .return_data(true)
+        .build()
+}
+
+fn timestamp(t: &aws_smithy_types::DateTime) -> Option<Timestamp> {
+    Timestamp::new(t.secs(), 0).ok()
 }
 
 /// `m{function}_{metric}` back to its indices.
@@ -186,16 +221,15 @@ async fn depth(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<Depth> {
         .await
         .map_err(aws_sdk_sqs::Error::from)
         .with_context(|| format!("GetQueueAttributes of {url}"))?;
-    let count = |name: A| {
-        answer
-            .attributes()
-            .and_then(|a| a.get(&name))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
+    let count = |name: A| -> anyhow::Result<u64> {
+        let value = answer.attributes().and_then(|a| a.get(&name));
+        value
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("GetQueueAttributes of {url}: {name} is {value:?}"))
     };
     Ok(Depth {
-        waiting: count(A::ApproximateNumberOfMessages),
-        in_flight: count(A::ApproximateNumberOfMessagesNotVisible),
+        waiting: count(A::ApproximateNumberOfMessages)?,
+        in_flight: count(A::ApproximateNumberOfMessagesNotVisible)?,
     })
 }
 

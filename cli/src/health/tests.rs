@@ -89,7 +89,7 @@ fn the_last_success_is_the_last_minute_with_more_invocations_than_errors() {
             errors: points(c.errors),
             throttles: points(c.throttles),
         };
-        let h = function_health("sweeper", "stack-SweeperFunction-x", &series, at(c.now));
+        let h = usage(&series, at(c.now));
         assert_eq!(
             h.last_success,
             c.last_success.map(at),
@@ -171,18 +171,27 @@ fn health() -> Health {
             FunctionHealth {
                 shown: "provisioner".into(),
                 name: "p".into(),
-                last_success: Some(at(9)),
-                last_invoked: Some(at(9)),
-                errors: 0,
-                throttles: 0,
+                metrics: Some(Usage {
+                    last_success: Some(at(9)),
+                    last_invoked: Some(at(9)),
+                    errors: 0,
+                    throttles: 0,
+                }),
             },
             FunctionHealth {
                 shown: "sweeper".into(),
                 name: "s".into(),
-                last_success: None,
-                last_invoked: Some(at(8)),
-                errors: 7,
-                throttles: 0,
+                metrics: Some(Usage {
+                    last_success: None,
+                    last_invoked: Some(at(8)),
+                    errors: 7,
+                    throttles: 0,
+                }),
+            },
+            FunctionHealth {
+                shown: "interruption".into(),
+                name: "i".into(),
+                metrics: None,
             },
         ],
         queue: Some(Depth {
@@ -204,9 +213,10 @@ fn the_health_block_shows_each_function_the_queues_and_what_is_in_alarm() {
     let text = render(&health(), at(10));
     let want = "\
 Stack nodewright (eu-west-1)
-FUNCTION     LAST SUCCESS  LAST INVOKED  ERRORS 1H  THROTTLES 1H
-provisioner  60s ago       60s ago               0             0
-sweeper      none in 24h   2m ago                7             0
+FUNCTION      LAST SUCCESS  LAST INVOKED  ERRORS 1H  THROTTLES 1H
+provisioner   60s ago       60s ago               0             0
+sweeper       none in 24h   2m ago                7             0
+interruption  ?             ?                     ?             ?
 interruption queue: 2 waiting, 1 in flight; dead letters: 1
 alarms: 1 of 12 in ALARM
   nodewright-DeadLetterAlarm-X (for 3m): Threshold Crossed: 1 datapoint [1.0] was >= the threshold (1.0).
@@ -231,6 +241,11 @@ fn as_data_the_health_keeps_times_counts_and_unknown_parts_as_null() {
     assert_eq!(v["functions"][0]["last_success"], at(9).to_string());
     assert_eq!(v["functions"][1]["last_success"], Value::Null);
     assert_eq!(v["functions"][1]["errors_last_hour"], 7);
+    assert_eq!(
+        v["functions"][2]["errors_last_hour"],
+        Value::Null,
+        "not read"
+    );
     assert_eq!(v["queue"], Value::Null);
     assert_eq!(v["dead_letters"], 1);
     assert_eq!(

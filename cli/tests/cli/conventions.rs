@@ -263,3 +263,29 @@ fn plan_prices_through_node_overlays_says_so_and_warns_of_a_conflict() {
     );
     assert!((total(&out) - total(&list) / 2.0).abs() < 1e-4);
 }
+
+#[test]
+fn status_takes_the_cluster_and_the_stack_together_and_a_region_only_with_one_of_them() {
+    // Both accepted: the run gets as far as its own check of --spot-discount.
+    let both = nodewright(&[
+        "status",
+        "--cluster",
+        "c",
+        "--stack",
+        "nodewright-c",
+        "--region",
+        "eu-west-1",
+        "--spot-discount",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert_eq!(both.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--spot-discount 2"), "{stderr}");
+    let alone = nodewright(&["status", "--region", "eu-west-1"]);
+    let stderr = String::from_utf8_lossy(&alone.stderr);
+    assert_eq!(alone.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--cluster") || stderr.contains("--stack"),
+        "{stderr}"
+    );
+}

@@ -120,7 +120,8 @@ impl Lambda {
     }
 
     /// Puts every invocation so far into CloudWatch as Lambda's own metrics, under each
-    /// function's deployed name ([`metrics`]).
+    /// function's deployed name ([`metrics`]). Once per world: the sums are added to what
+    /// CloudWatch holds, so a second call would count every invocation twice.
     pub async fn publish_metrics(&self, world: &World) -> anyhow::Result<()> {
         let cloudwatch = aws_sdk_cloudwatch::Client::new(&world.sdk);
         for (logical_id, function) in &self.functions {

@@ -12,20 +12,36 @@ fn endpoint(public: bool, cidrs: &[&str], private: bool) -> Endpoint {
     }
 }
 
-fn in_vpc(groups: &[&str], subnets: &[&str]) -> Functions {
-    Functions::InVpc {
+fn in_vpc(vpc: &str, groups: &[&str], subnets: &[&str], nat: &[&str]) -> Functions {
+    Functions::InVpc(InVpc {
+        vpc: vpc.into(),
         groups: strings(groups),
         subnet_cidrs: strings(subnets),
+        nat_addresses: strings(nat),
+    })
+}
+
+fn rule(
+    group: &str,
+    protocol: &str,
+    ports: Option<(i32, i32)>,
+    from: &[&str],
+    cidrs: &[&str],
+) -> Inbound {
+    Inbound {
+        group: group.into(),
+        protocol: protocol.into(),
+        ports,
+        from_groups: strings(from),
+        from_cidrs: strings(cidrs),
     }
 }
 
-fn rule(protocol: &str, ports: Option<(i32, i32)>, groups: &[&str], cidrs: &[&str]) -> Inbound {
-    Inbound {
-        group: "sg-cluster".into(),
-        protocol: protocol.into(),
-        ports,
-        from_groups: strings(groups),
-        from_cidrs: strings(cidrs),
+fn cluster(rules: Vec<Inbound>) -> ClusterNetwork {
+    ClusterNetwork {
+        vpc: Some("vpc-cluster".into()),
+        groups: strings(&["sg-cluster", "sg-extra"]),
+        inbound: rules,
     }
 }
 
@@ -69,17 +85,20 @@ fn before_the_deploy_and_outside_a_vpc_only_an_open_public_endpoint_is_reachable
             Functions::OutsideVpc,
             false,
         ),
-        (endpoint(false, &[], false), in_vpc(&["sg-fn"], &[]), false),
+        (
+            endpoint(false, &[], false),
+            in_vpc("vpc-cluster", &["sg-fn"], &[], &[]),
+            false,
+        ),
     ];
     for (e, functions, reachable) in cases {
-        let reach = judge(&e, &functions, &[], &[]);
+        let reach = judge(&e, &functions, &cluster(vec![]));
         assert_eq!(reach.is_ok(), reachable, "{e:?} {functions:?}: {reach:?}");
     }
     let Err((why, fix)) = judge(
         &endpoint(true, &["203.0.113.0/24"], false),
         &Functions::OutsideVpc,
-        &[],
-        &[],
+        &cluster(vec![]),
     ) else {
         panic!()
     };
@@ -90,48 +109,90 @@ fn before_the_deploy_and_outside_a_vpc_only_an_open_public_endpoint_is_reachable
 }
 
 #[test]
-fn in_the_vpc_the_private_endpoint_needs_a_rule_admitting_443_from_the_functions() {
-    let functions = in_vpc(&["sg-fn"], &["10.0.1.0/24", "10.0.2.0/24"]);
+fn in_the_clusters_vpc_the_private_endpoint_needs_443_admitted_from_the_functions() {
+    let functions = in_vpc(
+        "vpc-cluster",
+        &["sg-fn"],
+        &["10.0.1.0/24", "10.0.2.0/24"],
+        &[],
+    );
     let private = endpoint(false, &[], true);
     // (rules of the endpoint's groups, reachable)
     let cases = [
-        (vec![rule("tcp", Some((443, 443)), &["sg-fn"], &[])], true),
-        (vec![rule("tcp", Some((0, 65535)), &["sg-fn"], &[])], true),
-        (vec![rule("-1", None, &["sg-fn"], &[])], true),
+        (
+            vec![rule("sg-cluster", "tcp", Some((443, 443)), &["sg-fn"], &[])],
+            true,
+        ),
+        (
+            vec![rule("sg-extra", "tcp", Some((0, 65535)), &["sg-fn"], &[])],
+            true,
+        ),
+        (vec![rule("sg-cluster", "-1", None, &["sg-fn"], &[])], true),
         // A block holding every function subnet.
         (
-            vec![rule("tcp", Some((443, 443)), &[], &["10.0.0.0/16"])],
+            vec![rule(
+                "sg-cluster",
+                "tcp",
+                Some((443, 443)),
+                &[],
+                &["10.0.0.0/16"],
+            )],
+            true,
+        ),
+        // Two rules, on two groups, each holding one of the subnets.
+        (
+            vec![
+                rule("sg-cluster", "tcp", Some((443, 443)), &[], &["10.0.1.0/24"]),
+                rule("sg-extra", "-1", None, &[], &["10.0.2.0/24"]),
+            ],
             true,
         ),
         // A block holding only one of them.
         (
-            vec![rule("tcp", Some((443, 443)), &[], &["10.0.1.0/24"])],
+            vec![rule(
+                "sg-cluster",
+                "tcp",
+                Some((443, 443)),
+                &[],
+                &["10.0.1.0/24"],
+            )],
             false,
         ),
-        (vec![rule("tcp", Some((80, 80)), &["sg-fn"], &[])], false),
-        (vec![rule("udp", Some((443, 443)), &["sg-fn"], &[])], false),
+        // The other subnet admitted, but not on 443.
+        (
+            vec![
+                rule("sg-cluster", "tcp", Some((443, 443)), &[], &["10.0.1.0/24"]),
+                rule("sg-extra", "tcp", Some((80, 80)), &[], &["10.0.2.0/24"]),
+            ],
+            false,
+        ),
+        (
+            vec![rule("sg-cluster", "tcp", Some((80, 80)), &["sg-fn"], &[])],
+            false,
+        ),
+        (
+            vec![rule("sg-cluster", "udp", Some((443, 443)), &["sg-fn"], &[])],
+            false,
+        ),
         // EKS's own rule: all traffic from the cluster group itself, not the functions'.
-        (vec![rule("-1", None, &["sg-cluster"], &[])], false),
+        (
+            vec![rule("sg-cluster", "-1", None, &["sg-cluster"], &[])],
+            false,
+        ),
         (vec![], false),
     ];
     for (rules, reachable) in cases {
-        let reach = judge(&private, &functions, &strings(&["sg-cluster"]), &rules);
+        let reach = judge(&private, &functions, &cluster(rules.clone()));
         assert_eq!(reach.is_ok(), reachable, "{rules:?}: {reach:?}");
     }
     // Functions in the cluster group itself are admitted by EKS's own rule.
     let own = judge(
         &private,
-        &in_vpc(&["sg-cluster"], &["10.0.1.0/24"]),
-        &strings(&["sg-cluster"]),
-        &[rule("-1", None, &["sg-cluster"], &[])],
+        &in_vpc("vpc-cluster", &["sg-cluster"], &["10.0.1.0/24"], &[]),
+        &cluster(vec![rule("sg-cluster", "-1", None, &["sg-cluster"], &[])]),
     );
     assert!(own.is_ok(), "{own:?}");
-    let Err((why, fix)) = judge(
-        &private,
-        &functions,
-        &strings(&["sg-cluster", "sg-extra"]),
-        &[],
-    ) else {
+    let Err((why, fix)) = judge(&private, &functions, &cluster(vec![])) else {
         panic!()
     };
     assert!(
@@ -143,11 +204,40 @@ fn in_the_vpc_the_private_endpoint_needs_a_rule_admitting_443_from_the_functions
         "aws ec2 authorize-security-group-ingress --group-id sg-cluster --protocol tcp --port \
          443 --source-group sg-fn"
     );
-    // A public endpoint from the VPC goes through its NAT, which doctor cannot see.
-    let public = judge(&endpoint(true, &["0.0.0.0/0"], false), &functions, &[], &[]);
+}
+
+#[test]
+fn from_another_vpc_or_to_a_public_endpoint_the_functions_go_through_nat() {
+    let open = endpoint(true, &["0.0.0.0/0"], false);
+    let limited = endpoint(true, &["203.0.113.0/24"], false);
+    let both_limited = endpoint(true, &["203.0.113.0/24"], true);
+    let private = endpoint(false, &[], true);
+    let here = |nat: &[&str]| in_vpc("vpc-cluster", &["sg-fn"], &["10.0.1.0/24"], nat);
+    let elsewhere = |nat: &[&str]| in_vpc("vpc-other", &["sg-fn"], &["10.9.1.0/24"], nat);
+    // Everything the private endpoint's groups would need: it must not matter here.
+    let admitted = cluster(vec![rule("sg-cluster", "-1", None, &["sg-fn"], &[])]);
+    // (endpoint, functions, reachable)
+    let cases = [
+        (&open, here(&["198.51.100.7"]), true),
+        (&open, here(&[]), false),
+        (&limited, here(&["203.0.113.9"]), true),
+        (&limited, here(&["203.0.113.9", "198.51.100.7"]), false),
+        // Another VPC cannot use the private endpoint: its NAT must reach the public one.
+        (&both_limited, elsewhere(&["203.0.113.9"]), true),
+        (&both_limited, elsewhere(&["198.51.100.7"]), false),
+        (&private, elsewhere(&["203.0.113.9"]), false),
+        (&both_limited, here(&[]), true),
+    ];
+    for (e, functions, reachable) in cases {
+        let reach = judge(e, &functions, &admitted);
+        assert_eq!(reach.is_ok(), reachable, "{e:?} {functions:?}: {reach:?}");
+    }
+    let Err((why, _)) = judge(&limited, &here(&["203.0.113.9", "198.51.100.7"]), &admitted) else {
+        panic!()
+    };
     assert!(
-        public.as_ref().is_ok_and(|d| d.contains("NAT")),
-        "{public:?}"
+        why.contains("198.51.100.7") && !why.contains("203.0.113.9,"),
+        "{why}"
     );
 }
 
@@ -159,6 +249,7 @@ fn a_block_holds_the_blocks_inside_it() {
         ("10.0.1.0/24", "10.0.0.0/16", false),
         ("10.1.0.0/16", "10.0.1.0/24", false),
         ("0.0.0.0/0", "192.168.0.0/24", true),
+        ("203.0.113.0/24", "203.0.113.9/32", true),
         ("10.0.0.0/33", "10.0.0.0/24", false),
         ("::/0", "10.0.0.0/24", false),
     ];
