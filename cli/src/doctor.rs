@@ -10,7 +10,9 @@ use anyhow::Context as _;
 use aws_sdk_iam::error::{ProvideErrorMetadata, SdkError};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject,
+};
 use kube::api::Api;
 use nodewright::aws::{Ec2Adapter, ErrorClass, NetworkDiscovery, classify};
 use nodewright::kube::{
@@ -59,6 +61,10 @@ pub struct Args {
     /// Default: the deployed stack's, else rbac.
     #[arg(long, value_enum)]
     pub kubernetes_access: Option<Access>,
+    /// The prefix of the groups the functions' access entries map to, as given to
+    /// `nodewright rbac --group-prefix`.
+    #[arg(long, default_value = crate::rbac::DEFAULT_GROUP_PREFIX)]
+    pub group_prefix: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<Exit> {
@@ -101,7 +107,7 @@ pub async fn run(args: Args) -> anyhow::Result<Exit> {
         None => deployed_access.unwrap_or(false),
     };
     report.extend(cluster(&aws, &args.cluster, parameters.as_ref()).await);
-    report.push(access_entries(&aws, &args.cluster, cluster_admin).await);
+    report.push(access_entries(&aws, &args.cluster, cluster_admin, &args.group_prefix).await);
     report.push(node_role(&aws, &args.cluster).await);
     match cluster_checks(&args, &aws, cluster_admin, parameters.as_ref()).await {
         Ok(checks) => report.extend(checks),
@@ -171,7 +177,12 @@ async fn cluster_checks(
                 .map_err(|e| nodewright::error_chain(&e)),
         ));
     }
-    report.push(checks::rbac(&missing_rbac(&kube).await, cluster_admin));
+    let prefix = &args.group_prefix;
+    report.push(checks::rbac(
+        &missing_rbac(&kube, prefix).await,
+        cluster_admin,
+        prefix,
+    ));
     let running = reader
         .karpenter_leases()
         .await
@@ -357,7 +368,12 @@ async fn reach_of(
 }
 
 /// Every group the cluster's access entries map a principal to.
-async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str, cluster_admin: bool) -> Check {
+async fn access_entries(
+    aws: &aws_config::SdkConfig,
+    cluster: &str,
+    cluster_admin: bool,
+    prefix: &str,
+) -> Check {
     const NAME: &str = "access entries";
     let eks = aws_sdk_eks::Client::new(aws);
     let listed = eks
@@ -404,7 +420,7 @@ async fn access_entries(aws: &aws_config::SdkConfig, cluster: &str, cluster_admi
             }
         }
     }
-    checks::access_entries(&mapped, cluster_admin)
+    checks::access_entries(&mapped, cluster_admin, prefix)
 }
 
 /// The node role and instance profile the stack names `nodewright-node-<cluster>`.
@@ -445,9 +461,9 @@ where
 
 /// What `nodewright rbac` creates that the cluster lacks (or that cannot be read), as
 /// `kind/name`.
-async fn missing_rbac(client: &kube::Client) -> Vec<String> {
+async fn missing_rbac(client: &kube::Client, prefix: &str) -> Vec<String> {
     const SYSTEM: &str = "kube-system";
-    let wanted = match manifest_rules() {
+    let wanted = match manifest_rules(prefix) {
         Ok(rules) => rules,
         Err(e) => return vec![format!("the manifests of `nodewright rbac` ({e})")],
     };
@@ -469,14 +485,14 @@ async fn missing_rbac(client: &kube::Client) -> Vec<String> {
             role.map(|r| r.map(|r| r.rules.unwrap_or_default())),
             &rules_of("ClusterRole", &name),
         ));
-        missing.extend(
-            absent(
-                "clusterrolebinding",
-                Api::<ClusterRoleBinding>::all(c.clone()),
-                &name,
-            )
-            .await,
-        );
+        let group = format!("{prefix}-{f}");
+        let binding = fetched(Api::<ClusterRoleBinding>::all(c.clone()), &name).await;
+        missing.extend(unbound(
+            "clusterrolebinding",
+            &name,
+            binding.map(|b| b.map(|b| b.subjects.unwrap_or_default())),
+            &group,
+        ));
         let role = fetched(Api::<Role>::namespaced(c.clone(), SYSTEM), &name).await;
         missing.extend(short_of(
             "role",
@@ -484,14 +500,13 @@ async fn missing_rbac(client: &kube::Client) -> Vec<String> {
             role.map(|r| r.map(|r| r.rules.unwrap_or_default())),
             &rules_of("Role", &name),
         ));
-        missing.extend(
-            absent(
-                "rolebinding",
-                Api::<RoleBinding>::namespaced(c, SYSTEM),
-                &name,
-            )
-            .await,
-        );
+        let binding = fetched(Api::<RoleBinding>::namespaced(c, SYSTEM), &name).await;
+        missing.extend(unbound(
+            "rolebinding",
+            &name,
+            binding.map(|b| b.map(|b| b.subjects.unwrap_or_default())),
+            &group,
+        ));
     }
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), SYSTEM);
     missing.extend(absent("configmap", config_maps, "nodewright-state").await);
@@ -503,7 +518,7 @@ async fn missing_rbac(client: &kube::Client) -> Vec<String> {
 }
 
 /// (kind, name, rules) of every role `nodewright rbac` prints.
-fn manifest_rules() -> anyhow::Result<Vec<(String, String, Vec<PolicyRule>)>> {
+fn manifest_rules(prefix: &str) -> anyhow::Result<Vec<(String, String, Vec<PolicyRule>)>> {
     #[derive(serde::Deserialize)]
     struct Doc {
         kind: String,
@@ -511,7 +526,7 @@ fn manifest_rules() -> anyhow::Result<Vec<(String, String, Vec<PolicyRule>)>> {
         #[serde(default)]
         rules: Vec<PolicyRule>,
     }
-    let text = crate::rbac::manifests("nodewright")?;
+    let text = crate::rbac::manifests(prefix)?;
     let mut roles = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let doc = Doc::deserialize(doc)?;
@@ -536,6 +551,22 @@ fn short_of(
             .collect(),
         Ok(None) => vec![format!("{kind}/{name}")],
         Err(e) => vec![format!("{kind}/{name} (cannot be read: {e})")],
+    }
+}
+
+/// `kind/name` when the binding is missing or binds no `group`: the function whose access
+/// entry maps it to that group would then get none of the role's grants.
+fn unbound(
+    kind: &str,
+    name: &str,
+    found: Result<Option<Vec<Subject>>, String>,
+    group: &str,
+) -> Option<String> {
+    match found {
+        Ok(Some(subjects)) if grants::binds_group(&subjects, group) => None,
+        Ok(Some(_)) => Some(format!("{kind}/{name} binding group {group}")),
+        Ok(None) => Some(format!("{kind}/{name}")),
+        Err(e) => Some(format!("{kind}/{name} (cannot be read: {e})")),
     }
 }
 

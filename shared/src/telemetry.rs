@@ -5,9 +5,12 @@
 //! per cold start by each function's `main` ([`install`]), and each handler [`flush`]es
 //! after its work. Without a recorder (unit tests, the CLI) every call here is a no-op.
 //!
-//! One namespace, [`NAMESPACE`]; every metric carries the dimension [`dims::CLUSTER`], and
-//! those with a breakdown are emitted once per dimension set (the total, then one set per
-//! breakdown), so a dashboard or alarm reads any of them without metric math.
+//! CloudWatch bills each metric series (name and dimension values) about $0.30 a month, so
+//! only what an alarm or a latency percentile needs is a metric: [`names::ALL`], one series
+//! each (per `Decision` for the latency), in one namespace, [`NAMESPACE`], with the
+//! dimension [`dims::CLUSTER`]. Every breakdown (zone, capacity type, reason, kind,
+//! outcome, function) and every other count is a `counted` log line instead
+//! ([`counted::ALL`]): Logs Insights counts it by its fields at no monthly price.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -28,60 +31,72 @@ pub mod names {
     /// Gauge: pods waiting for capacity at the last poll (provisioner).
     pub const PENDING_PODS: &str = "PendingPods";
     /// Gauge (seconds): how long the longest-waiting of those pods has waited, 0 when none
-    /// waits (provisioner).
+    /// waits (provisioner). `PodsPendingTooLongAlarm` reads it.
     pub const OLDEST_PENDING_POD_AGE: &str = "OldestPendingPodAge";
-    /// Counter: pods newly found unprovisionable (once per pod and reason in a warm
-    /// container; the provisioner's log names each pod and reason).
-    pub const PODS_NOT_PROVISIONED: &str = "PodsNotProvisioned";
-    /// Counter: instances launched; by `Zone`, `CapacityType`. Not by instance type: each
-    /// value would be a custom metric billed a month (tens of types in a flexible pool),
-    /// so the type is in the launch's log line, which Logs Insights counts.
+    /// Counter: instances launched. `LaunchRateAlarm` reads it.
     pub const LAUNCHES: &str = "Launches";
-    /// Counter: node claims that launched nothing; by `Reason`.
+    /// Counter: node claims that launched nothing. `LaunchFailuresAlarm` reads it.
     pub const LAUNCH_FAILURES: &str = "LaunchFailures";
-    /// Counter: queue messages the interruption function read; by `Kind`.
-    pub const INTERRUPTION_MESSAGES: &str = "InterruptionMessages";
-    /// Counter: instances terminated; by `Reason`.
-    pub const NODES_TERMINATED: &str = "NodesTerminated";
-    /// Gauge: what the owned instances cost per hour, in US dollars.
+    /// Gauge: what the owned instances cost per hour, in US dollars. `FleetCostAlarm`
+    /// reads it.
     pub const FLEET_COST: &str = "FleetCostPerHour";
-    /// Gauge: owned instances (pending or running).
-    pub const FLEET_INSTANCES: &str = "FleetInstances";
-    /// Histogram (ms): one decision, from reading the cluster to acting; by `Decision`.
+    /// Histogram (ms): one decision, from reading the cluster to acting; by `Decision`,
+    /// for its percentiles.
     pub const DECISION_LATENCY: &str = "DecisionLatency";
-    /// Counter: cold starts; by `Function`.
-    pub const COLD_STARTS: &str = "ColdStarts";
-    /// Counter: removals that ended, by `Outcome` (`removed`, `instance-gone`, `given-up`,
-    /// `stale-taint`): a given-up removal left its node in service, with a back-off.
-    pub const REMOVALS: &str = "Removals";
 
     /// Every metric above, for the checks that the template shows them all.
     pub const ALL: &[&str] = &[
         PENDING_PODS,
         OLDEST_PENDING_POD_AGE,
-        PODS_NOT_PROVISIONED,
         LAUNCHES,
         LAUNCH_FAILURES,
-        INTERRUPTION_MESSAGES,
-        NODES_TERMINATED,
         FLEET_COST,
-        FLEET_INSTANCES,
         DECISION_LATENCY,
-        COLD_STARTS,
-        REMOVALS,
+    ];
+}
+
+/// What is counted in the logs only: the `counted` field of a log line whose message is
+/// [`counted::MESSAGE`]; the line's other fields are the breakdown.
+pub mod counted {
+    /// The message of every counted line.
+    pub const MESSAGE: &str = "counted";
+    /// A launch (besides the metric), with `zone` and `capacity_type`.
+    pub const LAUNCH: &str = "Launches";
+    /// A claim that launched nothing (besides the metric), with `reason`.
+    pub const LAUNCH_FAILURE: &str = "LaunchFailures";
+    /// A pod newly found unprovisionable (once per pod and reason in a warm container;
+    /// the provisioner's log names each pod and reason beside it).
+    pub const POD_NOT_PROVISIONED: &str = "PodsNotProvisioned";
+    /// A queue message the interruption function read, with `kind`.
+    pub const INTERRUPTION_MESSAGE: &str = "InterruptionMessages";
+    /// An instance terminated, with `reason`.
+    pub const NODE_TERMINATED: &str = "NodesTerminated";
+    /// A removal that ended, with `outcome` (`removed`, `instance-gone`, `given-up`,
+    /// `stale-taint`): a given-up removal left its node in service, with a back-off.
+    pub const REMOVAL: &str = "Removals";
+    /// A cold start, with `function`.
+    pub const COLD_START: &str = "ColdStarts";
+    /// The owned instances and their cost, with `instances` and `per_hour`, once per
+    /// invocation that acted.
+    pub const FLEET: &str = "Fleet";
+
+    /// Every count above, for the checks that the dashboard shows them all.
+    pub const ALL: &[&str] = &[
+        LAUNCH,
+        LAUNCH_FAILURE,
+        POD_NOT_PROVISIONED,
+        INTERRUPTION_MESSAGE,
+        NODE_TERMINATED,
+        REMOVAL,
+        COLD_START,
+        FLEET,
     ];
 }
 
 /// Dimension names.
 pub mod dims {
     pub const CLUSTER: &str = "Cluster";
-    pub const FUNCTION: &str = "Function";
-    pub const ZONE: &str = "Zone";
-    pub const CAPACITY_TYPE: &str = "CapacityType";
-    pub const REASON: &str = "Reason";
-    pub const KIND: &str = "Kind";
     pub const DECISION: &str = "Decision";
-    pub const OUTCOME: &str = "Outcome";
 }
 
 #[derive(Debug, Error)]
@@ -164,7 +179,12 @@ pub fn install(cluster: &str, function: Function) -> Result<(), TelemetryError> 
         .set(collector)
         .map_err(|_| TelemetryError::Install("already installed".into()))?;
     describe();
-    counter!(names::COLD_STARTS, dims::FUNCTION => function.as_str()).increment(1);
+    tracing::info!(
+        counted = counted::COLD_START,
+        function = function.as_str(),
+        "{}",
+        counted::MESSAGE
+    );
     Ok(())
 }
 
@@ -180,26 +200,13 @@ fn describe() {
         Unit::Seconds,
         "the longest wait for capacity"
     );
-    describe_counter!(
-        names::PODS_NOT_PROVISIONED,
-        Unit::Count,
-        "pods found unprovisionable"
-    );
     describe_counter!(names::LAUNCHES, Unit::Count, "instances launched");
     describe_counter!(
         names::LAUNCH_FAILURES,
         Unit::Count,
         "claims that launched nothing"
     );
-    describe_counter!(
-        names::INTERRUPTION_MESSAGES,
-        Unit::Count,
-        "queue messages read"
-    );
-    describe_counter!(names::NODES_TERMINATED, Unit::Count, "instances terminated");
-    describe_gauge!(names::FLEET_INSTANCES, Unit::Count, "owned instances");
     describe_histogram!(names::DECISION_LATENCY, Unit::Milliseconds, "one decision");
-    describe_counter!(names::COLD_STARTS, Unit::Count, "cold starts");
 }
 
 /// Writes what was recorded since the last flush to stdout, one EMF document per
@@ -221,40 +228,69 @@ pub fn pending_pods(count: usize, oldest: Option<Duration>) {
 }
 
 pub fn pod_not_provisioned() {
-    counter!(names::PODS_NOT_PROVISIONED).increment(1);
+    tracing::info!(
+        counted = counted::POD_NOT_PROVISIONED,
+        "{}",
+        counted::MESSAGE
+    );
 }
 
 pub fn launched(zone: &str, capacity_type: CapacityType) {
     counter!(names::LAUNCHES).increment(1);
-    counter!(names::LAUNCHES, dims::ZONE => zone.to_string()).increment(1);
-    counter!(names::LAUNCHES, dims::CAPACITY_TYPE => capacity_type.as_str()).increment(1);
+    tracing::info!(
+        counted = counted::LAUNCH,
+        zone,
+        capacity_type = capacity_type.as_str(),
+        "{}",
+        counted::MESSAGE
+    );
 }
 
 pub fn launch_failed(reason: LaunchFailure) {
     counter!(names::LAUNCH_FAILURES).increment(1);
-    counter!(names::LAUNCH_FAILURES, dims::REASON => reason.as_str()).increment(1);
+    tracing::info!(
+        counted = counted::LAUNCH_FAILURE,
+        reason = reason.as_str(),
+        "{}",
+        counted::MESSAGE
+    );
 }
 
 /// `kind`: the message kind (`spot-interruption`, `follow-up`, ...), or `ignored`,
 /// `suspicious`, `unreadable` for messages acknowledged without action.
 pub fn interruption_message(kind: &'static str) {
-    counter!(names::INTERRUPTION_MESSAGES, dims::KIND => kind).increment(1);
+    tracing::info!(
+        counted = counted::INTERRUPTION_MESSAGE,
+        kind,
+        "{}",
+        counted::MESSAGE
+    );
 }
 
 /// `reason`: why the node went, as its Kubernetes Event names it (`SpotInterrupted`, ...).
 pub fn node_terminated(reason: &'static str) {
-    counter!(names::NODES_TERMINATED).increment(1);
-    counter!(names::NODES_TERMINATED, dims::REASON => reason).increment(1);
+    tracing::info!(
+        counted = counted::NODE_TERMINATED,
+        reason,
+        "{}",
+        counted::MESSAGE
+    );
 }
 
-/// How a removal ended (see [`names::REMOVALS`]).
+/// How a removal ended (see [`counted::REMOVAL`]).
 pub fn removal_outcome(outcome: &'static str) {
-    counter!(names::REMOVALS, dims::OUTCOME => outcome).increment(1);
+    tracing::info!(counted = counted::REMOVAL, outcome, "{}", counted::MESSAGE);
 }
 
 pub fn fleet(cost_per_hour: f64, instances: usize) {
     gauge!(names::FLEET_COST).set(cost_per_hour);
-    gauge!(names::FLEET_INSTANCES).set(instances as f64);
+    tracing::info!(
+        counted = counted::FLEET,
+        instances,
+        per_hour = cost_per_hour,
+        "{}",
+        counted::MESSAGE
+    );
 }
 
 pub fn decision_latency(decision: Decision, took: Duration) {

@@ -127,6 +127,22 @@ pub fn find<'a>(data: &'a [Datum], name: &str, dims: &[(&str, &str)]) -> Vec<&'a
         .collect()
 }
 
+/// The fields of every `counted` log line for `name` in `log` (see
+/// `nodewright::telemetry::counted`): what Logs Insights reads with
+/// `filter fields.message = "counted" and fields.counted = "<name>"`.
+pub fn counted(log: &str, name: &str) -> Vec<serde_json::Map<String, Value>> {
+    use nodewright::telemetry::counted::MESSAGE;
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| match line.get("fields") {
+            Some(Value::Object(fields)) => Some(fields.clone()),
+            _ => None,
+        })
+        .filter(|f| f.get("message").and_then(Value::as_str) == Some(MESSAGE))
+        .filter(|f| f.get("counted").and_then(Value::as_str) == Some(name))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

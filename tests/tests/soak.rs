@@ -56,5 +56,22 @@ async fn a_simulated_hour_holds_every_invariant_but_the_rogue_deletion_the_check
             && series.iter().all(|s| s.contains("Cluster=soak-hour")),
         "{series:#?}"
     );
+    // Every breakdown is in the logs: one series per metric, two for the decision latency.
+    let decisions = ["provision", "interruption"];
+    use nodewright::telemetry::names as metrics;
+    let allowed: Vec<String> = metrics::ALL
+        .iter()
+        .flat_map(|name| match *name {
+            metrics::DECISION_LATENCY => decisions
+                .iter()
+                .map(|d| format!("{name}{{Cluster=soak-hour,Decision={d}}}"))
+                .collect(),
+            _ => vec![format!("{name}{{Cluster=soak-hour}}")],
+        })
+        .collect();
+    assert!(
+        series.iter().all(|s| allowed.contains(s)),
+        "{series:#?} beyond {allowed:#?}"
+    );
     assert!(!report.prices.is_empty(), "{summary}");
 }

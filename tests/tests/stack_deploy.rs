@@ -393,8 +393,10 @@ async fn what_moto_records_without_modelling_is_checked_in_the_deployed_template
         "AWS::SNS::Subscription",
         "AWS::Lambda::EventInvokeConfig",
     ];
-    // All false here: no FunctionSubnetIds, no AlarmEmail, no EbsKmsKeyArns, no takeover.
+    // All false here: no FunctionSubnetIds, no AlarmEmail, no EbsKmsKeyArns, no takeover,
+    // no dashboard.
     let conditions_off = [
+        "WithDashboard",
         "PrivateEndpoints",
         "HasAlarmEmail",
         "HasEbsKmsKeys",
@@ -728,4 +730,48 @@ async fn the_takeover_policy_is_attached_to_the_removing_functions_only_when_ask
             "{role}"
         );
     }
+}
+
+/// The dashboard costs $3.00 a month, so it is there only with CreateDashboard=true; its body is
+/// the JSON CloudWatch stores, with every widget's references resolved.
+#[tokio::test]
+async fn the_dashboard_is_created_only_when_asked() {
+    let dashboard = format!("nodewright-{CLUSTER}");
+    let listed = |account: &Account| {
+        let cloudwatch = aws_sdk_cloudwatch::Client::new(&account.admin);
+        async move {
+            cloudwatch
+                .list_dashboards()
+                .send()
+                .await
+                .expect("ListDashboards")
+                .dashboard_entries()
+                .iter()
+                .filter_map(|d| d.dashboard_name().map(str::to_string))
+                .collect::<Vec<_>>()
+        }
+    };
+    let off = deployed(&[]).await;
+    assert_eq!(listed(&off).await, Vec::<String>::new());
+
+    let on = deployed(&[("CreateDashboard", "true")]).await;
+    assert_eq!(listed(&on).await, std::slice::from_ref(&dashboard));
+    let body = aws_sdk_cloudwatch::Client::new(&on.admin)
+        .get_dashboard()
+        .dashboard_name(&dashboard)
+        .send()
+        .await
+        .expect("GetDashboard")
+        .dashboard_body
+        .expect("a body");
+    let body: Value = serde_json::from_str(&body).expect("the body is JSON");
+    let widgets = body["widgets"].as_array().expect("widgets");
+    let log_group = format!("/nodewright/{CLUSTER}/provisioner");
+    assert!(
+        widgets.iter().any(|w| w["properties"]["query"]
+            .as_str()
+            .is_some_and(|q| q.contains(&log_group))),
+        "a Logs Insights widget reads the provisioner's log group: {body:#}"
+    );
+    assert!(!body.to_string().contains("${"), "{body:#}");
 }

@@ -445,21 +445,9 @@ fn dashboard(t: &Yaml) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("the dashboard is not JSON: {e}\n{out}"))
 }
 
-/// `SEARCH('{nodewright,Cluster,Reason} MetricName="LaunchFailures" ...')` -> the dimension
-/// names and the metric name.
-fn searched(expression: &str) -> Option<(Vec<String>, String)> {
-    let (_, schema) = expression.split_once("SEARCH('{")?;
-    let (schema, rest) = schema.split_once('}')?;
-    let (_, name) = rest.split_once("MetricName=\"")?;
-    let (name, _) = name.split_once('"')?;
-    let mut parts = schema.split(',');
-    (parts.next()? == nodewright::telemetry::NAMESPACE)
-        .then(|| (parts.map(str::to_string).collect(), name.to_string()))
-}
-
 #[test]
 fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespace_per_cluster() {
-    use nodewright::telemetry::{NAMESPACE, dims, names};
+    use nodewright::telemetry::{NAMESPACE, counted, dims, names};
     let t = template();
     assert!(
         of_type(&t, "AWS::Logs::MetricFilter").is_empty(),
@@ -492,6 +480,7 @@ fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespac
 
     let body = dashboard(&t);
     let mut shown: Vec<String> = Vec::new();
+    let mut counts: Vec<String> = Vec::new();
     for widget in body["widgets"].as_array().expect("widgets") {
         for metric in widget["properties"]["metrics"]
             .as_array()
@@ -499,13 +488,7 @@ fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespac
             .flatten()
         {
             let entry = metric.as_array().expect("a metric is an array");
-            if let Some(expression) = entry[0]["expression"].as_str() {
-                let (dimensions, name) = searched(expression)
-                    .unwrap_or_else(|| panic!("not a SEARCH of {NAMESPACE}: {expression}"));
-                assert_eq!(dimensions[0], dims::CLUSTER, "{expression}");
-                assert_eq!(dimensions.len(), 2, "one breakdown: {expression}");
-                shown.push(name);
-            } else if entry[0] == NAMESPACE {
+            if entry[0] == NAMESPACE {
                 let name = entry[1].as_str().expect("a metric name");
                 assert_eq!(entry[2], dims::CLUSTER, "{name} is read per cluster");
                 shown.push(name.to_string());
@@ -514,6 +497,27 @@ fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespac
                 assert!(namespace.starts_with("AWS/"), "{metric}");
             }
         }
+        let query = widget["properties"]["query"].as_str().unwrap_or_default();
+        if let Some((_, rest)) = query.split_once("fields.counted = '") {
+            let name = rest.split('\'').next().unwrap_or_default();
+            assert!(
+                query.contains(&format!("fields.message = '{}'", counted::MESSAGE)),
+                "{query}"
+            );
+            counts.push(name.to_string());
+        }
+    }
+    for name in &counts {
+        assert!(
+            counted::ALL.contains(&name.as_str()),
+            "the dashboard queries unknown count {name}"
+        );
+    }
+    for name in counted::ALL {
+        assert!(
+            counts.iter().any(|s| s == name),
+            "the dashboard does not show the count {name}"
+        );
     }
     for name in &shown {
         assert!(
@@ -527,14 +531,4 @@ fn the_dashboard_and_alarms_read_every_metric_the_functions_emit_in_one_namespac
             "the dashboard does not show {name}"
         );
     }
-    assert_eq!(
-        searched(
-            r#"SEARCH('{nodewright,Cluster,Zone} MetricName="Launches" Cluster="x"', 'Sum', 60)"#
-        ),
-        Some((vec!["Cluster".into(), "Zone".into()], "Launches".into()))
-    );
-    assert_eq!(
-        searched(r#"SEARCH('{AWS/EC2,InstanceId} MetricName="CPU"', 'Sum', 60)"#),
-        None
-    );
 }

@@ -66,8 +66,9 @@ pub fn authentication(cluster: &str, mode: Option<&str>) -> Check {
     }
 }
 
-/// Each function's group mapped by some access entry (`mapped`: every entry's groups).
-pub fn access_entries(mapped: &[String], cluster_admin: bool) -> Check {
+/// Each function's group, `<prefix>-<function>`, mapped by some access entry (`mapped`:
+/// every entry's groups).
+pub fn access_entries(mapped: &[String], cluster_admin: bool, prefix: &str) -> Check {
     const NAME: &str = "access entries";
     if cluster_admin {
         return Check::pass(
@@ -77,7 +78,7 @@ pub fn access_entries(mapped: &[String], cluster_admin: bool) -> Check {
     }
     let missing: Vec<String> = ["provisioner", "interruption", "sweeper"]
         .iter()
-        .map(|f| format!("nodewright-{f}"))
+        .map(|f| format!("{prefix}-{f}"))
         .filter(|g| !mapped.contains(g))
         .collect();
     if missing.is_empty() {
@@ -221,8 +222,9 @@ pub fn discovery(
     }
 }
 
-/// The objects `nodewright rbac` creates, by `kind/name`, and which are missing.
-pub fn rbac(missing: &[String], cluster_admin: bool) -> Check {
+/// The objects `nodewright rbac --group-prefix <prefix>` creates, by `kind/name`, and
+/// which are missing or short of what it grants.
+pub fn rbac(missing: &[String], cluster_admin: bool, prefix: &str) -> Check {
     const NAME: &str = "Kubernetes RBAC";
     if cluster_admin {
         return Check::pass(
@@ -236,10 +238,15 @@ pub fn rbac(missing: &[String], cluster_admin: bool) -> Check {
             "each function's roles, bindings, state ConfigMap and Leases are in place",
         );
     }
+    let flag = if prefix == crate::rbac::DEFAULT_GROUP_PREFIX {
+        String::new()
+    } else {
+        format!(" --group-prefix {prefix}")
+    };
     Check::fail(
         NAME,
         format!("missing: {}", missing.join(", ")),
-        "nodewright rbac | kubectl apply -f -",
+        format!("nodewright rbac{flag} | kubectl apply -f -"),
     )
 }
 

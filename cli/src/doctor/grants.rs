@@ -1,8 +1,22 @@
 //! Whether the cluster's RBAC objects grant what `nodewright rbac` grants: an object that
 //! exists but was written by an older release, or edited, can lack a rule a function now
-//! needs, and that function then fails on a 403 in the middle of its work.
+//! needs, and that function then fails on a 403 in the middle of its work; a binding of
+//! another group (RBAC applied with another `--group-prefix` than the access entries
+//! name) grants the function nothing.
 
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Subject};
+
+/// Whether `subjects` name the Kubernetes group `group` (RBAC's API group for a Group
+/// subject is `rbac.authorization.k8s.io`, or left out).
+pub fn binds_group(subjects: &[Subject], group: &str) -> bool {
+    subjects.iter().any(|s| {
+        s.kind == "Group"
+            && s.name == group
+            && s.api_group
+                .as_deref()
+                .is_none_or(|g| g.is_empty() || g == "rbac.authorization.k8s.io")
+    })
+}
 
 /// Each grant of `wanted` that no rule of `have` covers, as `verb resource[/name] (group)`.
 pub fn ungranted(wanted: &[PolicyRule], have: &[PolicyRule]) -> Vec<String> {
@@ -187,5 +201,40 @@ mod tests {
         let wanted = [rule(&[""], &["configmaps"], &["get"], &[])];
         let named = rule(&[""], &["configmaps"], &["get"], &["nodewright"]);
         assert_eq!(ungranted(&wanted, &[named]), ["get configmaps (core)"]);
+    }
+
+    #[test]
+    fn a_binding_grants_a_group_only_when_a_group_subject_names_it() {
+        let subject = |kind: &str, name: &str, api_group: Option<&str>| Subject {
+            kind: kind.into(),
+            name: name.into(),
+            api_group: api_group.map(str::to_string),
+            namespace: None,
+        };
+        let rbac = Some("rbac.authorization.k8s.io");
+        for (subjects, bound) in [
+            (vec![subject("Group", "nodewright-sweeper", rbac)], true),
+            (vec![subject("Group", "nodewright-sweeper", None)], true),
+            (vec![subject("Group", "platform-sweeper", rbac)], false),
+            (vec![subject("User", "nodewright-sweeper", rbac)], false),
+            (
+                vec![subject("Group", "nodewright-sweeper", Some("x.io"))],
+                false,
+            ),
+            (
+                vec![
+                    subject("Group", "platform-sweeper", rbac),
+                    subject("Group", "nodewright-sweeper", rbac),
+                ],
+                true,
+            ),
+            (vec![], false),
+        ] {
+            assert_eq!(
+                binds_group(&subjects, "nodewright-sweeper"),
+                bound,
+                "{subjects:?}"
+            );
+        }
     }
 }

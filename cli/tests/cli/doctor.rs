@@ -46,9 +46,14 @@ impl Doctor {
 
     /// The CLI's answer, and its report's lines.
     async fn run(&self) -> (Output, String) {
+        self.run_with(&[]).await
+    }
+
+    async fn run_with(&self, args: &[&str]) -> (Output, String) {
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
             .args(["doctor", "--cluster", CLUSTER, "--kubeconfig"])
             .arg(&self.kubeconfig)
+            .args(args)
             .env_clear()
             .env("HOME", std::env::temp_dir())
             // Through the world's AWS front, which answers what moto's EKS does not model:
@@ -65,7 +70,11 @@ impl Doctor {
     }
 
     async fn failing(&self) -> Vec<String> {
-        let (out, text) = self.run().await;
+        self.failing_with(&[]).await
+    }
+
+    async fn failing_with(&self, args: &[&str]) -> Vec<String> {
+        let (out, text) = self.run_with(args).await;
         let failing: Vec<String> = text
             .lines()
             .filter_map(|l| l.strip_prefix("FAIL  "))
@@ -199,6 +208,42 @@ async fn doctor_passes_a_correct_install_and_fails_each_staged_misconfiguration_
     let (_, text) = d.run().await;
     assert!(
         text.contains("clusterrole/nodewright-sweeper lacks create pods/eviction (core)"),
+        "{text}"
+    );
+    d.world.apply_yaml(&rbac).unwrap();
+
+    // RBAC applied for other groups than the stack's access entries name: every binding
+    // grants its role to a group no function is in.
+    let platform = String::from_utf8(
+        std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"))
+            .args(["rbac", "--group-prefix", "platform"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    d.world.apply_yaml(&platform).unwrap();
+    assert_eq!(d.failing().await, ["Kubernetes RBAC"]);
+    let (_, text) = d.run().await;
+    for f in ["provisioner", "interruption", "sweeper"] {
+        for kind in ["clusterrolebinding", "rolebinding"] {
+            assert!(
+                text.contains(&format!(
+                    "{kind}/nodewright-{f} binding group nodewright-{f}"
+                )),
+                "{text}"
+            );
+        }
+    }
+    // Told the prefix the RBAC was applied with, doctor finds the access entries (the
+    // stack's, `nodewright-*`) mapping no function to those groups instead.
+    assert_eq!(
+        d.failing_with(&["--group-prefix", "platform"]).await,
+        ["access entries"]
+    );
+    let (_, text) = d.run_with(&["--group-prefix", "platform"]).await;
+    assert!(
+        text.contains("no access entry maps a role to platform-provisioner"),
         "{text}"
     );
     d.world.apply_yaml(&rbac).unwrap();

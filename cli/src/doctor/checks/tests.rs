@@ -98,15 +98,39 @@ fn discovery_and_rbac_fail_on_nothing_found_and_on_anything_missing() {
     assert!(discovery("c", Ok(0), Ok(1)).failed());
     assert!(discovery("c", Ok(2), Ok(0)).failed());
     assert!(discovery("c", Err("throttled".into()), Ok(1)).failed());
-    assert!(!rbac(&[], false).failed());
-    assert!(!rbac(&["clusterrole/nodewright-sweeper".into()], true).failed());
-    let c = rbac(&["clusterrole/nodewright-sweeper".into()], false);
+    assert!(!rbac(&[], false, "nodewright").failed());
+    assert!(
+        !rbac(
+            &["clusterrole/nodewright-sweeper".into()],
+            true,
+            "nodewright"
+        )
+        .failed()
+    );
+    let c = rbac(
+        &["clusterrole/nodewright-sweeper".into()],
+        false,
+        "nodewright",
+    );
     let Verdict::Fail { why, fix } = c.verdict else {
         panic!()
     };
     assert!(
         why.contains("clusterrole/nodewright-sweeper")
             && fix == "nodewright rbac | kubectl apply -f -"
+    );
+    // Another prefix is repeated in the fix, so the bindings name the entries' groups.
+    let c = rbac(
+        &["rolebinding/nodewright-sweeper".into()],
+        false,
+        "platform",
+    );
+    let Verdict::Fail { fix, .. } = c.verdict else {
+        panic!()
+    };
+    assert_eq!(
+        fix,
+        "nodewright rbac --group-prefix platform | kubectl apply -f -"
     );
 }
 
@@ -134,13 +158,20 @@ fn access_needs_the_eks_api_and_an_entry_for_each_function_s_group() {
     ]
     .map(String::from)
     .to_vec();
-    assert!(!access_entries(&all, false).failed());
-    let c = access_entries(&all[..2], false);
+    assert!(!access_entries(&all, false, "nodewright").failed());
+    let c = access_entries(&all[..2], false, "nodewright");
     let Verdict::Fail { why, .. } = c.verdict else {
         panic!()
     };
     assert!(why.ends_with("nodewright-sweeper"), "{why}");
-    assert!(!access_entries(&[], true).failed());
+    assert!(!access_entries(&[], true, "nodewright").failed());
+    // Entries mapping the functions to the groups of another prefix.
+    let platform: Vec<String> = all
+        .iter()
+        .map(|g| g.replace("nodewright", "platform"))
+        .collect();
+    assert!(!access_entries(&platform, false, "platform").failed());
+    assert!(access_entries(&platform, false, "nodewright").failed());
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! The `interruption` binary's metrics, read from its stdout as CloudWatch Logs reads
-//! Embedded Metric Format documents: messages by kind, nodes terminated by reason,
-//! decision latency and the cold start.
+//! The `interruption` binary's telemetry, read from its stdout as CloudWatch Logs reads
+//! it: decision latency from its Embedded Metric Format documents; messages by kind, nodes
+//! terminated by reason and the cold start from its `counted` log lines.
 //!
 //! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
 //! world's front; the SQS batch is built as Lambda's event source mapping builds it, and
@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nodewright::provision::BatchWindow;
-use nodewright::telemetry::{NAMESPACE, dims, names};
+use nodewright::telemetry::{NAMESPACE, counted, dims, names};
 use nodewright_world::emf;
 use nodewright_world::interruption::{ACCOUNT, REGION};
 use nodewright_world::kit::{LambdaFunction, getting_started};
@@ -136,33 +136,25 @@ async fn a_batch_is_counted_by_message_kind_and_the_stopped_node_by_termination_
         assert_eq!(d.namespace, NAMESPACE, "{d:?}");
     }
     let c = (dims::CLUSTER, cluster);
-    let count = |name: &str, extra: &[(&str, &str)]| -> f64 {
-        let dimensions: Vec<(&str, &str)> =
-            std::iter::once(c).chain(extra.iter().copied()).collect();
-        emf::find(&data, name, &dimensions)
-            .iter()
-            .map(|d| d.sum())
-            .sum()
-    };
-    assert_eq!(
-        count(names::COLD_STARTS, &[(dims::FUNCTION, "interruption")]),
-        1.0,
-        "{data:#?}"
-    );
+    let log = function.log_text();
+    let counted = |name: &str| emf::counted(&log, name);
+    let cold = counted(counted::COLD_START);
+    assert_eq!(cold.len(), 1, "{cold:?}");
+    assert_eq!(cold[0]["function"], "interruption");
+    let messages = counted(counted::INTERRUPTION_MESSAGE);
     for kind in ["state-change", "unreadable", "suspicious"] {
         assert_eq!(
-            count(names::INTERRUPTION_MESSAGES, &[(dims::KIND, kind)]),
-            1.0,
-            "{kind}: {data:#?}"
+            messages.iter().filter(|m| m["kind"] == kind).count(),
+            1,
+            "{kind}: {messages:?}"
         );
     }
-    assert_eq!(count(names::NODES_TERMINATED, &[]), 1.0, "{data:#?}");
-    assert_eq!(
-        count(
-            names::NODES_TERMINATED,
-            &[(dims::REASON, "InstanceStopping")]
-        ),
-        1.0,
+    let terminated = counted(counted::NODE_TERMINATED);
+    assert_eq!(terminated.len(), 1, "{terminated:?}");
+    assert_eq!(terminated[0]["reason"], "InstanceStopping");
+    // Only the latency is a metric here: every count above is a log line.
+    assert!(
+        data.iter().all(|d| d.name == names::DECISION_LATENCY),
         "{data:#?}"
     );
     // One decision: the one message that was acted on.

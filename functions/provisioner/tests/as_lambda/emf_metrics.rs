@@ -1,5 +1,6 @@
 //! The `provisioner` binary's metrics, read from its stdout as CloudWatch Logs reads
-//! Embedded Metric Format documents: namespace, dimension sets, units and values.
+//! Embedded Metric Format documents (namespace, dimension sets, units and values), and its
+//! `counted` log lines, which carry every breakdown instead of a billed metric series.
 //!
 //! Emulated: the Runtime API (`nodewright_world::lambda_api`), AWS (moto behind the
 //! world's front, which throttles CreateFleet on request) and Kubernetes (the simulated
@@ -8,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nodewright::telemetry::{NAMESPACE, dims, names};
+use nodewright::telemetry::{NAMESPACE, counted, dims, names};
 use nodewright_world::emf::{self, Datum};
 use nodewright_world::kit::{LambdaFunction, getting_started};
 use nodewright_world::lambda_api::Outcome;
@@ -27,7 +28,8 @@ fn one<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> &'a Da
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_throttled_then_successful_launch_is_counted_by_zone_capacity_type_and_failure_reason() {
+async fn a_throttled_then_successful_launch_is_counted_in_one_series_each_and_broken_down_in_the_log()
+ {
     let cluster = "emf-provisioner";
     let world = getting_started(cluster, 2)
         .await
@@ -65,64 +67,66 @@ async fn a_throttled_then_successful_launch_is_counted_by_zone_capacity_type_and
         "no EMF document in:\n{}",
         function.log_text()
     );
+    // One series per metric (per decision for the latency): a breakdown would be a
+    // metric series billed each month.
     for d in &data {
         assert_eq!(d.namespace, NAMESPACE, "{d:?}");
+        assert!(names::ALL.contains(&d.name.as_str()), "{d:?}");
         assert_eq!(
             d.dimensions.get(dims::CLUSTER).map(String::as_str),
             Some(cluster),
             "{d:?}"
         );
+        let breakdown: Vec<&str> = d
+            .dimension_names()
+            .into_iter()
+            .filter(|k| *k != dims::CLUSTER)
+            .collect();
+        let allowed: &[&str] = if d.name == names::DECISION_LATENCY {
+            &[dims::DECISION]
+        } else {
+            &[]
+        };
+        assert_eq!(breakdown, allowed, "{d:?}");
     }
     let c = (dims::CLUSTER, cluster);
+    let log = function.log_text();
 
-    let cold = one(
-        &data,
-        names::COLD_STARTS,
-        &[c, (dims::FUNCTION, "provisioner")],
-    );
-    assert_eq!(cold.values, [1.0]);
-    assert_eq!(cold.unit.as_deref(), Some("Count"));
+    let cold = emf::counted(&log, counted::COLD_START);
+    assert_eq!(cold.len(), 1, "{cold:?}");
+    assert_eq!(cold[0]["function"], "provisioner");
 
-    // Launches: the total and one dimension set per breakdown, each counting the instance.
-    for dimensions in [
-        vec![c],
-        vec![c, (dims::ZONE, launched.zone.as_str())],
-        vec![c, (dims::CAPACITY_TYPE, launched.lifecycle.as_str())],
-    ] {
-        let total: f64 = emf::find(&data, names::LAUNCHES, &dimensions)
-            .iter()
-            .map(|d| d.sum())
-            .sum();
-        assert_eq!(total, 1.0, "{dimensions:?}: {data:#?}");
-    }
-    // The instance type is in the log line, not a dimension (a metric series each).
+    // Launches: the metric counts the instance; its counted line names zone and capacity type.
+    let total: f64 = emf::find(&data, names::LAUNCHES, &[c])
+        .iter()
+        .map(|d| d.sum())
+        .sum();
+    assert_eq!(total, 1.0, "{data:#?}");
+    let launches = emf::counted(&log, counted::LAUNCH);
+    assert_eq!(launches.len(), 1, "{launches:?}");
+    assert_eq!(launches[0]["zone"], launched.zone.as_str());
+    assert_eq!(launches[0]["capacity_type"], launched.lifecycle.as_str());
     assert!(
-        data.iter()
-            .all(|d| !d.dimensions.keys().any(|k| k == "InstanceType")),
-        "{data:#?}"
-    );
-    assert!(
-        function
-            .log_text()
-            .lines()
+        log.lines()
             .any(|l| l.contains("\"launching\"") && l.contains(&launched.instance_type)),
         "the launch's log line names its instance type"
     );
 
-    let failures: f64 = emf::find(
-        &data,
-        names::LAUNCH_FAILURES,
-        &[c, (dims::REASON, "throttled")],
-    )
-    .iter()
-    .map(|d| d.sum())
-    .sum();
-    assert!(failures >= 1.0, "{data:#?}");
-    let all_failures: f64 = emf::find(&data, names::LAUNCH_FAILURES, &[c])
+    let failures: f64 = emf::find(&data, names::LAUNCH_FAILURES, &[c])
         .iter()
         .map(|d| d.sum())
         .sum();
-    assert_eq!(all_failures, failures, "the total counts the same failures");
+    assert!(failures >= 1.0, "{data:#?}");
+    let failed = emf::counted(&log, counted::LAUNCH_FAILURE);
+    assert_eq!(
+        failed.len() as f64,
+        failures,
+        "one line per failure: {failed:?}"
+    );
+    assert!(
+        failed.iter().all(|f| f["reason"] == "throttled"),
+        "{failed:?}"
+    );
     assert!(summary["throttledPolls"].as_u64() >= Some(1), "{summary}");
 
     // Pending pods: the first poll saw both pods pending.
@@ -167,8 +171,6 @@ async fn a_throttled_then_successful_launch_is_counted_by_zone_capacity_type_and
     );
 
     // The fleet: the one instance at the price its launch line logged.
-    let fleet = one(&data, names::FLEET_INSTANCES, &[c]);
-    assert_eq!(fleet.values, [1.0]);
     let cost = one(&data, names::FLEET_COST, &[c]).values[0];
     assert!(cost > 0.0);
     assert_eq!(
@@ -176,6 +178,10 @@ async fn a_throttled_then_successful_launch_is_counted_by_zone_capacity_type_and
         Some(cost),
         "{summary}"
     );
+    let fleet = emf::counted(&log, counted::FLEET);
+    assert_eq!(fleet.len(), 1, "{fleet:?}");
+    assert_eq!(fleet[0]["instances"], 1);
+    assert_eq!(fleet[0]["per_hour"].as_f64(), Some(cost));
     let launch_line: serde_json::Value = function
         .log_text()
         .lines()
