@@ -51,15 +51,7 @@ pub async fn stack_parameters(
 
 /// A comma-delimited parameter's values.
 pub fn list(parameters: &BTreeMap<String, String>, key: &str) -> Vec<String> {
-    parameters
-        .get(key)
-        .map(String::as_str)
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-        .collect()
+    nodewright::kube::comma_separated(parameters.get(key).map(String::as_str).unwrap_or_default())
 }
 
 /// Where the stack runs the functions: its `FunctionSubnetIds` (their VPC and CIDR

@@ -104,15 +104,7 @@ pub fn default_pool_params(
     cluster_name: &str,
     env: impl Fn(&str) -> Option<String>,
 ) -> nodewright::kube::DefaultPoolParams {
-    let list = |name: &str| -> Vec<String> {
-        env(name)
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
+    let list = |name: &str| nodewright::kube::comma_separated(&env(name).unwrap_or_default());
     let non_empty = |name: &str| {
         env(name)
             .map(|v| v.trim().to_string())

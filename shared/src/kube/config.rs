@@ -74,6 +74,16 @@ pub struct DefaultPoolParams {
     pub ami_alias: String,
 }
 
+/// The values of a stack parameter of type `CommaDelimitedList`, as CloudFormation joins
+/// them into an environment variable or DescribeStacks shows them; empty values dropped.
+pub fn comma_separated(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// The file label problems with the default pool carry.
 pub const DEFAULT_POOL_FILE: &str = "stack parameters (default NodePool)";
 

@@ -25,8 +25,9 @@ pub use cache::{CachedConfig, Clock, ConfigMemo, DEFAULT_CONFIG_TTL, SystemClock
 pub use cluster::{ClusterSettings, KubeCluster};
 pub use config::{
     ConfigLoad, ConfigOrigin, DEFAULT_CONFIG_MAP_NAME, DEFAULT_CONFIG_MAP_NAMESPACE,
-    DEFAULT_POOL_FILE, DefaultPoolParams, ObjectRef, cluster_file, config_map_file,
-    default_pool_documents, default_pool_inputs, holds_node_pool, pool_readiness, usable,
+    DEFAULT_POOL_FILE, DefaultPoolParams, ObjectRef, cluster_file, comma_separated,
+    config_map_file, default_pool_documents, default_pool_inputs, holds_node_pool, pool_readiness,
+    usable,
 };
 pub use drain_ports::{Eviction, NodeRemoval, PodEviction};
 pub use error::{KubeError, RetryPolicy};

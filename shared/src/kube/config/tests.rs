@@ -326,3 +326,16 @@ fn a_source_holds_a_node_pool_even_when_the_pool_failed_to_load() {
         &[error(FILE, "EC2NodeClass/x (document 1)")]
     ));
 }
+
+#[test]
+fn a_comma_delimited_parameter_reads_as_its_non_empty_trimmed_values() {
+    for (text, values) in [
+        ("spot,on-demand", vec!["spot", "on-demand"]),
+        (" spot , on-demand ", vec!["spot", "on-demand"]),
+        ("", vec![]),
+        (",", vec![]),
+        ("subnet-1,,subnet-2", vec!["subnet-1", "subnet-2"]),
+    ] {
+        assert_eq!(comma_separated(text), values, "{text:?}");
+    }
+}
