@@ -1,10 +1,13 @@
 //! `nodewright plan`: what capacity pending workloads need, priced from the bundled catalog.
 
 use std::collections::BTreeSet;
+use std::str::FromStr as _;
 
 use nodewright::api::{Inputs, Operator, labels};
 use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
-use nodewright::scheduling::{NamespaceLabels, PlannedClaim, ProvisioningPlan, Snapshot, solve};
+use nodewright::scheduling::{
+    NamespaceLabels, PlannedClaim, PreferencePolicy, ProvisioningPlan, Snapshot, solve,
+};
 use serde_json::json;
 
 use crate::exit::Exit;
@@ -29,6 +32,10 @@ pub struct Args {
     /// Exit 1 when a pod cannot be placed by any NodePool (for CI).
     #[arg(long)]
     pub fail_on_unschedulable: bool,
+    /// Respect or Ignore pods' preferences (preferred affinities, ScheduleAnyway spreads),
+    /// as the stack's PreferencePolicy (Karpenter's --preference-policy).
+    #[arg(long, value_name = "POLICY", default_value = "Respect", value_parser = PreferencePolicy::from_str)]
+    pub preference_policy: PreferencePolicy,
     /// wide adds the zones and every instance type the launch may choose from.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -57,6 +64,7 @@ pub fn run(args: &Args) -> Exit {
     let (mut snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
     snapshot.namespace_labels = inputs.namespace_labels.clone();
     snapshot.overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
+    snapshot.preferences = args.preference_policy;
     note_unknown_namespaces(snapshot.selects_namespaces(), &snapshot.namespace_labels);
     if !pod_errors.is_empty() {
         for e in &pod_errors {

@@ -3,6 +3,8 @@
 //! Offline nothing is written, so a node without the sweeper's empty-since marker counts
 //! as empty since its creation, and no hygiene decision is made (that needs EC2).
 
+use std::str::FromStr as _;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -14,7 +16,7 @@ use nodewright::catalog::{
 use nodewright::disruption::{
     FirstSight, Plan, Reason, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::scheduling::{NamespaceLabels, selects_namespaces};
+use nodewright::scheduling::{NamespaceLabels, PreferencePolicy, selects_namespaces};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -38,6 +40,10 @@ pub struct Args {
     /// Plan node repair too, as the sweeper does with the template's `NodeRepair=true`.
     #[arg(long)]
     pub node_repair: bool,
+    /// Respect or Ignore pods' preferences (preferred affinities, ScheduleAnyway spreads),
+    /// as the stack's PreferencePolicy (Karpenter's --preference-policy).
+    #[arg(long, value_name = "POLICY", default_value = "Respect", value_parser = PreferencePolicy::from_str)]
+    pub preference_policy: PreferencePolicy,
     /// wide adds the instance type a replacement would launch.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -119,6 +125,7 @@ pub fn run(args: &Args) -> Exit {
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
         overlays: &inputs.node_overlays,
+        preferences: args.preference_policy,
     });
     // Nodes are priced with the overlays the solver uses (conflicts left out).
     let overlays = match &sim {

@@ -311,6 +311,7 @@ fn sweep(
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &Default::default(),
         overlays: &[],
+        preferences: Default::default(),
     });
     snap.simulation = sim.ok();
     let plan = plan_disruption(&snap, now);

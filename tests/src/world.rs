@@ -50,7 +50,7 @@ pub const PROVISIONER: &str = "ProvisionerFunction";
 
 /// The variables `template.yaml` gives the provisioner (Globals included); the world
 /// passes each on as the deployed function holds it.
-const PROVISIONER_VARIABLES: [&str; 11] = [
+const PROVISIONER_VARIABLES: [&str; 12] = [
     "CLUSTER_NAME",
     "RUST_LOG",
     "NODEWRIGHT_FUNCTION",
@@ -62,6 +62,7 @@ const PROVISIONER_VARIABLES: [&str; 11] = [
     "DEFAULT_CPU_LIMIT",
     "NODE_ROLE",
     "NODE_INSTANCE_PROFILE",
+    "PREFERENCE_POLICY",
 ];
 
 /// Each function's credentials: its execution role as Lambda holds it in the deployed
@@ -489,6 +490,7 @@ pub mod provisioner {
                 default_instance_profile: self.stack.instance_profile_name.clone(),
                 default_node_role: self.stack.node_role_name.clone(),
                 batch,
+                preferences: Default::default(),
             };
             let aws = AwsPorts {
                 ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster.clone())),

@@ -775,3 +775,25 @@ async fn the_dashboard_is_created_only_when_asked() {
     );
     assert!(!body.to_string().contains("${"), "{body:#}");
 }
+
+/// PreferencePolicy reaches every function (the interruption function and the sweeper plan
+/// replacements, the sweeper consolidation), as each binary reads it.
+#[tokio::test]
+async fn the_preference_policy_reaches_all_three_functions() {
+    for (value, want) in [
+        (None, nodewright::scheduling::PreferencePolicy::Respect),
+        (
+            Some("Ignore"),
+            nodewright::scheduling::PreferencePolicy::Ignore,
+        ),
+    ] {
+        let parameters: Vec<(&str, &str)> =
+            value.map(|v| ("PreferencePolicy", v)).into_iter().collect();
+        let account = deployed(&parameters).await;
+        assert_eq!(account.stack.deployed.functions.len(), 3);
+        for (function, f) in &account.stack.deployed.functions {
+            let read = f.environment.get("PREFERENCE_POLICY").map(|v| v.parse());
+            assert_eq!(read, Some(Ok(want)), "{function}: {:?}", f.environment);
+        }
+    }
+}

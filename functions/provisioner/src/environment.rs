@@ -6,6 +6,7 @@
 
 use nodewright::kube::DefaultPoolParams;
 use nodewright::provision::BatchWindow;
+use nodewright::scheduling::PreferencePolicy;
 
 use std::time::Duration;
 
@@ -138,6 +139,8 @@ pub struct FunctionEnv {
     /// `KUBECONFIG` is set: the Kubernetes client comes from it (local runs) instead of
     /// an EKS token.
     pub kubeconfig: bool,
+    /// `PREFERENCE_POLICY`: `Respect` (unset or empty) or `Ignore`, Karpenter's values.
+    pub preferences: PreferencePolicy,
 }
 
 impl FunctionEnv {
@@ -145,7 +148,14 @@ impl FunctionEnv {
         let cluster_name = env("CLUSTER_NAME")
             .filter(|v| !v.trim().is_empty())
             .ok_or("CLUSTER_NAME is not set")?;
+        let preferences = match env("PREFERENCE_POLICY").as_deref().map(str::trim) {
+            None | Some("") => PreferencePolicy::default(),
+            Some(value) => value
+                .parse()
+                .map_err(|e| format!("PREFERENCE_POLICY: {e}"))?,
+        };
         Ok(FunctionEnv {
+            preferences,
             default_pool: default_pool_params(&cluster_name, &env),
             node_instance_profile: env("NODE_INSTANCE_PROFILE").unwrap_or_default(),
             node_role: env("NODE_ROLE").unwrap_or_default(),
@@ -202,6 +212,7 @@ mod tests {
         assert_eq!(read.function.cluster_name, "demo");
         assert_eq!(read.function.container, "local");
         assert!(!read.function.kubeconfig);
+        assert_eq!(read.function.preferences, PreferencePolicy::Respect);
         assert_eq!(read.function.default_pool.ami_alias, "al2023@latest");
         assert_eq!(read.handler, HandlerConfig::default());
         assert_eq!(read.coverage, CoverageConfig::default());
@@ -220,6 +231,14 @@ mod tests {
             matches!(&bad, Err(e) if e.starts_with("BATCH_MAX_DURATION=")),
             "{bad:?}"
         );
+        let bad = FunctionEnv::from_lookup(lookup(&[
+            ("CLUSTER_NAME", "demo"),
+            ("PREFERENCE_POLICY", "ignore"),
+        ]));
+        assert!(
+            matches!(&bad, Err(e) if e.starts_with("PREFERENCE_POLICY: ") && e.contains("Respect or Ignore")),
+            "{bad:?}"
+        );
     }
 
     #[test]
@@ -231,6 +250,7 @@ mod tests {
             ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/24/[$LATEST]abc"),
             ("KUBECONFIG", "/tmp/kubeconfig"),
             ("POLL_INTERVAL", "2s"),
+            ("PREFERENCE_POLICY", "Ignore"),
         ]));
         let Ok(read) = read else {
             panic!("{read:?}");
@@ -240,6 +260,7 @@ mod tests {
         assert_eq!(read.function.node_instance_profile, "demo-profile");
         assert_eq!(read.function.container, "2026/11/24/[$LATEST]abc");
         assert!(read.function.kubeconfig);
+        assert_eq!(read.function.preferences, PreferencePolicy::Ignore);
         assert_eq!(read.handler.poll_interval, Duration::from_secs(2));
     }
 }

@@ -98,6 +98,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             default_instance_profile: env.node_instance_profile,
             default_node_role: env.node_role,
             batch,
+            preferences: env.preferences,
         },
         handler_config,
     )?

@@ -44,6 +44,7 @@ pub fn replacement_core(
             default_instance_profile: env.node_instance_profile.clone(),
             default_node_role: env.node_role.clone(),
             batch: BatchWindow::default(),
+            preferences: env.preferences,
         },
     )?;
     provisioner.set_shared_state(Some(shared));

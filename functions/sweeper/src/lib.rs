@@ -37,7 +37,7 @@ use nodewright::lease::{Elector, Hold, KubeLeases};
 use nodewright::provision::Replacement;
 use nodewright::provision::in_flight::{missing_nodeclaim_labels, set_nodeclaim_label};
 use nodewright::removal::Capacity;
-use nodewright::scheduling::selects_namespaces;
+use nodewright::scheduling::{PreferencePolicy, selects_namespaces};
 use serde_json::{Value, json};
 
 pub use act::{Report, SweepError};
@@ -89,6 +89,9 @@ pub struct State<K, E, R = NoReplacement> {
     /// Adopt the instances Karpenter launched for this cluster (the template's
     /// `TakeOverFromKarpenter`; see [`nodewright::takeover`]); off by default.
     pub take_over_karpenter: bool,
+    /// Whether pods' preferences hold a node in consolidation's simulations
+    /// (`PREFERENCE_POLICY`, as the replacement core's).
+    pub preferences: PreferencePolicy,
     /// The NodePool statuses this container last wrote, so an unchanged one is not
     /// written again.
     pub pool_status: std::sync::Mutex<HashMap<String, Value>>,
@@ -115,6 +118,7 @@ impl<K, E> State<K, E> {
             profiles: None,
             node_repair: false,
             take_over_karpenter: false,
+            preferences: PreferencePolicy::default(),
         }
     }
 }
@@ -140,6 +144,7 @@ impl<K, E, R> State<K, E, R> {
             profiles: self.profiles,
             node_repair: self.node_repair,
             take_over_karpenter: self.take_over_karpenter,
+            preferences: self.preferences,
         }
     }
 
@@ -152,6 +157,12 @@ impl<K, E, R> State<K, E, R> {
     /// Repairs unhealthy nodes (see [`State::node_repair`]).
     pub fn with_node_repair(mut self, on: bool) -> Self {
         self.node_repair = on;
+        self
+    }
+
+    /// Simulates consolidation with `policy` (see [`State::preferences`]).
+    pub fn with_preferences(mut self, policy: PreferencePolicy) -> Self {
+        self.preferences = policy;
         self
     }
 
@@ -334,6 +345,7 @@ where
         spot_discount: DEFAULT_SPOT_DISCOUNT,
         namespace_labels: &namespace_labels,
         overlays: &config.inputs.node_overlays,
+        preferences: state.preferences,
     });
     // Nodes are priced with the overlays the solver uses (conflicts left out), once the
     // simulation has resolved them.

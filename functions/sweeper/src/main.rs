@@ -81,6 +81,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         .with_lease(elector)
         .with_profile_collection(profiles)
         .with_node_repair(node_repair)
+        .with_preferences(env.preferences)
         .with_takeover(takeover)
         .with_replacer(tokio::sync::Mutex::new(provisioner));
     let state = &state;

@@ -342,6 +342,7 @@ impl<'s> Simulator<'s> {
             nodes,
             namespace_labels: sim.namespace_labels.clone(),
             overlays: sim.overlays.clone(),
+            preferences: sim.preferences,
         };
         Some(solve_prepared(&snapshot, &self.prepared, Repacking::Quick))
     }

@@ -15,7 +15,7 @@ use crate::api::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
 use crate::catalog::CapacityType;
 use crate::resources::Resources;
 use crate::scheduling::testkit::{GI, class, pool as node_pool, standard_catalog};
-use crate::scheduling::{ExistingNode, PodDemand};
+use crate::scheduling::{ExistingNode, PodDemand, PreferencePolicy};
 
 const ZONE_A: &str = "us-east-1a";
 
@@ -929,6 +929,40 @@ fn a_replacement_whose_cheaper_types_fall_short_of_min_values_is_not_made() {
                 "{:#?}",
                 plan.kept
             );
+        }
+    }
+}
+
+/// Karpenter's "should consolidate a node through replacement when ignoring preferences":
+/// a pod preferring its node's dear type keeps it while preferences are respected (a
+/// replacement would be that type again) and moves to a cheaper type when they are ignored.
+#[test]
+fn a_preferred_dear_type_keeps_its_node_unless_preferences_are_ignored() {
+    let preferring = || {
+        let mut p = pods("w", 1, 1000, 2).remove(0);
+        let mut term = crate::scheduling::Requirements::new();
+        term.add(
+            INSTANCE_TYPE,
+            crate::scheduling::Requirement::in_values(["m5.4xlarge".to_string()]),
+        );
+        p.preferred.push(term);
+        vec![p]
+    };
+    for (policy, replaced) in [
+        (PreferencePolicy::Respect, false),
+        (PreferencePolicy::Ignore, true),
+    ] {
+        let mut fleet = Fleet::new().node("big", "m5.4xlarge", preferring());
+        fleet.snapshot.simulation.as_mut().unwrap().preferences = policy;
+        let plan = plan_disruption(&fleet.snapshot, t(NOW));
+        assert_eq!(
+            plan.commands.len(),
+            usize::from(replaced),
+            "{policy:?}: {plan:#?}"
+        );
+        if let Some(c) = plan.commands.first() {
+            assert_eq!(c.action, Action::Replace, "{policy:?}");
+            assert!(c.replacement[0].price_per_hour < shape("m5.4xlarge").2 * 0.9);
         }
     }
 }

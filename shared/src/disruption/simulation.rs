@@ -16,7 +16,8 @@ use crate::catalog::Catalog;
 use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
 use crate::provision::spoken_for::{book, spoken_for};
 use crate::scheduling::{
-    ExistingNode, NamespaceLabels, Overlays, PodDemand, Snapshot as SolverSnapshot, solve,
+    ExistingNode, NamespaceLabels, Overlays, PodDemand, PreferencePolicy,
+    Snapshot as SolverSnapshot, solve,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -38,6 +39,7 @@ pub struct Simulation {
     pub pending_on: HashMap<String, Vec<PodDemand>>,
     /// The NodeOverlays a replacement is priced and sized with.
     pub overlays: Overlays,
+    pub preferences: PreferencePolicy,
 }
 
 pub struct SimulationInputs<'a> {
@@ -52,6 +54,7 @@ pub struct SimulationInputs<'a> {
     /// `namespaceSelector` with terms ([`crate::scheduling::selects_namespaces`]).
     pub namespace_labels: &'a NamespaceLabels,
     pub overlays: &'a [NodeOverlay],
+    pub preferences: PreferencePolicy,
 }
 
 /// The simulation, or why there is none (no zone known, the catalog unreadable), and one
@@ -143,6 +146,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
             namespace_labels: inputs.namespace_labels.clone(),
             pending_on: HashMap::new(),
             overlays,
+            preferences: inputs.preferences,
         };
         book_pending(&mut sim, pending);
         sim
@@ -162,6 +166,7 @@ pub fn book_pending(sim: &mut Simulation, pending: Vec<PodDemand>) {
         nodes: sim.nodes.clone(),
         namespace_labels: sim.namespace_labels.clone(),
         overlays: sim.overlays.clone(),
+        preferences: sim.preferences,
     };
     let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
     book(&mut sim.nodes, &snapshot.pods, &plan.nominations);
@@ -221,6 +226,7 @@ mod tests {
             spot_discount: 0.6,
             namespace_labels: &NamespaceLabels::default(),
             overlays: &[],
+            preferences: PreferencePolicy::Respect,
         });
         assert!(problems.is_empty(), "{problems:?}");
         sim.unwrap()

@@ -28,7 +28,7 @@ use crate::catalog::CatalogError;
 use crate::clock::{Clock, SystemClock};
 use crate::ids::PodUid;
 use crate::kube::{Cluster, ConfigOrigin, KubeError, existing_nodes};
-use crate::scheduling::Snapshot;
+use crate::scheduling::{PreferencePolicy, Snapshot};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -45,6 +45,8 @@ pub struct ProvisionerSettings {
     /// nodewright creates for it (see [`crate::aws::InstanceProfiles`]).
     pub default_node_role: String,
     pub batch: BatchWindow,
+    /// Whether pods' preferences shape what is launched (`PREFERENCE_POLICY`).
+    pub preferences: PreferencePolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -290,6 +292,7 @@ where
         let mut ctx = LaunchContext::new(launchable, &pending.pods, *turn, now, started, None);
         let mut snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
         snapshot.overlays = pending.overlays;
+        snapshot.preferences = self.settings.preferences;
         self.read_namespace_labels(&mut snapshot).await?;
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
         report.claims = tally.claims;

@@ -34,6 +34,32 @@ pub struct ExistingNode {
     pub schedulable: bool,
 }
 
+/// Whether pods' preferences shape scheduling: Karpenter's `--preference-policy`, the
+/// same two values, for every simulation (provisioning, replacements, consolidation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PreferencePolicy {
+    /// Held as if required, then relaxed one at a time (`preferences.rs`).
+    #[default]
+    Respect,
+    /// Left out: preferred node and pod (anti-)affinity and `ScheduleAnyway` spreads
+    /// neither steer placement nor hold a node, so consolidation may pack more tightly.
+    Ignore,
+}
+
+impl std::str::FromStr for PreferencePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "Respect" => Ok(PreferencePolicy::Respect),
+            "Ignore" => Ok(PreferencePolicy::Ignore),
+            other => Err(format!(
+                "{other:?} is not a preference policy: Respect or Ignore"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub pods: Vec<PodDemand>,
@@ -45,9 +71,27 @@ pub struct Snapshot {
     pub namespace_labels: NamespaceLabels,
     /// The NodeOverlays the NodePools' instance types are priced and sized with.
     pub overlays: super::Overlays,
+    pub preferences: PreferencePolicy,
 }
 
 impl Snapshot {
+    /// This snapshot as [`PreferencePolicy::Ignore`] schedules it: every pod and DaemonSet
+    /// without its preferences.
+    pub fn without_preferences(&self) -> Snapshot {
+        let strip = |p: &PodDemand| PodDemand {
+            preferred: Vec::new(),
+            soft_spread: Vec::new(),
+            soft_affinity: Vec::new(),
+            soft_anti_affinity: Vec::new(),
+            ..p.clone()
+        };
+        Snapshot {
+            pods: self.pods.iter().map(strip).collect(),
+            daemon_sets: self.daemon_sets.iter().map(strip).collect(),
+            ..self.clone()
+        }
+    }
+
     /// Whether a pod (anti-)affinity term here selects namespaces by label, so the
     /// Namespaces' labels must be read before solving.
     pub fn selects_namespaces(&self) -> bool {

@@ -22,7 +22,7 @@ use super::plan::ProvisioningPlan;
 use super::pod::PodDemand;
 use super::reasons::Why;
 use super::requirements::Requirements;
-use super::snapshot::Snapshot;
+use super::snapshot::{PreferencePolicy, Snapshot};
 use super::taints::first_untolerated;
 use super::template::{NODES, Template, defined_by_instance};
 use super::topology::{GroupId, Groups, Key, Terms};
@@ -117,6 +117,14 @@ pub fn solve_prepared(
     prepared: &Prepared,
     repacking: Repacking,
 ) -> ProvisioningPlan {
+    let ignoring;
+    let snapshot = match snapshot.preferences {
+        PreferencePolicy::Respect => snapshot,
+        PreferencePolicy::Ignore => {
+            ignoring = snapshot.without_preferences();
+            &ignoring
+        }
+    };
     let mut solver = Solver::new(snapshot, &prepared.templates);
     solver.pack();
     solver.repack(repacking);

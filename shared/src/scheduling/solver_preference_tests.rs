@@ -319,3 +319,99 @@ fn a_preferred_affinity_to_pods_that_do_not_exist_is_dropped_and_the_pod_schedul
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
     assert_eq!(plan.node_claims.len(), 1);
 }
+
+/// Karpenter's `--preference-policy=Ignore`: the same pods planned with preferences left
+/// out (its suite_test "Preferential Fallback" cases with `IgnorePreferences`).
+fn plan_ignoring(pool: NodePool, pods: Vec<PodDemand>) -> ProvisioningPlan {
+    solve(
+        &Snapshot {
+            pods,
+            preferences: PreferencePolicy::Ignore,
+            ..Default::default()
+        },
+        &standard_catalog(ZONES),
+        &[pool],
+        &[class("default")],
+    )
+}
+
+#[test]
+fn ignoring_preferences_each_kind_stops_steering_the_plan_and_requirements_still_hold() {
+    let hostname_spread = || {
+        pods(
+            "s",
+            3,
+            |p| {
+                p.label("app", "s")
+                    .spread_anyway(TopologyKey::Hostname, 1, "s")
+            },
+            500,
+            GI,
+        )
+    };
+    let hostname_anti = || {
+        pods(
+            "w",
+            3,
+            |p| p.label("app", "w").prefer_anti(TopologyKey::Hostname, "w"),
+            500,
+            GI,
+        )
+    };
+    let preferred_type = || {
+        vec![preferring(&[(
+            1,
+            term(INSTANCE_TYPE, "In", &["m5.2xlarge"]),
+        )])]
+    };
+    // (case, pods, claims when respected, claims when ignored)
+    type Pods = fn() -> Vec<PodDemand>;
+    let cases: [(&str, Pods, usize, usize); 2] = [
+        ("ScheduleAnyway hostname spread", hostname_spread, 3, 1),
+        ("preferred hostname anti-affinity", hostname_anti, 3, 1),
+    ];
+    for (case, pods, respected, ignored) in cases {
+        let plan = plan_on(pool("default").build(), pods());
+        assert_eq!(plan.node_claims.len(), respected, "{case}: respected");
+        let plan = plan_ignoring(pool("default").build(), pods());
+        assert!(
+            plan.unschedulable.is_empty(),
+            "{case}: {:?}",
+            plan.unschedulable
+        );
+        assert_eq!(plan.node_claims.len(), ignored, "{case}: ignored");
+    }
+    // A preferred type narrows the claim only when respected.
+    let respected = plan_on(pool("default").build(), preferred_type());
+    assert_eq!(respected.node_claims[0].instance_types, vec!["m5.2xlarge"]);
+    let ignored = plan_ignoring(pool("default").build(), preferred_type());
+    assert!(
+        ignored.node_claims[0].instance_types.len() > 1,
+        "{:?}",
+        ignored.node_claims[0].instance_types
+    );
+    // A required spread is no preference: it holds either way.
+    let hard = pods(
+        "h",
+        3,
+        |p| p.label("app", "h").spread(TopologyKey::Hostname, 1, "h"),
+        500,
+        GI,
+    );
+    let plan = plan_ignoring(pool("default").build(), hard);
+    assert_eq!(plan.node_claims.len(), 3, "{:?}", plan.node_claims);
+}
+
+#[test]
+fn a_preference_policy_is_read_as_karpenter_spells_it() {
+    for (text, policy) in [
+        ("Respect", Ok(PreferencePolicy::Respect)),
+        ("Ignore", Ok(PreferencePolicy::Ignore)),
+    ] {
+        assert_eq!(text.parse::<PreferencePolicy>(), policy, "{text}");
+    }
+    for text in ["ignore", "", "Strict"] {
+        let e = text.parse::<PreferencePolicy>().unwrap_err();
+        assert!(e.contains("Respect or Ignore"), "{text}: {e}");
+    }
+}

@@ -187,6 +187,7 @@ where
         let unbound: Vec<Pod> = pods.iter().map(spoken_for::unbound).collect();
         let (mut snapshot, pod_errors) = Snapshot::from_k8s(&unbound, &daemon_sets);
         snapshot.overlays = crate::scheduling::Overlays::new(&config.inputs.node_overlays);
+        snapshot.preferences = self.settings.preferences;
         for e in pod_errors {
             report
                 .unschedulable
@@ -222,6 +223,7 @@ where
             before.nodes = std::mem::take(&mut snapshot.nodes);
             before.namespace_labels = snapshot.namespace_labels.clone();
             before.overlays = snapshot.overlays.clone();
+            before.preferences = snapshot.preferences;
             if before.namespace_labels.is_empty() {
                 self.read_namespace_labels(&mut before).await?;
             }

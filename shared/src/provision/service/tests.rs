@@ -494,6 +494,7 @@ fn settings() -> ProvisionerSettings {
         default_instance_profile: "demo-node-profile".into(),
         default_node_role: "demo-node".into(),
         batch: BatchWindow::fixed(Duration::ZERO, Duration::ZERO),
+        preferences: Default::default(),
     }
 }
 
