@@ -6,7 +6,8 @@ use std::str::FromStr as _;
 use nodewright::api::{Inputs, Operator, labels};
 use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
 use nodewright::scheduling::{
-    NamespaceLabels, PlannedClaim, PreferencePolicy, ProvisioningPlan, Snapshot, solve,
+    MinValuesPolicy, NamespaceLabels, PlannedClaim, PreferencePolicy, ProvisioningPlan, Snapshot,
+    solve,
 };
 use serde_json::json;
 
@@ -36,6 +37,10 @@ pub struct Args {
     /// as the stack's PreferencePolicy (Karpenter's --preference-policy).
     #[arg(long, value_name = "POLICY", default_value = "Respect", value_parser = PreferencePolicy::from_str)]
     pub preference_policy: PreferencePolicy,
+    /// Strict or BestEffort when a NodePool's minValues cannot be met, as the stack's
+    /// MinValuesPolicy (Karpenter's --min-values-policy).
+    #[arg(long, value_name = "POLICY", default_value = "Strict", value_parser = MinValuesPolicy::from_str)]
+    pub min_values_policy: MinValuesPolicy,
     /// wide adds the zones and every instance type the launch may choose from.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -65,6 +70,7 @@ pub fn run(args: &Args) -> Exit {
     snapshot.namespace_labels = inputs.namespace_labels.clone();
     snapshot.overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
     snapshot.preferences = args.preference_policy;
+    snapshot.min_values = args.min_values_policy;
     note_unknown_namespaces(snapshot.selects_namespaces(), &snapshot.namespace_labels);
     if !pod_errors.is_empty() {
         for e in &pod_errors {
@@ -157,6 +163,7 @@ pub(crate) fn claim_json(c: &PlannedClaim, catalog_estimates_spot: bool) -> serd
         "taints": c.taints,
         "price_per_hour": round4(c.price_per_hour),
         "price_estimated": estimated(c, catalog_estimates_spot),
+        "min_values_relaxed": c.min_values_relaxed,
     })
 }
 

@@ -50,7 +50,7 @@ pub const PROVISIONER: &str = "ProvisionerFunction";
 
 /// The variables `template.yaml` gives the provisioner (Globals included); the world
 /// passes each on as the deployed function holds it.
-const PROVISIONER_VARIABLES: [&str; 12] = [
+const PROVISIONER_VARIABLES: [&str; 13] = [
     "CLUSTER_NAME",
     "RUST_LOG",
     "NODEWRIGHT_FUNCTION",
@@ -63,6 +63,7 @@ const PROVISIONER_VARIABLES: [&str; 12] = [
     "NODE_ROLE",
     "NODE_INSTANCE_PROFILE",
     "PREFERENCE_POLICY",
+    "MIN_VALUES_POLICY",
 ];
 
 /// Each function's credentials: its execution role as Lambda holds it in the deployed
@@ -491,6 +492,7 @@ pub mod provisioner {
                 default_node_role: self.stack.node_role_name.clone(),
                 batch,
                 preferences: Default::default(),
+                min_values: Default::default(),
             };
             let aws = AwsPorts {
                 ec2: wrap(Ec2Adapter::new(ec2.clone(), cluster.clone())),

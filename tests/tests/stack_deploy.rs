@@ -776,24 +776,30 @@ async fn the_dashboard_is_created_only_when_asked() {
     assert!(!body.to_string().contains("${"), "{body:#}");
 }
 
-/// PreferencePolicy reaches every function (the interruption function and the sweeper plan
-/// replacements, the sweeper consolidation), as each binary reads it.
+/// PreferencePolicy and MinValuesPolicy reach every function (the interruption function
+/// and the sweeper plan replacements, the sweeper consolidation), as each binary reads them.
 #[tokio::test]
-async fn the_preference_policy_reaches_all_three_functions() {
-    for (value, want) in [
-        (None, nodewright::scheduling::PreferencePolicy::Respect),
+async fn the_scheduling_policies_reach_all_three_functions() {
+    use nodewright::scheduling::{MinValuesPolicy, PreferencePolicy};
+    for (parameters, preferences, min_values) in [
+        (vec![], PreferencePolicy::Respect, MinValuesPolicy::Strict),
         (
-            Some("Ignore"),
-            nodewright::scheduling::PreferencePolicy::Ignore,
+            vec![
+                ("PreferencePolicy", "Ignore"),
+                ("MinValuesPolicy", "BestEffort"),
+            ],
+            PreferencePolicy::Ignore,
+            MinValuesPolicy::BestEffort,
         ),
     ] {
-        let parameters: Vec<(&str, &str)> =
-            value.map(|v| ("PreferencePolicy", v)).into_iter().collect();
         let account = deployed(&parameters).await;
         assert_eq!(account.stack.deployed.functions.len(), 3);
         for (function, f) in &account.stack.deployed.functions {
-            let read = f.environment.get("PREFERENCE_POLICY").map(|v| v.parse());
-            assert_eq!(read, Some(Ok(want)), "{function}: {:?}", f.environment);
+            let env = &f.environment;
+            let read = env.get("PREFERENCE_POLICY").map(|v| v.parse());
+            assert_eq!(read, Some(Ok(preferences)), "{function}: {env:?}");
+            let read = env.get("MIN_VALUES_POLICY").map(|v| v.parse());
+            assert_eq!(read, Some(Ok(min_values)), "{function}: {env:?}");
         }
     }
 }

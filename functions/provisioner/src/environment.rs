@@ -6,7 +6,7 @@
 
 use nodewright::kube::DefaultPoolParams;
 use nodewright::provision::BatchWindow;
-use nodewright::scheduling::PreferencePolicy;
+use nodewright::scheduling::{MinValuesPolicy, PreferencePolicy};
 
 use std::time::Duration;
 
@@ -141,6 +141,8 @@ pub struct FunctionEnv {
     pub kubeconfig: bool,
     /// `PREFERENCE_POLICY`: `Respect` (unset or empty) or `Ignore`, Karpenter's values.
     pub preferences: PreferencePolicy,
+    /// `MIN_VALUES_POLICY`: `Strict` (unset or empty) or `BestEffort`, Karpenter's values.
+    pub min_values: MinValuesPolicy,
 }
 
 impl FunctionEnv {
@@ -148,14 +150,9 @@ impl FunctionEnv {
         let cluster_name = env("CLUSTER_NAME")
             .filter(|v| !v.trim().is_empty())
             .ok_or("CLUSTER_NAME is not set")?;
-        let preferences = match env("PREFERENCE_POLICY").as_deref().map(str::trim) {
-            None | Some("") => PreferencePolicy::default(),
-            Some(value) => value
-                .parse()
-                .map_err(|e| format!("PREFERENCE_POLICY: {e}"))?,
-        };
         Ok(FunctionEnv {
-            preferences,
+            preferences: policy(&env, "PREFERENCE_POLICY")?,
+            min_values: policy(&env, "MIN_VALUES_POLICY")?,
             default_pool: default_pool_params(&cluster_name, &env),
             node_instance_profile: env("NODE_INSTANCE_PROFILE").unwrap_or_default(),
             node_role: env("NODE_ROLE").unwrap_or_default(),
@@ -163,6 +160,18 @@ impl FunctionEnv {
             kubeconfig: env("KUBECONFIG").is_some(),
             cluster_name,
         })
+    }
+}
+
+/// A Karpenter-style policy variable: its default when unset or empty, an error naming the
+/// variable for any other value.
+fn policy<T>(env: impl Fn(&str) -> Option<String>, name: &str) -> Result<T, String>
+where
+    T: std::str::FromStr<Err = String> + Default,
+{
+    match env(name).as_deref().map(str::trim) {
+        None | Some("") => Ok(T::default()),
+        Some(value) => value.parse().map_err(|e| format!("{name}: {e}")),
     }
 }
 
@@ -213,6 +222,7 @@ mod tests {
         assert_eq!(read.function.container, "local");
         assert!(!read.function.kubeconfig);
         assert_eq!(read.function.preferences, PreferencePolicy::Respect);
+        assert_eq!(read.function.min_values, MinValuesPolicy::Strict);
         assert_eq!(read.function.default_pool.ami_alias, "al2023@latest");
         assert_eq!(read.handler, HandlerConfig::default());
         assert_eq!(read.coverage, CoverageConfig::default());
@@ -239,6 +249,14 @@ mod tests {
             matches!(&bad, Err(e) if e.starts_with("PREFERENCE_POLICY: ") && e.contains("Respect or Ignore")),
             "{bad:?}"
         );
+        let bad = FunctionEnv::from_lookup(lookup(&[
+            ("CLUSTER_NAME", "demo"),
+            ("MIN_VALUES_POLICY", "Relaxed"),
+        ]));
+        assert!(
+            matches!(&bad, Err(e) if e.starts_with("MIN_VALUES_POLICY: ")),
+            "{bad:?}"
+        );
     }
 
     #[test]
@@ -251,6 +269,7 @@ mod tests {
             ("KUBECONFIG", "/tmp/kubeconfig"),
             ("POLL_INTERVAL", "2s"),
             ("PREFERENCE_POLICY", "Ignore"),
+            ("MIN_VALUES_POLICY", "BestEffort"),
         ]));
         let Ok(read) = read else {
             panic!("{read:?}");
@@ -261,6 +280,7 @@ mod tests {
         assert_eq!(read.function.container, "2026/11/24/[$LATEST]abc");
         assert!(read.function.kubeconfig);
         assert_eq!(read.function.preferences, PreferencePolicy::Ignore);
+        assert_eq!(read.function.min_values, MinValuesPolicy::BestEffort);
         assert_eq!(read.handler.poll_interval, Duration::from_secs(2));
     }
 }

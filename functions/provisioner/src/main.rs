@@ -99,6 +99,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             default_node_role: env.node_role,
             batch,
             preferences: env.preferences,
+            min_values: env.min_values,
         },
         handler_config,
     )?

@@ -45,6 +45,7 @@ pub fn replacement_core(
             default_node_role: env.node_role.clone(),
             batch: BatchWindow::default(),
             preferences: env.preferences,
+            min_values: env.min_values,
         },
     )?;
     provisioner.set_shared_state(Some(shared));

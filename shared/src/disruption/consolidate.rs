@@ -22,8 +22,8 @@ use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::{CapacityType, Catalog};
 use crate::scheduling::{
-    Overlays, PlannedClaim, Prepared, ProvisioningPlan, Repacking, Snapshot as SolverSnapshot,
-    solve_prepared,
+    MinValuesPolicy, Overlays, PlannedClaim, Prepared, ProvisioningPlan, Repacking,
+    Snapshot as SolverSnapshot, solve_prepared,
 };
 
 /// The saving a replacement must bring, as a fraction of the replaced nodes' price: below
@@ -343,6 +343,9 @@ impl<'s> Simulator<'s> {
             namespace_labels: sim.namespace_labels.clone(),
             overlays: sim.overlays.clone(),
             preferences: sim.preferences,
+            // Never relaxed to make a move: Karpenter's "should not consolidate a node by
+            // relaxing min values when policy is set to BestEffort".
+            min_values: MinValuesPolicy::Strict,
         };
         Some(solve_prepared(&snapshot, &self.prepared, Repacking::Quick))
     }

@@ -16,7 +16,7 @@ use crate::catalog::Catalog;
 use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
 use crate::provision::spoken_for::{book, spoken_for};
 use crate::scheduling::{
-    ExistingNode, NamespaceLabels, Overlays, PodDemand, PreferencePolicy,
+    ExistingNode, MinValuesPolicy, NamespaceLabels, Overlays, PodDemand, PreferencePolicy,
     Snapshot as SolverSnapshot, solve,
 };
 
@@ -167,6 +167,9 @@ pub fn book_pending(sim: &mut Simulation, pending: Vec<PodDemand>) {
         namespace_labels: sim.namespace_labels.clone(),
         overlays: sim.overlays.clone(),
         preferences: sim.preferences,
+        // Only where pending pods land on the nodes there are matters here, not how the
+        // provisioner would launch for the rest.
+        min_values: MinValuesPolicy::Strict,
     };
     let plan = solve(&snapshot, &sim.catalog, &sim.pools, &sim.classes);
     book(&mut sim.nodes, &snapshot.pods, &plan.nominations);

@@ -14,6 +14,9 @@ use crate::scheduling::PlannedClaim;
 pub const NODEPOOL_TAG: &str = "nodewright.io/nodepool";
 /// Instance tag naming the launch decision (same value as the node label).
 pub const NODECLAIM_TAG: &str = labels::NODECLAIM;
+/// Tag of an instance launched with fewer distinct values than a `minValues` asked for
+/// (`MinValuesPolicy::BestEffort`), named as Karpenter's NodeClaim annotation.
+pub const MIN_VALUES_RELAXED_TAG: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 /// The tag EKS and the console use to show which cluster an instance serves.
 pub const EKS_CLUSTER_NAME_TAG: &str = "eks:eks-cluster-name";
 
@@ -112,7 +115,13 @@ pub fn fleet_request(
         launch_template: launch_template.clone(),
         overrides,
         capacity_type: claim.capacity_type,
-        tags: instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags),
+        tags: {
+            let mut tags = instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags);
+            if claim.min_values_relaxed {
+                tags.insert(MIN_VALUES_RELAXED_TAG.to_string(), "true".to_string());
+            }
+            tags
+        },
     }
 }
 

@@ -28,7 +28,7 @@ use crate::catalog::CatalogError;
 use crate::clock::{Clock, SystemClock};
 use crate::ids::PodUid;
 use crate::kube::{Cluster, ConfigOrigin, KubeError, existing_nodes};
-use crate::scheduling::{PreferencePolicy, Snapshot};
+use crate::scheduling::{MinValuesPolicy, PreferencePolicy, Snapshot};
 
 /// Rounds of solve-and-launch in one poll when launches fail for insufficient capacity:
 /// each round keeps the offerings that just failed out of the plan.
@@ -47,6 +47,9 @@ pub struct ProvisionerSettings {
     pub batch: BatchWindow,
     /// Whether pods' preferences shape what is launched (`PREFERENCE_POLICY`).
     pub preferences: PreferencePolicy,
+    /// What a launch short of a NodePool's `minValues` does (`MIN_VALUES_POLICY`); a
+    /// consolidation's replacement is always `Strict`.
+    pub min_values: MinValuesPolicy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -293,6 +296,7 @@ where
         let mut snapshot = poll_snapshot(&pending.pods, &capacity, &ctx);
         snapshot.overlays = pending.overlays;
         snapshot.preferences = self.settings.preferences;
+        snapshot.min_values = self.settings.min_values;
         self.read_namespace_labels(&mut snapshot).await?;
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
         report.claims = tally.claims;

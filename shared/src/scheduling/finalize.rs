@@ -7,6 +7,7 @@ use super::claim::Claim;
 use super::plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
 use super::reasons::{Why, explain};
 use super::requirements::{MinValuesShort, min_values_short, min_values_value};
+use super::snapshot::MinValuesPolicy;
 use super::solver::Solver;
 use super::template::{Template, TypeOption, defined_by_instance};
 use crate::api::labels;
@@ -29,21 +30,29 @@ impl Solver<'_> {
                 continue;
             }
             let template = &self.templates[claim.template];
-            match planned_claim(template, claim, names) {
+            let relax = self.snapshot.min_values == MinValuesPolicy::BestEffort;
+            match planned_claim(template, claim, names.clone(), false) {
                 Ok(c) => plan.node_claims.push(c),
                 // Karpenter never lets a claim grow past the types its minValues need: it
                 // opens another. Do the same after the fact. (Not under NodePool limits:
                 // the extra nodes were never checked against them.)
                 Err(Why::MinValues { .. }) if template.limits.is_none() => {
                     for part in self.split_for_min_values(template, claim) {
-                        let names = part.pods.iter().map(|&p| self.pods[p].key()).collect();
-                        match planned_claim(template, &part, names) {
+                        let names: Vec<String> =
+                            part.pods.iter().map(|&p| self.pods[p].key()).collect();
+                        match planned_claim(template, &part, names.clone(), false) {
                             Ok(c) => plan.node_claims.push(c),
+                            Err(Why::MinValues { .. }) if relax => {
+                                self.plan_relaxed(&mut plan, template, &part, names)
+                            }
                             Err(why) => self
                                 .unschedulable
                                 .extend(part.pods.iter().map(|&p| (p, vec![why.clone()]))),
                         }
                     }
+                }
+                Err(Why::MinValues { .. }) if relax => {
+                    self.plan_relaxed(&mut plan, template, claim, names)
                 }
                 Err(why) => self
                     .unschedulable
@@ -65,6 +74,23 @@ impl Solver<'_> {
 }
 
 impl Solver<'_> {
+    /// A claim that falls short of `minValues` even alone, planned with the types there
+    /// are ([`MinValuesPolicy::BestEffort`]).
+    fn plan_relaxed(
+        &mut self,
+        plan: &mut ProvisioningPlan,
+        t: &Template,
+        claim: &Claim,
+        names: Vec<String>,
+    ) {
+        match planned_claim(t, claim, names, true) {
+            Ok(c) => plan.node_claims.push(c),
+            Err(why) => self
+                .unschedulable
+                .extend(claim.pods.iter().map(|&p| (p, vec![why.clone()]))),
+        }
+    }
+
     /// Splits a claim's pods, in packing order, into claims that each still leave every
     /// `minValues` requirement enough distinct types. A pod that fails alone ends in a
     /// part of its own, which `planned_claim` then reports.
@@ -81,7 +107,7 @@ impl Solver<'_> {
             let mut trial = current.clone();
             trial.pods.push(p);
             trial.used.add(&self.pods[p].requests);
-            if current.pods.is_empty() || planned_claim(t, &trial, vec![]).is_ok() {
+            if current.pods.is_empty() || planned_claim(t, &trial, vec![], false).is_ok() {
                 current = trial;
                 continue;
             }
@@ -94,7 +120,15 @@ impl Solver<'_> {
     }
 }
 
-fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<PlannedClaim, Why> {
+/// The claim as launched: its candidate types cheapest first, cut to what CreateFleet
+/// takes. Short of a `minValues`, an error, or with `relax` the claim's requirements with
+/// each `minValues` lowered to the distinct values the types that fit have.
+fn planned_claim(
+    t: &Template,
+    claim: &Claim,
+    pods: Vec<String>,
+    relax: bool,
+) -> Result<PlannedClaim, Why> {
     let reserved_ok = |ty: &TypeOption| match &t.limits {
         // Never offer a type bigger, in a limited resource, than the one the limit was
         // checked against when the claim was opened.
@@ -118,11 +152,26 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
         })
         .collect();
     candidates.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.name.cmp(&b.0.name)));
-    let chosen =
-        truncate_keeping_min_values(&candidates, &claim.reqs).map_err(|what| Why::MinValues {
-            pool: t.nodepool.clone(),
-            what,
-        })?;
+    let mut requirements = claim.reqs.clone();
+    let mut min_values_relaxed = false;
+    let chosen = match truncate_keeping_min_values(&candidates, &requirements) {
+        Ok(chosen) => chosen,
+        Err(_) if relax && !candidates.is_empty() => {
+            min_values_relaxed = lower_min_values(&mut requirements, &candidates);
+            truncate_keeping_min_values(&candidates, &requirements).map_err(|what| {
+                Why::MinValues {
+                    pool: t.nodepool.clone(),
+                    what,
+                }
+            })?
+        }
+        Err(what) => {
+            return Err(Why::MinValues {
+                pool: t.nodepool.clone(),
+                what,
+            });
+        }
+    };
     let Some(&(cheapest, _)) = chosen.first() else {
         // The type the claim was packed against always fits; reaching here is a bug.
         return Err(Why::NoType {
@@ -184,8 +233,31 @@ fn planned_claim(t: &Template, claim: &Claim, pods: Vec<String>) -> Result<Plann
         labels: node_labels,
         taints: t.taints.clone(),
         startup_taints: t.startup_taints.clone(),
-        requirements: claim.reqs.clone(),
+        requirements,
+        min_values_relaxed,
     })
+}
+
+/// Lowers each `minValues` of `reqs` to the distinct values `candidates` have, as Karpenter's
+/// `BestEffort` does; whether any was lowered.
+fn lower_min_values(
+    reqs: &mut super::requirements::Requirements,
+    candidates: &[(&TypeOption, f64)],
+) -> bool {
+    let mut lowered = false;
+    while let Some(short) = min_values_short(
+        reqs,
+        candidates
+            .iter()
+            .map(|(ty, _)| (ty.name.as_str(), &ty.labels)),
+    ) {
+        let distinct = short.distinct.len() as u32;
+        if !reqs.lower_min_values(&short.key, distinct) {
+            break;
+        }
+        lowered = true;
+    }
+    lowered
 }
 
 /// Keeps at most `MAX_INSTANCE_TYPES` candidates, cheapest first, but makes sure every

@@ -35,7 +35,7 @@ mod topology;
 
 pub use plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
 pub use reasons::{Why, explain};
-pub use snapshot::{ExistingNode, PreferencePolicy, Snapshot};
+pub use snapshot::{ExistingNode, MinValuesPolicy, PreferencePolicy, Snapshot};
 pub use solver::{Prepared, Repacking, solve, solve_prepared, solve_repacking};
 pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};
 

@@ -39,6 +39,9 @@ pub struct PlannedClaim {
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
     pub requirements: Requirements,
+    /// Launched with fewer distinct values than a `minValues` asks for, under
+    /// [`super::MinValuesPolicy::BestEffort`]; `requirements` carries the lowered values.
+    pub min_values_relaxed: bool,
 }
 
 impl PlannedClaim {
@@ -189,6 +192,7 @@ mod tests {
             taints: vec![],
             startup_taints: vec![],
             requirements: Requirements::default(),
+            min_values_relaxed: false,
         }
     }
 

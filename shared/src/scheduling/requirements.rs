@@ -317,6 +317,18 @@ impl Requirements {
         self.0.get(key)
     }
 
+    /// Lowers `key`'s `minValues` to `to` (Karpenter's `BestEffort` relaxation); false when
+    /// the key has no `minValues` above `to`.
+    pub fn lower_min_values(&mut self, key: &str, to: u32) -> bool {
+        match self.0.get_mut(key) {
+            Some(r) if r.min_values.is_some_and(|m| m > to) => {
+                r.min_values = Some(to);
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Requirement)> {
         self.0.iter()
     }

@@ -60,6 +60,34 @@ impl std::str::FromStr for PreferencePolicy {
     }
 }
 
+/// What a launch does when the types that fit a claim's pods fall short of a NodePool's
+/// `minValues`: Karpenter's `--min-values-policy`, the same two values. Consolidation never
+/// relaxes: it simulates with `Strict` whatever the setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MinValuesPolicy {
+    /// The claim is split into claims that each keep `minValues`; pods that cannot be
+    /// placed so stay pending.
+    #[default]
+    Strict,
+    /// As `Strict` first; a claim that still falls short launches with the types there
+    /// are, its `minValues` lowered to them and marked relaxed.
+    BestEffort,
+}
+
+impl std::str::FromStr for MinValuesPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "Strict" => Ok(MinValuesPolicy::Strict),
+            "BestEffort" => Ok(MinValuesPolicy::BestEffort),
+            other => Err(format!(
+                "{other:?} is not a minValues policy: Strict or BestEffort"
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     pub pods: Vec<PodDemand>,
@@ -72,6 +100,7 @@ pub struct Snapshot {
     /// The NodeOverlays the NodePools' instance types are priced and sized with.
     pub overlays: super::Overlays,
     pub preferences: PreferencePolicy,
+    pub min_values: MinValuesPolicy,
 }
 
 impl Snapshot {

@@ -227,3 +227,83 @@ fn only_a_floor_placeholder_keeps_the_floor_label_a_real_pod_cannot_claim_a_stat
     assert_eq!(label("capacity-floor/fixed/493000/0"), Some("fixed".into()));
     assert_eq!(label("6f1c2a8e-0d7b-4c55-9a1e-1b2c3d4e5f60"), None);
 }
+
+/// Karpenter's `--min-values-policy`: six 1-cpu pods under a pool asking for three distinct
+/// types; a 5-cpu pod fits only c5.2xlarge of them.
+#[test]
+fn min_values_short_even_alone_leaves_pods_pending_unless_best_effort_relaxes_it() {
+    let pool = || {
+        pool("default")
+            .min_values(
+                INSTANCE_TYPE,
+                In,
+                &["c5.large", "c5.xlarge", "m5.xlarge", "c5.2xlarge"],
+                3,
+            )
+            .build()
+    };
+    let plan = |pods: Vec<PodDemand>, min_values: MinValuesPolicy| {
+        solve(
+            &Snapshot {
+                pods,
+                min_values,
+                ..Default::default()
+            },
+            &standard_catalog(ZONES),
+            &[pool()],
+            &[class("default")],
+        )
+    };
+    // A claim that can be split keeps minValues under either policy: nothing relaxed.
+    for policy in [MinValuesPolicy::Strict, MinValuesPolicy::BestEffort] {
+        let split = plan(pods("p", 6, |p| p, 1000, 0), policy);
+        assert!(split.unschedulable.is_empty(), "{policy:?}");
+        assert!(
+            split
+                .node_claims
+                .iter()
+                .all(|c| !c.min_values_relaxed && c.instance_types.len() >= 3),
+            "{policy:?}: {:?}",
+            split.node_claims
+        );
+    }
+    // One pod no three types hold.
+    let big = || pods("big", 1, |p| p, 5000, 0);
+    let strict = plan(big(), MinValuesPolicy::Strict);
+    assert!(strict.node_claims.is_empty(), "{:?}", strict.node_claims);
+    assert_eq!(strict.unschedulable.len(), 1);
+    assert!(
+        strict.unschedulable[0].reason.contains("minValues"),
+        "{:?}",
+        strict.unschedulable
+    );
+    let relaxed = plan(big(), MinValuesPolicy::BestEffort);
+    assert!(
+        relaxed.unschedulable.is_empty(),
+        "{:?}",
+        relaxed.unschedulable
+    );
+    let [claim] = relaxed.node_claims.as_slice() else {
+        panic!("{:?}", relaxed.node_claims);
+    };
+    assert!(claim.min_values_relaxed);
+    assert_eq!(claim.instance_types, ["c5.2xlarge"]);
+    assert_eq!(
+        claim
+            .requirements
+            .get(INSTANCE_TYPE)
+            .and_then(|r| r.min_values),
+        Some(1),
+        "lowered to the distinct types that fit"
+    );
+}
+
+#[test]
+fn a_min_values_policy_is_read_as_karpenter_spells_it() {
+    assert_eq!("Strict".parse(), Ok(MinValuesPolicy::Strict));
+    assert_eq!("BestEffort".parse(), Ok(MinValuesPolicy::BestEffort));
+    for text in ["besteffort", "", "Relaxed"] {
+        let e = text.parse::<MinValuesPolicy>().unwrap_err();
+        assert!(e.contains("Strict or BestEffort"), "{text}: {e}");
+    }
+}

@@ -94,6 +94,7 @@ fn seed_claim() -> PlannedClaim {
             effect: TaintEffect::NoExecute,
         }],
         requirements: Requirements::default(),
+        min_values_relaxed: false,
     }
 }
 
@@ -258,4 +259,29 @@ fn the_tags_a_launch_adds_are_the_ones_validation_leaves_room_for() {
             + crate::disruption::drift_tags(Some("hash"), &class, "ami-1", &["sg-1".into()]).len(),
         EC2_MAX_TAGS
     );
+}
+
+#[test]
+fn only_a_claim_launched_with_relaxed_min_values_is_tagged_so() {
+    for relaxed in [false, true] {
+        let claim = PlannedClaim {
+            min_values_relaxed: relaxed,
+            ..seed_claim()
+        };
+        let req = fleet_request(
+            &claim,
+            &catalog(),
+            "nw-3f2a00000000",
+            "nw-3f2a00000000-0",
+            &template(),
+            &subnets(),
+            "demo",
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            req.tags.get(MIN_VALUES_RELAXED_TAG).map(String::as_str),
+            relaxed.then_some("true"),
+            "{relaxed}"
+        );
+    }
 }

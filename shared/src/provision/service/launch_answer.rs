@@ -112,8 +112,16 @@ where
         let Some(first) = outcome.instances.first() else {
             return;
         };
+        let relaxed = if claim.min_values_relaxed {
+            format!(
+                " (minValues relaxed to what fits: {})",
+                relaxed_min_values(claim)
+            )
+        } else {
+            String::new()
+        };
         let message = format!(
-            "Launching {} {} in {} for {} pods, node claim {}",
+            "Launching {} {} in {} for {} pods, node claim {}{relaxed}",
             first.instance_type,
             first.capacity_type,
             first.zone,
@@ -136,6 +144,7 @@ where
             nodeclaim,
             instance_id = first.id,
             nodepool = claim.nodepool,
+            min_values_relaxed = claim.min_values_relaxed,
             "launching"
         );
         for key in &claim.pods {
@@ -146,6 +155,16 @@ where
             }
         }
     }
+}
+
+/// Each `minValues` the claim launches with, as `key=n`.
+fn relaxed_min_values(claim: &PlannedClaim) -> String {
+    claim
+        .requirements
+        .iter()
+        .filter_map(|(k, r)| r.min_values.map(|m| format!("{k}={m}")))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The claim's outcome for a verdict that launched nothing.

@@ -188,6 +188,11 @@ where
         let (mut snapshot, pod_errors) = Snapshot::from_k8s(&unbound, &daemon_sets);
         snapshot.overlays = crate::scheduling::Overlays::new(&config.inputs.node_overlays);
         snapshot.preferences = self.settings.preferences;
+        // A consolidation (a ceiling to stay under) never relaxes minValues to make a move.
+        snapshot.min_values = match ceiling {
+            Some(_) => crate::scheduling::MinValuesPolicy::Strict,
+            None => self.settings.min_values,
+        };
         for e in pod_errors {
             report
                 .unschedulable
@@ -224,6 +229,7 @@ where
             before.namespace_labels = snapshot.namespace_labels.clone();
             before.overlays = snapshot.overlays.clone();
             before.preferences = snapshot.preferences;
+            before.min_values = snapshot.min_values;
             if before.namespace_labels.is_empty() {
                 self.read_namespace_labels(&mut before).await?;
             }

@@ -495,6 +495,7 @@ fn settings() -> ProvisionerSettings {
         default_node_role: "demo-node".into(),
         batch: BatchWindow::fixed(Duration::ZERO, Duration::ZERO),
         preferences: Default::default(),
+        min_values: Default::default(),
     }
 }
 
