@@ -76,6 +76,15 @@ pub mod counted {
     pub const REMOVAL: &str = "Removals";
     /// A cold start, with `function`.
     pub const COLD_START: &str = "ColdStarts";
+    /// Per sweep and reason, the nodes a disruption method found due (acted on or kept),
+    /// with `reason` and `nodes`: Karpenter's `voluntary_disruption_eligible_nodes`.
+    pub const ELIGIBLE_NODES: &str = "EligibleNodes";
+    /// A command a sweep decided, with `reason`, `decision` (`delete`, `replace`),
+    /// `consolidation_type` (`empty`, `single`, `multi`; empty for other reasons) and
+    /// `nodes`: Karpenter's `voluntary_disruption_decisions_total`.
+    pub const DISRUPTION_DECISION: &str = "DisruptionDecisions";
+    /// A command dropped at the re-check just before acting, with `reason` and `why`.
+    pub const COMMAND_INVALIDATED: &str = "CommandsInvalidated";
     /// The owned instances and their cost, with `instances` and `per_hour`, once per
     /// invocation that acted.
     pub const FLEET: &str = "Fleet";
@@ -90,6 +99,9 @@ pub mod counted {
         REMOVAL,
         COLD_START,
         FLEET,
+        ELIGIBLE_NODES,
+        DISRUPTION_DECISION,
+        COMMAND_INVALIDATED,
     ];
 }
 
@@ -296,4 +308,39 @@ pub fn fleet(cost_per_hour: f64, instances: usize) {
 pub fn decision_latency(decision: Decision, took: Duration) {
     histogram!(names::DECISION_LATENCY, dims::DECISION => decision.as_str())
         .record(took.as_secs_f64() * 1000.0);
+}
+
+/// What one sweep decided (see [`crate::disruption::eligible`]).
+pub fn sweep_decided(plan: &crate::disruption::Plan) {
+    for (reason, nodes) in crate::disruption::eligible(plan) {
+        tracing::info!(
+            counted = counted::ELIGIBLE_NODES,
+            reason = reason.as_str(),
+            nodes,
+            "{}",
+            counted::MESSAGE
+        );
+    }
+    for c in &plan.commands {
+        tracing::info!(
+            counted = counted::DISRUPTION_DECISION,
+            reason = c.reason.as_str(),
+            decision = crate::disruption::decision(c),
+            consolidation_type = crate::disruption::consolidation_type(c).unwrap_or_default(),
+            nodes = c.nodes.len(),
+            "{}",
+            counted::MESSAGE
+        );
+    }
+}
+
+/// A command dropped at the re-check just before acting.
+pub fn command_invalidated(reason: &'static str, why: &str) {
+    tracing::info!(
+        counted = counted::COMMAND_INVALIDATED,
+        reason,
+        why,
+        "{}",
+        counted::MESSAGE
+    );
 }

@@ -73,5 +73,25 @@ async fn a_simulated_hour_holds_every_invariant_but_the_rogue_deletion_the_check
         series.iter().all(|s| allowed.contains(s)),
         "{series:#?} beyond {allowed:#?}"
     );
+    // The breakdowns are in the logs instead: a day's launches, interruptions, removals and
+    // the sweeps' decisions (the drift and expiry waves) each counted there.
+    use nodewright::telemetry::counted;
+    println!("counted lines: {:?}", report.counted);
+    for name in [
+        counted::LAUNCH,
+        counted::INTERRUPTION_MESSAGE,
+        counted::NODE_TERMINATED,
+        counted::REMOVAL,
+        counted::COLD_START,
+        counted::FLEET,
+        counted::ELIGIBLE_NODES,
+        counted::DISRUPTION_DECISION,
+    ] {
+        assert!(
+            report.counted.get(name).is_some_and(|n| *n > 0),
+            "no {name} line: {:?}",
+            report.counted
+        );
+    }
     assert!(!report.prices.is_empty(), "{summary}");
 }

@@ -24,6 +24,7 @@ use nodewright::removal::{
     Advanced, Ask, Budget, Capacity, Context, Ports, Record, Replacement, advance, record_of,
     record_replacement,
 };
+use nodewright::telemetry;
 use serde::Serialize;
 
 use super::State;
@@ -214,10 +215,12 @@ where
         {
             // The simulation placed exactly the pods it saw: any other and the whole
             // command (a replacement sized for all its nodes) is decided again next sweep.
-            tracing::info!(nodes = ?command.nodes, why, "consolidation dropped at the re-check");
-            for name in &command.nodes {
-                report.rechecked_out.push((name.clone(), why.clone()));
-            }
+            dropped_at_recheck(
+                &mut report,
+                command,
+                &why,
+                "consolidation dropped at the re-check",
+            );
             continue;
         }
         // The nodes as they are now, for the command's budget and its nodes' re-check:
@@ -228,10 +231,12 @@ where
             .await
             .map_err(kube("re-reading the nodes"))?;
         if let Some(why) = over_budget(snapshot, command.reason, &fresh, &command.nodes, now) {
-            tracing::info!(nodes = ?command.nodes, why, "command dropped at the budget's re-check");
-            for name in &command.nodes {
-                report.rechecked_out.push((name.clone(), why.clone()));
-            }
+            dropped_at_recheck(
+                &mut report,
+                command,
+                &why,
+                "command dropped at the budget's re-check",
+            );
             continue;
         }
         let mut launched = None;
@@ -240,10 +245,12 @@ where
             // replacement for all of them is asked for.
             let (why, pods) = recheck_all(state, command, &fresh).await?;
             if let Some(why) = why {
-                tracing::info!(nodes = ?command.nodes, why, "consolidation dropped at the re-check");
-                for name in &command.nodes {
-                    report.rechecked_out.push((name.clone(), why.clone()));
-                }
+                dropped_at_recheck(
+                    &mut report,
+                    command,
+                    &why,
+                    "consolidation dropped at the re-check",
+                );
                 continue;
             }
             match ask_once(state, snapshot, command, &pods, now, &mut report).await? {
@@ -253,6 +260,7 @@ where
                     for k in &kept {
                         let why = k.why.to_string();
                         tracing::info!(node = k.node, why, "consolidation dropped");
+                        telemetry::command_invalidated(k.reason.as_str(), &why);
                         report.rechecked_out.push((k.node.clone(), why.clone()));
                         report.kept.push((k.node.clone(), why));
                     }
@@ -311,6 +319,15 @@ fn over_budget(
     })
 }
 
+/// A whole command dropped at a re-check: logged as `what`, counted, each node reported.
+fn dropped_at_recheck(report: &mut Report, command: &Command, why: &str, what: &'static str) {
+    tracing::info!(nodes = ?command.nodes, why, "{what}");
+    telemetry::command_invalidated(command.reason.as_str(), why);
+    for name in &command.nodes {
+        report.rechecked_out.push((name.clone(), why.to_string()));
+    }
+}
+
 /// Begins the removal of `name` for `command`, after the re-check just before acting.
 async fn start<K, E, R>(
     state: &State<K, E, R>,
@@ -338,6 +355,7 @@ where
     let kept = kept.or_else(|| over_budget(snapshot, command.reason, &nodes, &taking, now));
     if let Some(why) = kept {
         tracing::info!(node = name, why, "removal dropped at the re-check");
+        telemetry::command_invalidated(command.reason.as_str(), &why);
         report.rechecked_out.push((name.into(), why));
         return Ok(());
     }

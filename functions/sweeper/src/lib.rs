@@ -390,6 +390,7 @@ where
         repair::mark_status_checks(state, &mut snapshot, &instances, now).await;
     }
     let plan = plan_disruption(&snapshot, now);
+    nodewright::telemetry::sweep_decided(&plan);
     let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
     report.adopted = adopted.into_iter().map(|i| i.id).collect();
     report.adoption_paused = adoption.paused;

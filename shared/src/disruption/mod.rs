@@ -10,6 +10,7 @@ mod candidates;
 mod capacity;
 mod consolidate;
 mod cron;
+mod decisions;
 mod drift;
 mod from_k8s;
 mod headroom;
@@ -37,6 +38,7 @@ pub use consolidate::{
     placement as consolidation_placement, price_ceiling,
 };
 pub use cron::Cron;
+pub use decisions::{consolidation_type, decision, eligible};
 pub use drift::{
     CurrentLaunch, IMAGE_TAG, NODECLASS_HASH_TAG, NODEPOOL_HASH_TAG, SECURITY_GROUPS_TAG, drift,
     drift_tags, nodeclass_hash, nodepool_hash, requirements_drift, security_groups_hash,

@@ -52,6 +52,9 @@ pub struct Report {
     pub metric_series: Vec<String>,
     /// Bytes each function logged (CloudWatch Logs bills ingestion by the GB).
     pub log_bytes: BTreeMap<String, usize>,
+    /// The `counted` log lines of every function, by what they count
+    /// (`nodewright::telemetry::counted`).
+    pub counted: BTreeMap<String, usize>,
     pub prices: Vec<Price>,
     pub incidents: Vec<(Timestamp, String)>,
     pub samples: Vec<Sample>,
@@ -86,6 +89,21 @@ fn metric_series(lambda: &Lambda) -> Vec<String> {
         }
     }
     series.into_iter().collect()
+}
+
+/// How many `counted` lines each count has in every function's logs.
+fn counted_lines(lambda: &Lambda) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for f in lambda.functions.values() {
+        let logs = f.logs();
+        for name in nodewright::telemetry::counted::ALL {
+            let n = crate::emf::counted(&logs, name).len();
+            if n > 0 {
+                *counts.entry(name.to_string()).or_default() += n;
+            }
+        }
+    }
+    counts
 }
 
 /// p50, p99 and max of `sorted` in seconds (zeros when empty), and how many under `count`.
@@ -149,6 +167,7 @@ impl Report {
             .iter()
             .map(|(id, f)| (id.clone(), f.logs().len()))
             .collect();
+        let counted = counted_lines(lambda);
         let scheduled_events = lambda
             .invokers
             .iter()
@@ -240,6 +259,7 @@ impl Report {
             messages,
             metric_series,
             log_bytes,
+            counted,
             prices,
             incidents,
             samples: observer.samples,
