@@ -69,11 +69,7 @@ pub struct Args {
 
 pub async fn run(args: Args) -> anyhow::Result<Exit> {
     nodewright::eks::install_crypto_provider();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Some(region) = &args.region {
-        loader = loader.region(aws_config::Region::new(region.clone()));
-    }
-    let aws = loader.load().await;
+    let (aws, _) = crate::aws::aws_config(args.region.as_deref()).await?;
     let stack = args
         .stack
         .clone()
@@ -338,12 +334,16 @@ async fn reach_of(
             .unwrap_or_default(),
         private: vpc.is_some_and(|v| v.endpoint_private_access()),
     };
-    let functions = network::functions(aws, parameters).await.map_err(|e| {
-        (
-            format!("where the stack runs the functions: {e}"),
-            "allow ec2:DescribeSubnets and ec2:DescribeNatGateways".to_string(),
-        )
-    })?;
+    let cluster_vpc = vpc.and_then(|v| v.vpc_id());
+    let private_in = cluster_vpc.filter(|_| endpoint.private);
+    let functions = network::functions(aws, parameters, private_in)
+        .await
+        .map_err(|e| {
+            (
+                format!("where the stack runs the functions: {e}"),
+                "allow ec2:DescribeSubnets and ec2:DescribeNatGateways".to_string(),
+            )
+        })?;
     // The private endpoint's interfaces carry the cluster security group and any
     // additional groups; their rules matter only to functions in a VPC.
     let mut cluster = ClusterNetwork {

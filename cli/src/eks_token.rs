@@ -31,15 +31,7 @@ pub struct EksTokenArgs {
 
 /// Mints a token with the default AWS credential chain and prints the ExecCredential.
 pub async fn run(args: EksTokenArgs) -> anyhow::Result<()> {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Some(region) = &args.region {
-        loader = loader.region(aws_config::Region::new(region.clone()));
-    }
-    let config = loader.load().await;
-    let region = config
-        .region()
-        .map(|r| r.to_string())
-        .context("no AWS region: pass --region or set AWS_REGION")?;
+    let (config, region) = crate::aws::aws_config(args.region.as_deref()).await?;
     let credentials = config
         .credentials_provider()
         .context("no AWS credentials provider in the default chain")?;

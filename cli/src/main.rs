@@ -4,6 +4,7 @@
 //! `-` for stdin, directories), `-o table|wide|json|yaml`, `--kubeconfig` / `--context`
 //! where a cluster is read, and one exit status per situation ([`exit::Exit`]).
 
+mod aws;
 mod doctor;
 mod eks_token;
 mod exit;

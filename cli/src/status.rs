@@ -103,7 +103,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let clock = nodewright::clock::from_setting(std::env::var(CLOCK_VARIABLE).ok().as_deref())?;
     let aws = match (&args.target.cluster, &args.stack) {
         (None, None) => None,
-        _ => Some(aws_config(args.target.region.as_deref()).await?),
+        _ => Some(crate::aws::aws_config(args.target.region.as_deref()).await?),
     };
     let mut prices = Refreshed::new(PRICES_EVERY);
     let mut health = Refreshed::new(HEALTH_EVERY);
@@ -225,21 +225,6 @@ fn spot_types(nodes: &[Node]) -> Vec<String> {
     types
 }
 
-/// The AWS configuration of the default chain in `region` (else the chain's), and the
-/// region.
-pub async fn aws_config(region: Option<&str>) -> anyhow::Result<(aws_config::SdkConfig, String)> {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-    if let Some(region) = region {
-        loader = loader.region(aws_config::Region::new(region.to_string()));
-    }
-    let aws = loader.load().await;
-    let region = aws
-        .region()
-        .map(|r| r.to_string())
-        .context("no AWS region: pass --region or set AWS_REGION")?;
-    Ok((aws, region))
-}
-
 /// A client for the cluster: through EKS when `cluster` is given (DescribeCluster, then a
 /// token signed with the default AWS credential chain), else through the kubeconfig.
 pub async fn client_for(
@@ -249,7 +234,7 @@ pub async fn client_for(
     region: Option<&str>,
 ) -> anyhow::Result<kube::Client> {
     if let Some(name) = cluster {
-        let (aws, region) = aws_config(region).await?;
+        let (aws, region) = crate::aws::aws_config(region).await?;
         let cluster = nodewright::eks::describe_cluster(&aws_sdk_eks::Client::new(&aws), name)
             .await
             .with_context(|| format!("DescribeCluster {name:?}"))?;

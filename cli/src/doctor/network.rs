@@ -56,10 +56,12 @@ pub fn list(parameters: &BTreeMap<String, String>, key: &str) -> Vec<String> {
 
 /// Where the stack runs the functions: its `FunctionSubnetIds` (their VPC and CIDR
 /// blocks), `FunctionSecurityGroupIds`, and the public addresses of that VPC's NAT
-/// gateways.
+/// gateways, unless that VPC is `private_in` (the cluster's, with the private endpoint
+/// on): the functions then reach the endpoint without them.
 pub async fn functions(
     aws: &aws_config::SdkConfig,
     parameters: Option<&BTreeMap<String, String>>,
+    private_in: Option<&str>,
 ) -> Result<Functions, String> {
     let Some(parameters) = parameters else {
         return Ok(Functions::NotDeployed);
@@ -81,8 +83,12 @@ pub async fn functions(
         .find_map(|s| s.vpc_id())
         .unwrap_or_default()
         .to_string();
+    let nat_addresses = match private_in {
+        Some(cluster_vpc) if cluster_vpc == vpc => Vec::new(),
+        _ => nat_addresses(&ec2, &vpc).await?,
+    };
     Ok(Functions::InVpc(InVpc {
-        nat_addresses: nat_addresses(&ec2, &vpc).await?,
+        nat_addresses,
         vpc,
         groups: list(parameters, "FunctionSecurityGroupIds"),
         subnet_cidrs: described
