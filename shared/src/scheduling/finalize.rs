@@ -31,19 +31,18 @@ impl Solver<'_> {
             }
             let template = &self.templates[claim.template];
             let relax = self.snapshot.min_values == MinValuesPolicy::BestEffort;
-            match planned_claim(template, claim, names.clone(), false) {
+            match planned_claim(template, claim, names, false) {
                 Ok(c) => plan.node_claims.push(c),
                 // Karpenter never lets a claim grow past the types its minValues need: it
                 // opens another. Do the same after the fact. (Not under NodePool limits:
                 // the extra nodes were never checked against them.)
                 Err(Why::MinValues { .. }) if template.limits.is_none() => {
                     for part in self.split_for_min_values(template, claim) {
-                        let names: Vec<String> =
-                            part.pods.iter().map(|&p| self.pods[p].key()).collect();
-                        match planned_claim(template, &part, names.clone(), false) {
+                        let names = part.pods.iter().map(|&p| self.pods[p].key()).collect();
+                        match planned_claim(template, &part, names, false) {
                             Ok(c) => plan.node_claims.push(c),
                             Err(Why::MinValues { .. }) if relax => {
-                                self.plan_relaxed(&mut plan, template, &part, names)
+                                self.plan_relaxed(&mut plan, template, &part)
                             }
                             Err(why) => self
                                 .unschedulable
@@ -52,7 +51,7 @@ impl Solver<'_> {
                     }
                 }
                 Err(Why::MinValues { .. }) if relax => {
-                    self.plan_relaxed(&mut plan, template, claim, names)
+                    self.plan_relaxed(&mut plan, template, claim)
                 }
                 Err(why) => self
                     .unschedulable
@@ -76,13 +75,8 @@ impl Solver<'_> {
 impl Solver<'_> {
     /// A claim that falls short of `minValues` even alone, planned with the types there
     /// are ([`MinValuesPolicy::BestEffort`]).
-    fn plan_relaxed(
-        &mut self,
-        plan: &mut ProvisioningPlan,
-        t: &Template,
-        claim: &Claim,
-        names: Vec<String>,
-    ) {
+    fn plan_relaxed(&mut self, plan: &mut ProvisioningPlan, t: &Template, claim: &Claim) {
+        let names = claim.pods.iter().map(|&p| self.pods[p].key()).collect();
         match planned_claim(t, claim, names, true) {
             Ok(c) => plan.node_claims.push(c),
             Err(why) => self

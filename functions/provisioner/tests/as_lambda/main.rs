@@ -8,6 +8,7 @@
 //! overlapping invocations are modules of it.
 
 mod emf_metrics;
+mod min_values;
 mod overlap;
 
 use std::path::Path;
