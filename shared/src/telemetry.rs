@@ -105,6 +105,14 @@ pub mod counted {
     ];
 }
 
+/// Writes one `counted` line: `counted = $name`, then the breakdown's fields, with the
+/// message [`counted::MESSAGE`] that every query filters on.
+macro_rules! count {
+    ($name:expr $(, $($field:tt)+)?) => {
+        tracing::info!(counted = $name, $($($field)+,)? "{}", counted::MESSAGE)
+    };
+}
+
 /// Dimension names.
 pub mod dims {
     pub const CLUSTER: &str = "Cluster";
@@ -191,12 +199,7 @@ pub fn install(cluster: &str, function: Function) -> Result<(), TelemetryError> 
         .set(collector)
         .map_err(|_| TelemetryError::Install("already installed".into()))?;
     describe();
-    tracing::info!(
-        counted = counted::COLD_START,
-        function = function.as_str(),
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::COLD_START, function = function.as_str());
     Ok(())
 }
 
@@ -240,69 +243,42 @@ pub fn pending_pods(count: usize, oldest: Option<Duration>) {
 }
 
 pub fn pod_not_provisioned() {
-    tracing::info!(
-        counted = counted::POD_NOT_PROVISIONED,
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::POD_NOT_PROVISIONED);
 }
 
 pub fn launched(zone: &str, capacity_type: CapacityType) {
     counter!(names::LAUNCHES).increment(1);
-    tracing::info!(
-        counted = counted::LAUNCH,
+    count!(
+        counted::LAUNCH,
         zone,
-        capacity_type = capacity_type.as_str(),
-        "{}",
-        counted::MESSAGE
+        capacity_type = capacity_type.as_str()
     );
 }
 
 pub fn launch_failed(reason: LaunchFailure) {
     counter!(names::LAUNCH_FAILURES).increment(1);
-    tracing::info!(
-        counted = counted::LAUNCH_FAILURE,
-        reason = reason.as_str(),
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::LAUNCH_FAILURE, reason = reason.as_str());
 }
 
 /// `kind`: the message kind (`spot-interruption`, `follow-up`, ...), or `ignored`,
 /// `suspicious`, `unreadable` for messages acknowledged without action.
 pub fn interruption_message(kind: &'static str) {
-    tracing::info!(
-        counted = counted::INTERRUPTION_MESSAGE,
-        kind,
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::INTERRUPTION_MESSAGE, kind);
 }
 
 /// `reason`: why the node went, as its Kubernetes Event names it (`SpotInterrupted`, ...).
 pub fn node_terminated(reason: &'static str) {
-    tracing::info!(
-        counted = counted::NODE_TERMINATED,
-        reason,
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::NODE_TERMINATED, reason);
 }
 
 /// How a removal ended (see [`counted::REMOVAL`]).
 pub fn removal_outcome(outcome: &'static str) {
-    tracing::info!(counted = counted::REMOVAL, outcome, "{}", counted::MESSAGE);
+    count!(counted::REMOVAL, outcome);
 }
 
 pub fn fleet(cost_per_hour: f64, instances: usize) {
     gauge!(names::FLEET_COST).set(cost_per_hour);
-    tracing::info!(
-        counted = counted::FLEET,
-        instances,
-        per_hour = cost_per_hour,
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::FLEET, instances, per_hour = cost_per_hour);
 }
 
 pub fn decision_latency(decision: Decision, took: Duration) {
@@ -313,34 +289,20 @@ pub fn decision_latency(decision: Decision, took: Duration) {
 /// What one sweep decided (see [`crate::disruption::eligible`]).
 pub fn sweep_decided(plan: &crate::disruption::Plan) {
     for (reason, nodes) in crate::disruption::eligible(plan) {
-        tracing::info!(
-            counted = counted::ELIGIBLE_NODES,
-            reason = reason.as_str(),
-            nodes,
-            "{}",
-            counted::MESSAGE
-        );
+        count!(counted::ELIGIBLE_NODES, reason = reason.as_str(), nodes);
     }
     for c in &plan.commands {
-        tracing::info!(
-            counted = counted::DISRUPTION_DECISION,
+        count!(
+            counted::DISRUPTION_DECISION,
             reason = c.reason.as_str(),
             decision = crate::disruption::decision(c),
             consolidation_type = crate::disruption::consolidation_type(c).unwrap_or_default(),
-            nodes = c.nodes.len(),
-            "{}",
-            counted::MESSAGE
+            nodes = c.nodes.len()
         );
     }
 }
 
 /// A command dropped at the re-check just before acting.
 pub fn command_invalidated(reason: &'static str, why: &str) {
-    tracing::info!(
-        counted = counted::COMMAND_INVALIDATED,
-        reason,
-        why,
-        "{}",
-        counted::MESSAGE
-    );
+    count!(counted::COMMAND_INVALIDATED, reason, why);
 }
