@@ -24,6 +24,17 @@ const INVOCATION_TIMEOUT: Duration = Duration::from_secs(90);
 /// Room for a first catalog that moto builds slowly on a loaded machine, then the prices.
 const SLOW_PRICES_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// One short invocation's environment: polls every 200 ms for `budget` seconds.
+fn short_invocation(budget: &str) -> [(&'static str, String); 3] {
+    [
+        ("POLL_INTERVAL", "0.2".to_string()),
+        ("INVOCATION_BUDGET", budget.to_string()),
+        // The SDK's timeouts follow the margin (20 s per operation): moto on a loaded test
+        // machine answers the catalog's DescribeInstanceTypes far more slowly than EC2.
+        ("DEADLINE_MARGIN", "30".to_string()),
+    ]
+}
+
 async fn launched(world: &World) -> usize {
     world.instances().await.expect("DescribeInstances").len()
 }
@@ -39,13 +50,7 @@ async fn the_binary_answers_scheduled_invocations_through_the_runtime_api_and_la
         Path::new(env!("CARGO_BIN_EXE_provisioner")),
         "as-lambda",
         "provisioner",
-        [
-            ("POLL_INTERVAL", "0.2".to_string()),
-            ("INVOCATION_BUDGET", "2".to_string()),
-            // The SDK's timeouts follow the margin (20 s per operation): moto on a loaded test
-            // machine answers the catalog's DescribeInstanceTypes far more slowly than EC2.
-            ("DEADLINE_MARGIN", "30".to_string()),
-        ],
+        short_invocation("2"),
     )
     .await
     .unwrap();
@@ -185,11 +190,7 @@ async fn an_invocation_that_can_never_check_the_lease_fails_rather_than_answerin
         Path::new(env!("CARGO_BIN_EXE_provisioner")),
         "lease-refused",
         "provisioner",
-        [
-            ("POLL_INTERVAL", "0.2".to_string()),
-            ("INVOCATION_BUDGET", "3".to_string()),
-            ("DEADLINE_MARGIN", "30".to_string()),
-        ],
+        short_invocation("3"),
     )
     .await
     .unwrap();

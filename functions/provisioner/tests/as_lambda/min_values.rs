@@ -47,12 +47,9 @@ async fn a_claim_short_of_min_values_launches_tagged_relaxed_only_under_best_eff
             Path::new(env!("CARGO_BIN_EXE_provisioner")),
             &cluster,
             "provisioner",
-            [
-                ("POLL_INTERVAL", "0.2".to_string()),
-                ("INVOCATION_BUDGET", "2".to_string()),
-                ("DEADLINE_MARGIN", "30".to_string()),
-                ("MIN_VALUES_POLICY", policy.to_string()),
-            ],
+            super::short_invocation("2")
+                .into_iter()
+                .chain([("MIN_VALUES_POLICY", policy.to_string())]),
         )
         .await
         .unwrap();
