@@ -3,11 +3,12 @@
 use std::collections::BTreeSet;
 use std::str::FromStr as _;
 
+use k8s_openapi::api::core::v1::Pod;
 use nodewright::api::{Inputs, Operator, labels};
 use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
 use nodewright::scheduling::{
     MinValuesPolicy, NamespaceLabels, PlannedClaim, PreferencePolicy, ProvisioningPlan, Snapshot,
-    solve,
+    VolumeObjects, claims_volumes, solve,
 };
 use serde_json::json;
 
@@ -66,7 +67,9 @@ pub fn run(args: &Args) -> Exit {
     if report::any_error(&problems) {
         return Exit::Problems;
     }
-    let (mut snapshot, pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
+    let (mut snapshot, mut pod_errors) = Snapshot::from_k8s(&inputs.pods, &inputs.daemon_sets);
+    note_unknown_volumes(&inputs.pods, &inputs.volume_objects);
+    pod_errors.extend(snapshot.narrow_to_volumes(&inputs.pods, &inputs.volume_objects));
     snapshot.namespace_labels = inputs.namespace_labels.clone();
     snapshot.overlays = nodewright::scheduling::Overlays::new(&inputs.node_overlays);
     snapshot.preferences = args.preference_policy;
@@ -287,6 +290,18 @@ fn to_table(
         }
     }
     out
+}
+
+/// A pod's claims are looked up among the PersistentVolumeClaims, PersistentVolumes and
+/// StorageClasses given; with none given each claim is an error, so say what to add.
+pub(crate) fn note_unknown_volumes(pods: &[Pod], given: &VolumeObjects) {
+    if claims_volumes(pods) && given.is_empty() {
+        eprintln!(
+            "note: pods mount PersistentVolumeClaims and none was given: their volumes \
+             decide where they can run (add `kubectl get pvc,pv,storageclass -A -o yaml` to \
+             the files)"
+        );
+    }
 }
 
 /// A `namespaceSelector` with terms is matched against the Namespace objects given; with

@@ -7,8 +7,9 @@ use std::str::FromStr as _;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use nodewright::api::{Inputs, Problem, not_yet_reported};
 use nodewright::catalog::{
     BUNDLED_PRICE_REGION, DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price,
@@ -16,7 +17,9 @@ use nodewright::catalog::{
 use nodewright::disruption::{
     FirstSight, Plan, Reason, SimulationInputs, plan_disruption, simulation, snapshot,
 };
-use nodewright::scheduling::{NamespaceLabels, PreferencePolicy, selects_namespaces};
+use nodewright::scheduling::{
+    NamespaceLabels, PreferencePolicy, VolumeObjects, selects_namespaces,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -24,14 +27,14 @@ use crate::exit::Exit;
 use crate::input::Files;
 use crate::money::usd;
 use crate::output::{Output, print_data};
-use crate::plan::{claim_json, note_unknown_namespaces, round4};
+use crate::plan::{claim_json, note_unknown_namespaces, note_unknown_volumes, round4};
 use crate::{report, settings, table};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Nodes, Pods, PodDisruptionBudgets (as `kubectl get nodes,pods,pdb -A -o yaml` writes
-    /// them), DaemonSets, Namespaces and NodePools / EC2NodeClasses / Provisioners /
-    /// AWSNodeTemplates.
+    /// them), DaemonSets, Namespaces, PersistentVolumeClaims, PersistentVolumes,
+    /// StorageClasses and NodePools / EC2NodeClasses / Provisioners / AWSNodeTemplates.
     #[command(flatten)]
     pub files: Files,
     /// The time to decide at (RFC 3339, e.g. 2026-03-02T10:00:00Z); default now.
@@ -57,6 +60,9 @@ struct Objects {
     pdbs: Vec<PodDisruptionBudget>,
     daemon_sets: Vec<DaemonSet>,
     namespaces: Vec<Namespace>,
+    claims: Vec<PersistentVolumeClaim>,
+    volumes: Vec<PersistentVolume>,
+    storage_classes: Vec<StorageClass>,
 }
 
 pub fn run(args: &Args) -> Exit {
@@ -116,6 +122,12 @@ pub fn run(args: &Args) -> Exit {
         })
         .collect();
     note_unknown_namespaces(selects_namespaces(&objects.pods), &namespace_labels);
+    let volumes = VolumeObjects::new(
+        std::mem::take(&mut objects.claims),
+        std::mem::take(&mut objects.volumes),
+        std::mem::take(&mut objects.storage_classes),
+    );
+    note_unknown_volumes(&objects.pods, &volumes);
     let (sim, sim_problems) = simulation(&SimulationInputs {
         pools: &inputs.node_pools,
         classes: &inputs.node_classes,
@@ -126,6 +138,7 @@ pub fn run(args: &Args) -> Exit {
         namespace_labels: &namespace_labels,
         overlays: &inputs.node_overlays,
         preferences: args.preference_policy,
+        volumes: &volumes,
     });
     // Nodes are priced with the overlays the solver uses (conflicts left out).
     let overlays = match &sim {
@@ -308,6 +321,24 @@ fn load(
                 "DaemonSet" => push(&at, "DaemonSet", item, &mut objects.daemon_sets, errors),
                 // Labels for pod (anti-)affinity terms that select namespaces by them.
                 "Namespace" => push(&at, "Namespace", item, &mut objects.namespaces, errors),
+                // Where pods with claims may move.
+                "PersistentVolumeClaim" => push(
+                    &at,
+                    "PersistentVolumeClaim",
+                    item,
+                    &mut objects.claims,
+                    errors,
+                ),
+                "PersistentVolume" => {
+                    push(&at, "PersistentVolume", item, &mut objects.volumes, errors)
+                }
+                "StorageClass" => push(
+                    &at,
+                    "StorageClass",
+                    item,
+                    &mut objects.storage_classes,
+                    errors,
+                ),
                 "" => errors.push(format!("{at}: kind: every document needs a kind")),
                 // Deployments, Events...: their pods are listed as Pods.
                 _ => {}

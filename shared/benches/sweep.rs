@@ -312,6 +312,7 @@ fn sweep(
         namespace_labels: &Default::default(),
         overlays: &[],
         preferences: Default::default(),
+        volumes: &Default::default(),
     });
     snap.simulation = sim.ok();
     let plan = plan_disruption(&snap, now);

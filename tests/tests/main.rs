@@ -33,3 +33,4 @@ mod sweeper;
 mod takeover;
 mod template_policy;
 mod template_wiring;
+mod volume_topology;

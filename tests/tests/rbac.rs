@@ -127,6 +127,9 @@ const COMMON: Calls = &[
     ("POST", "/api/v1/namespaces/default/events"),
     ("GET", "/apis/apps/v1/daemonsets"),
     ("GET", "/api/v1/namespaces"),
+    ("GET", "/api/v1/persistentvolumeclaims"),
+    ("GET", "/api/v1/persistentvolumes"),
+    ("GET", "/apis/storage.k8s.io/v1/storageclasses"),
 ];
 const PROVISIONER: Calls = &[
     ("GET", "/api/v1/pods"),

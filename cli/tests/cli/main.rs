@@ -13,6 +13,7 @@ mod explain_event;
 mod status_terminal;
 mod support_matrix;
 mod sweep_plan;
+mod volumes;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -258,6 +258,29 @@ async fn label_nodes<K, E, R>(
     }
 }
 
+/// The claims, volumes and classes when a pod has a claim. When they cannot be read, none:
+/// every pod with a claim is then unreadable to the simulation, so its node is kept rather
+/// than its pods moved where their volumes may not follow.
+async fn volume_objects<K, E, R>(
+    state: &State<K, E, R>,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+) -> nodewright::scheduling::VolumeObjects
+where
+    K: PodSource,
+{
+    if !nodewright::scheduling::claims_volumes(pods) {
+        return Default::default();
+    }
+    state.kube.volume_objects().await.unwrap_or_else(|e| {
+        tracing::warn!(
+            error = nodewright::error_chain(&e),
+            "listing PersistentVolumeClaims, PersistentVolumes or StorageClasses failed; \
+             nodes whose pods have claims are kept this sweep"
+        );
+        Default::default()
+    })
+}
+
 /// One sweep: read, decide, act.
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
@@ -334,6 +357,7 @@ where
     } else {
         Default::default()
     };
+    let volumes = volume_objects(state, &pods).await;
     let price = |t: &str, c: &str| state.prices.get(&(t.to_string(), c.to_string())).copied();
     let now = state.clock.now();
     let (sim, sim_problems) = simulation(&SimulationInputs {
@@ -346,6 +370,7 @@ where
         namespace_labels: &namespace_labels,
         overlays: &config.inputs.node_overlays,
         preferences: state.preferences,
+        volumes: &volumes,
     });
     // Nodes are priced with the overlays the solver uses (conflicts left out), once the
     // simulation has resolved them.

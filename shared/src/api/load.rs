@@ -11,7 +11,8 @@ use std::path::Path;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -47,6 +48,9 @@ pub struct Inputs {
     pub node_overlays: Vec<NodeOverlay>,
     /// The Namespaces' labels, for pod (anti-)affinity terms with a `namespaceSelector`.
     pub namespace_labels: crate::scheduling::NamespaceLabels,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses, for where pods with
+    /// claims may run.
+    pub volume_objects: crate::scheduling::VolumeObjects,
     /// Non-empty documents read (a `List` counts once).
     pub documents: usize,
     /// Objects of a kind nodewright reads (each item of a `List` counts), valid or not.
@@ -74,6 +78,9 @@ pub const KNOWN_KINDS: &[&str] = &[
     "Job",
     "DaemonSet",
     "Namespace",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
     "List",
 ];
 
@@ -213,7 +220,8 @@ impl Inputs {
             "Provisioner" => &["karpenter.sh/v1alpha5"][..],
             "AWSNodeTemplate" => &["karpenter.k8s.aws/v1alpha1"][..],
             "NodeOverlay" => &["karpenter.sh/v1alpha1"][..],
-            "Pod" | "Namespace" => &["v1"][..],
+            "Pod" | "Namespace" | "PersistentVolumeClaim" | "PersistentVolume" => &["v1"][..],
+            "StorageClass" => &["storage.k8s.io/v1"][..],
             "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => &["apps/v1"][..],
             "Job" => &["batch/v1"][..],
             other => {
@@ -335,6 +343,16 @@ impl Inputs {
                 let labels = n.metadata.labels.unwrap_or_default();
                 self.namespace_labels.insert(name, labels);
             }),
+            "PersistentVolumeClaim" => {
+                parse_reporting::<PersistentVolumeClaim>(value, &mut field_errors, false)
+                    .map(|c| self.volume_objects.add_claim(c))
+            }
+            "PersistentVolume" => {
+                parse_reporting::<PersistentVolume>(value, &mut field_errors, false)
+                    .map(|v| self.volume_objects.add_volume(v))
+            }
+            "StorageClass" => parse_reporting::<StorageClass>(value, &mut field_errors, false)
+                .map(|c| self.volume_objects.add_class(c)),
             _ => Ok(()),
         };
         for e in field_errors {

@@ -17,7 +17,7 @@ use crate::kube::{Readiness, existing_nodes, is_provisionable, readiness};
 use crate::provision::spoken_for::{book, spoken_for};
 use crate::scheduling::{
     ExistingNode, MinValuesPolicy, NamespaceLabels, Overlays, PodDemand, PreferencePolicy,
-    Snapshot as SolverSnapshot, solve,
+    Snapshot as SolverSnapshot, VolumeObjects, solve,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -55,6 +55,16 @@ pub struct SimulationInputs<'a> {
     pub namespace_labels: &'a NamespaceLabels,
     pub overlays: &'a [NodeOverlay],
     pub preferences: PreferencePolicy,
+    /// The claims, volumes and classes; needed only when a pod has a claim
+    /// ([`crate::scheduling::claims_volumes`]): a pod moves only where its volumes allow.
+    pub volumes: &'a VolumeObjects,
+}
+
+/// The pod as the solver sees it, held to where its volumes allow.
+fn demand_of(pod: &Pod, volumes: &VolumeObjects) -> Result<PodDemand, crate::scheduling::PodError> {
+    let mut demand = PodDemand::from_pod(pod)?;
+    volumes.narrow(&mut demand, pod)?;
+    Ok(demand)
 }
 
 /// The simulation, or why there is none (no zone known, the catalog unreadable), and one
@@ -90,7 +100,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
         let mut demands = Vec::new();
         let mut readable = true;
         for pod in list.iter().filter(|p| pod_kind(p) == PodKind::Workload) {
-            match PodDemand::from_pod(pod) {
+            match demand_of(pod, inputs.volumes) {
                 Ok(d) => demands.push(d),
                 Err(e) => {
                     problems.push(e.to_string());
@@ -126,7 +136,7 @@ pub fn simulation(inputs: &SimulationInputs<'_>) -> (Result<Simulation, String>,
     let pending: Vec<PodDemand> = spoken
         .pods
         .iter()
-        .filter_map(|p| PodDemand::from_pod(p).ok())
+        .filter_map(|p| demand_of(p, inputs.volumes).ok())
         .collect();
     let sim = catalog.map(|catalog| {
         let (overlays, _) = Overlays::resolved(
@@ -230,9 +240,74 @@ mod tests {
             namespace_labels: &NamespaceLabels::default(),
             overlays: &[],
             preferences: PreferencePolicy::Respect,
+            volumes: &VolumeObjects::default(),
         });
         assert!(problems.is_empty(), "{problems:?}");
         sim.unwrap()
+    }
+
+    /// A running pod mounting `claim`, on `node`.
+    fn mounting(name: &str, claim: &str, node: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                     "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_moving_pod_is_held_to_its_volumes_zone_and_a_node_with_an_unusable_claim_is_kept() {
+        let volumes = VolumeObjects::new(
+            vec![
+                serde_json::from_value(json!({
+                "metadata": {"name": "data", "namespace": "default"},
+                "spec": {"volumeName": "pv-b"}}))
+                .unwrap(),
+            ],
+            vec![
+                serde_json::from_value(json!({
+                "metadata": {"name": "pv-b"},
+                "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In",
+                     "values": ["us-east-1b"]}]}]}}}}))
+                .unwrap(),
+            ],
+            vec![],
+        );
+        let nodes = [node("held", "True"), node("dangling", "True")];
+        let pods = [
+            mounting("db", "data", "held"),
+            mounting("lost", "no-such-claim", "dangling"),
+        ];
+        let (sim, problems) = simulation(&SimulationInputs {
+            pools: &[],
+            classes: &[],
+            nodes: &nodes,
+            pods: &pods,
+            daemon_sets: &[],
+            spot_discount: 0.6,
+            namespace_labels: &NamespaceLabels::default(),
+            overlays: &[],
+            preferences: PreferencePolicy::Respect,
+            volumes: &volumes,
+        });
+        let sim = sim.unwrap();
+        let db = &sim.pods["held"][0];
+        let zone = db.requirements[0].get(ZONE).and_then(|r| r.finite_values());
+        assert_eq!(
+            zone.map(|z| z.iter().map(String::as_str).collect::<Vec<_>>()),
+            Some(vec!["us-east-1b"]),
+            "wherever it moves, the pod goes where its volume is"
+        );
+        assert!(
+            !sim.pods.contains_key("dangling"),
+            "a node whose pod's claim is missing is never consolidated on a guess"
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("no-such-claim"), "{problems:?}");
     }
 
     #[test]

@@ -12,8 +12,9 @@ use ::kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -192,6 +193,20 @@ impl PodSource for KubeCluster {
             .into_iter()
             .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
             .collect())
+    }
+
+    async fn volume_objects(&self) -> Result<crate::scheduling::VolumeObjects, KubeError> {
+        let every = ListParams::default;
+        let claims: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
+        let volumes: Api<PersistentVolume> = Api::all(self.client.clone());
+        let classes: Api<StorageClass> = Api::all(self.client.clone());
+        Ok(crate::scheduling::VolumeObjects::new(
+            self.list_all(&claims, every(), "persistentvolumeclaims")
+                .await?,
+            self.list_all(&volumes, every(), "persistentvolumes")
+                .await?,
+            self.list_all(&classes, every(), "storageclasses").await?,
+        ))
     }
 }
 

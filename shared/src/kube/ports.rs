@@ -26,6 +26,11 @@ pub trait PodSource: Send + Sync {
     fn namespace_labels(
         &self,
     ) -> impl Future<Output = Result<crate::scheduling::NamespaceLabels, KubeError>> + Send;
+    /// Every PersistentVolumeClaim, PersistentVolume and StorageClass, for where pods
+    /// with claims may run; asked only when some pod has one.
+    fn volume_objects(
+        &self,
+    ) -> impl Future<Output = Result<crate::scheduling::VolumeObjects, KubeError>> + Send;
 }
 
 /// A wake-up each time a pod turns provisionable, so the provisioner acts in about a

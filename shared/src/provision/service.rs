@@ -298,6 +298,10 @@ where
         snapshot.preferences = self.settings.preferences;
         snapshot.min_values = self.settings.min_values;
         self.read_namespace_labels(&mut snapshot).await?;
+        let unplannable = self
+            .read_volume_topology(&mut snapshot, &pending.pods)
+            .await;
+        warn_unplannable(unplannable);
         let tally = self.launch_rounds(snapshot, &mut ctx).await;
         report.claims = tally.claims;
         report.nominated_pods = tally.nominated_pods;
@@ -373,14 +377,7 @@ enum Admit {
 /// (what [`read::Capacity`] saw, as `ctx`'s catalog prices and sizes it).
 fn poll_snapshot(pods: &[Pod], capacity: &read::Capacity, ctx: &LaunchContext<'_>) -> Snapshot {
     let (mut snapshot, pod_errors) = Snapshot::from_k8s(pods, &capacity.daemon_sets);
-    for e in pod_errors {
-        tracing::warn!(
-            pod = e.pod,
-            field = e.field,
-            message = e.message,
-            "pod cannot be planned for"
-        );
-    }
+    warn_unplannable(pod_errors);
     let flying = in_flight(
         &capacity.owned,
         &capacity.nodes,
@@ -392,6 +389,19 @@ fn poll_snapshot(pods: &[Pod], capacity: &read::Capacity, ctx: &LaunchContext<'_
     );
     snapshot.nodes = existing_nodes(&capacity.nodes, &capacity.bound, &flying);
     snapshot
+}
+
+/// Pods whose spec or claims cannot be planned for stay pending: kube-scheduler's own
+/// events say why on the pod, this line says it in the provisioner's log.
+fn warn_unplannable(errors: Vec<crate::scheduling::PodError>) {
+    for e in errors {
+        tracing::warn!(
+            pod = e.pod,
+            field = e.field,
+            message = e.message,
+            "pod cannot be planned for"
+        );
+    }
 }
 
 /// Why nothing is provisioned when no NodePool is usable.

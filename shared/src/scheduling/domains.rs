@@ -188,7 +188,7 @@ impl Solver<'_> {
             .filter(|&v| {
                 eligible[v]
                     && (!s.honor_affinity
-                        || pod.requirements.iter().any(|alt| {
+                        || pod.affinity_requirements().iter().any(|alt| {
                             alt.get(&dom.key)
                                 .is_none_or(|r| r.allows(Some(&dom.values[v])))
                         }))

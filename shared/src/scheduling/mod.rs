@@ -7,6 +7,7 @@ mod pod;
 mod requirements;
 mod selector;
 mod taints;
+mod volumes;
 
 pub use namespaces::{NamespaceLabels, selects_namespaces};
 pub use overlay::{Overlays, lookup as overlay_labels, selects as overlay_selects};
@@ -17,6 +18,7 @@ pub use pod::{
 pub use requirements::{Conflict, Requirement, Requirements};
 pub use selector::Selector;
 pub use taints::{Toleration, first_untolerated, format_taint};
+pub use volumes::{VolumeObjects, claims_volumes};
 
 mod claim;
 mod columns;

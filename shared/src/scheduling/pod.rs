@@ -120,8 +120,13 @@ pub struct PodDemand {
     /// Effective requests: max(largest init container, sum of containers) + overhead, and
     /// one `pods` slot.
     pub requests: Resources,
-    /// Alternatives (node affinity terms are ORed), each already ANDed with nodeSelector.
+    /// Alternatives (node affinity terms are ORed), each already ANDed with nodeSelector
+    /// and with where the pod's volumes allow ([`PodDemand::narrow_to_volumes`]).
     pub requirements: Vec<Requirements>,
+    /// The pod's own node affinity and nodeSelector, kept when its volumes narrowed
+    /// `requirements`: spread constraints honouring node affinity count their domains by
+    /// these alone, as kube-scheduler does.
+    pub own_requirements: Option<Vec<Requirements>>,
     /// Preferred node affinity terms, heaviest first (equal weights keep the pod's order).
     /// The solver holds the pod to the first as if required and drops them one at a time
     /// when it cannot schedule, as Karpenter does.
@@ -146,6 +151,27 @@ impl PodDemand {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// The alternatives spread domains are counted by (`nodeAffinityPolicy: Honor`).
+    pub fn affinity_requirements(&self) -> &[Requirements] {
+        self.own_requirements
+            .as_deref()
+            .unwrap_or(&self.requirements)
+    }
+
+    /// Holds the pod to where its volumes allow (`volumes`, alternatives; none: anywhere).
+    /// An error when no alternative of its own node affinity meets any of theirs.
+    pub fn narrow_to_volumes(&mut self, volumes: &[Requirements]) -> Result<(), String> {
+        if volumes.is_empty() {
+            return Ok(());
+        }
+        let narrowed = super::volumes::combined(&self.requirements, volumes).ok_or_else(|| {
+            "its volumes' topology and its node affinity allow no node in common".to_string()
+        })?;
+        let own = std::mem::replace(&mut self.requirements, narrowed);
+        self.own_requirements.get_or_insert(own);
+        Ok(())
+    }
+
     /// A pod with only requests, for tests and benchmarks.
     pub fn simple(namespace: &str, name: &str, requests: Resources) -> Self {
         let mut requests = requests;
@@ -156,6 +182,7 @@ impl PodDemand {
             labels: BTreeMap::new(),
             requests,
             requirements: vec![Requirements::new()],
+            own_requirements: None,
             preferred: vec![],
             tolerations: vec![],
             spread: vec![],
@@ -193,6 +220,7 @@ impl PodDemand {
         Ok(PodDemand {
             requests: effective_requests(spec).map_err(|(f, m)| err(&f, m))?,
             requirements: node_requirements(spec).map_err(|(f, m)| err(&f, m))?,
+            own_requirements: None,
             preferred: preferred_node_terms(spec).map_err(|(f, m)| err(&f, m))?,
             tolerations: spec
                 .tolerations
@@ -236,7 +264,7 @@ pub fn bound_anti_affinity(pod: &Pod) -> Result<Vec<AffinityTerm>, PodError> {
     })
 }
 
-type FieldError = (String, String);
+pub(super) type FieldError = (String, String);
 
 fn container_requests(c: &Container, field: &str) -> Result<Resources, FieldError> {
     let Some(res) = &c.resources else {
@@ -286,7 +314,10 @@ pub fn effective_requests(spec: &PodSpec) -> Result<Resources, FieldError> {
     Ok(app)
 }
 
-fn term_requirements(term: &NodeSelectorTerm, field: &str) -> Result<Requirements, FieldError> {
+pub(super) fn term_requirements(
+    term: &NodeSelectorTerm,
+    field: &str,
+) -> Result<Requirements, FieldError> {
     let mut out = Requirements::new();
     for (i, e) in term.match_expressions.iter().flatten().enumerate() {
         let op = match e.operator.as_str() {

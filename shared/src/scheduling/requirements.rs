@@ -241,11 +241,16 @@ impl fmt::Display for Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements(BTreeMap<String, Requirement>);
 
-/// Deprecated label names that selectors still use, read as the names nodes carry today
-/// (Karpenter normalises the same five: `NormalizedLabels`, pkg/apis/v1/labels.go), so a
-/// `beta.kubernetes.io/instance-type` selector narrows the instance type instead of asking
-/// for a label no instance type defines.
-const DEPRECATED: [(&str, &str); 5] = [
+/// Label names that selectors still use, read as the names nodes carry today (Karpenter
+/// normalises the same six: `NormalizedLabels`, pkg/apis/v1/labels.go, and the EBS CSI
+/// driver's zone key the AWS provider adds), so a `beta.kubernetes.io/instance-type`
+/// selector narrows the instance type instead of asking for a label no instance type
+/// defines, and an EBS volume's zone is the node's zone.
+const DEPRECATED: [(&str, &str); 6] = [
+    (
+        "topology.ebs.csi.aws.com/zone",
+        "topology.kubernetes.io/zone",
+    ),
     (
         "failure-domain.beta.kubernetes.io/zone",
         "topology.kubernetes.io/zone",

@@ -135,6 +135,36 @@ impl Snapshot {
         pods.chain(nodes).any(|t| t.namespace_selector.is_some())
     }
 
+    /// Holds each of `pods` planned here to where its volumes allow, `objects` being the
+    /// cluster's claims, volumes and classes ([`super::claims_volumes`] says whether they
+    /// are needed). A pod whose claims cannot be used is taken out and returned as an
+    /// error: kube-scheduler would not place it either.
+    pub fn narrow_to_volumes(
+        &mut self,
+        pods: &[k8s_openapi::api::core::v1::Pod],
+        objects: &super::VolumeObjects,
+    ) -> Vec<super::PodError> {
+        let mut errors = Vec::new();
+        for pod in pods {
+            if !super::claims_volumes([pod]) {
+                continue;
+            }
+            let key = format!(
+                "{}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or_default()
+            );
+            let Some(at) = self.pods.iter().position(|d| d.key() == key) else {
+                continue;
+            };
+            if let Err(e) = objects.narrow(&mut self.pods[at], pod) {
+                self.pods.remove(at);
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
     /// Builds the solver's view of pending pods and DaemonSets. A pod or DaemonSet whose
     /// spec cannot be read is returned as an error rather than dropped, so the caller can
     /// say which object is wrong.

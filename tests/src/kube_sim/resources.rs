@@ -50,7 +50,7 @@ fn any_object(v: &Value) -> Result<(), String> {
 
 use k8s_openapi::api::{
     apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    policy::v1 as policy, rbac::v1 as rbac,
+    policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
 };
 
 const POD_FIELDS: &[&str] = &[
@@ -349,6 +349,47 @@ pub static RESOURCES: &[ResourceType] = &[
         fields = Some(NONE),
         any_object
     ),
+    // Claims, volumes and classes: where a pod with a claim may run (the scheduler's
+    // VolumeBinding filter here, nodewright's volume topology in the functions).
+    res!(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "PersistentVolumeClaim",
+        ns = true,
+        crd = false,
+        status = true,
+        short = &["pvc"],
+        fields = Some(NONE),
+        decodes::<core::PersistentVolumeClaim>
+    ),
+    res!(
+        "",
+        "v1",
+        "persistentvolumes",
+        "persistentvolume",
+        "PersistentVolume",
+        ns = false,
+        crd = false,
+        status = true,
+        short = &["pv"],
+        fields = Some(NONE),
+        decodes::<core::PersistentVolume>
+    ),
+    res!(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "storageclass",
+        "StorageClass",
+        ns = false,
+        crd = false,
+        status = false,
+        short = &["sc"],
+        fields = Some(NONE),
+        decodes::<storage::StorageClass>
+    ),
 ];
 
 /// Index into [`RESOURCES`] of the resource at `group/version/plural`.
@@ -377,6 +418,9 @@ pub const EVENTS: usize = 4;
 pub const EVENTS_V1: usize = 9;
 pub const LEASES: usize = 14;
 pub const NODEPOOLS: usize = 10;
+pub const CLAIMS: usize = 20;
+pub const VOLUMES: usize = 21;
+pub const STORAGE_CLASSES: usize = 22;
 
 fn served(r: &ResourceType, crds: bool) -> bool {
     !r.crd || crds
@@ -502,6 +546,9 @@ mod tests {
             (EVENTS_V1, "events"),
             (LEASES, "leases"),
             (NODEPOOLS, "nodepools"),
+            (CLAIMS, "persistentvolumeclaims"),
+            (VOLUMES, "persistentvolumes"),
+            (STORAGE_CLASSES, "storageclasses"),
         ] {
             assert_eq!(RESOURCES[i].plural, plural);
         }

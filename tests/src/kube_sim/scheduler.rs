@@ -13,8 +13,9 @@
 //! Not simulated: scoring plugins (the choice is "most free CPU, then most free memory, then
 //! name", which spreads like LeastAllocated), preemption (the message has no "preemption:"
 //! part), preferred (soft) affinity, `ScheduleAnyway` spread, namespaceSelector, matchLabelKeys,
-//! host ports, volumes and volume topology, scheduling gates, and pod overhead from a
-//! RuntimeClass not already copied into the pod.
+//! host ports, volumes other than claims, scheduling gates, and pod overhead from a
+//! RuntimeClass not already copied into the pod. VolumeBinding for claims is simulated in
+//! [`volume_binding`].
 
 use std::collections::BTreeMap;
 
@@ -32,6 +33,9 @@ use super::resources::{NODES, PODS};
 use super::selectors::selector_matches;
 use super::store::{Store, Write};
 
+pub mod volume_binding;
+use volume_binding::ClaimPlace;
+
 /// The scheduler's answer for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -41,7 +45,18 @@ pub enum Decision {
 }
 
 /// Places `pod` among `nodes`, given the active pods already bound (`bound`).
+#[cfg(test)]
 pub fn decide(pod: &Pod, nodes: &[Node], bound: &[Pod]) -> Decision {
+    decide_with_claims(pod, nodes, bound, &[])
+}
+
+/// [`decide`] for a pod with these claims ([`volume_binding::claims_of`]).
+pub fn decide_with_claims(
+    pod: &Pod,
+    nodes: &[Node],
+    bound: &[Pod],
+    claims: &[ClaimPlace],
+) -> Decision {
     if nodes.is_empty() {
         return Decision::Unschedulable("no nodes available to schedule pods".to_string());
     }
@@ -54,7 +69,7 @@ pub fn decide(pod: &Pod, nodes: &[Node], bound: &[Pod]) -> Decision {
     let mut best: Option<(i64, i64, &str)> = None;
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or("");
-        match filter(pod, &request, node, nodes, &by_name, bound) {
+        match filter(pod, &request, node, nodes, &by_name, bound, claims) {
             Ok(free) => {
                 let free_cpu = free.get("cpu").copied().unwrap_or(0);
                 let free_mem = free.get("memory").copied().unwrap_or(0);
@@ -96,6 +111,7 @@ fn filter(
     nodes: &[Node],
     by_name: &BTreeMap<&str, &Node>,
     bound: &[Pod],
+    claims: &[ClaimPlace],
 ) -> Result<Resources, Vec<String>> {
     let tols = tolerations(pod);
     let name = node.metadata.name.as_deref().unwrap_or("");
@@ -157,6 +173,7 @@ fn filter(
     for (k, v) in request {
         *free.entry(k.clone()).or_default() -= v;
     }
+    volume_binding::admits(claims, node).map_err(|r| vec![r])?;
     if !spread_ok(pod, node, nodes, by_name, bound) {
         return Err(vec![
             "node(s) didn't match pod topology spread constraints".into(),
@@ -371,8 +388,21 @@ pub fn schedule_pending(
         let Ok(stored) = store.get(PODS, &ns, &name).cloned() else {
             continue;
         };
-        match decide(pod, &nodes, &bound) {
+        let decision = match volume_binding::claims_of(pod, store) {
+            Ok(claims) => (decide_with_claims(pod, &nodes, &bound, &claims), claims),
+            Err(why) => (
+                Decision::Unschedulable(format!("0/{} nodes are available: {why}.", nodes.len())),
+                Vec::new(),
+            ),
+        };
+        match decision.0 {
             Decision::Bind(node) => {
+                if let Some(n) = nodes
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() == Some(&node))
+                {
+                    volume_binding::provision(store, &decision.1, n, &ts);
+                }
                 let mut updated = stored;
                 updated["spec"]["nodeName"] = json!(node);
                 set_condition(&mut updated, "PodScheduled", "True", None, None, &ts);

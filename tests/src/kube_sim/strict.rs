@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use k8s_openapi::api::{
     apps::v1 as apps, coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    policy::v1 as policy, rbac::v1 as rbac,
+    policy::v1 as policy, rbac::v1 as rbac, storage::v1 as storage,
 };
 
 use super::openapi::strict_schema;
@@ -112,6 +112,9 @@ pub fn unknown_fields(rt: &ResourceType, obj: &Value) -> Vec<String> {
         }
         ("rbac.authorization.k8s.io", "roles") => by_type::<rbac::Role>(obj),
         ("rbac.authorization.k8s.io", "rolebindings") => by_type::<rbac::RoleBinding>(obj),
+        ("", "persistentvolumeclaims") => by_type::<core::PersistentVolumeClaim>(obj),
+        ("", "persistentvolumes") => by_type::<core::PersistentVolume>(obj),
+        ("storage.k8s.io", "storageclasses") => by_type::<storage::StorageClass>(obj),
         _ => Vec::new(),
     }
 }

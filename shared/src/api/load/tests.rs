@@ -280,7 +280,7 @@ fn the_invalid_example_produces_exactly_the_expected_problems() {
         shown,
         [
             "Error invalid.yaml: NodePool/bad-operator (document 1): spec.template.spec.requirements[0].operator: unknown operator \"Equals\"; allowed: In, NotIn, Exists, DoesNotExist, Gt, Lt",
-            "Warning invalid.yaml: Service/web (document 4): kind: kind Service is not used by nodewright; expected one of NodePool, EC2NodeClass, Provisioner, AWSNodeTemplate, NodeOverlay, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Namespace, List",
+            "Warning invalid.yaml: Service/web (document 4): kind: kind Service is not used by nodewright; expected one of NodePool, EC2NodeClass, Provisioner, AWSNodeTemplate, NodeOverlay, Pod, Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, Namespace, PersistentVolumeClaim, PersistentVolume, StorageClass, List",
             "Error invalid.yaml: NodePool/bad-weight (document 2): spec.weight: 0 is out of range; allowed: 1 to 100",
             "Error invalid.yaml: NodePool/bad-weight (document 2): spec.template.spec.nodeClassRef.name: EC2NodeClass \"missing\" is not defined in the inputs; defined: default",
         ]

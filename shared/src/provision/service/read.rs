@@ -254,4 +254,41 @@ impl<K: Cluster, A> Provisioner<K, A> {
         }
         Ok(())
     }
+
+    /// Holds the pods planned in `snapshot` to where their volumes allow; the claims,
+    /// volumes and classes are read only when one of `pods` has a claim. Returns the pods
+    /// that cannot be planned for: a claim that cannot be used, or, when the read fails,
+    /// every pod with a claim (the others are still planned).
+    pub(super) async fn read_volume_topology(
+        &self,
+        snapshot: &mut crate::scheduling::Snapshot,
+        pods: &[Pod],
+    ) -> Vec<crate::scheduling::PodError> {
+        if !crate::scheduling::claims_volumes(pods) {
+            return Vec::new();
+        }
+        match self.kube.volume_objects().await {
+            Ok(objects) => snapshot.narrow_to_volumes(pods, &objects),
+            Err(e) => {
+                let why = format!(
+                    "its volumes' claims could not be read: {}",
+                    crate::error_chain(&e)
+                );
+                let claiming: Vec<String> = pods
+                    .iter()
+                    .filter(|p| crate::scheduling::claims_volumes([*p]))
+                    .map(super::pod_key)
+                    .collect();
+                snapshot.pods.retain(|d| !claiming.contains(&d.key()));
+                claiming
+                    .into_iter()
+                    .map(|pod| crate::scheduling::PodError {
+                        pod,
+                        field: "spec.volumes".into(),
+                        message: why.clone(),
+                    })
+                    .collect()
+            }
+        }
+    }
 }

@@ -222,9 +222,15 @@ where
             spoken.withhold(&flying, &nodes, &mut snapshot.nodes);
         }
         self.read_namespace_labels(&mut snapshot).await?;
+        for e in self.read_volume_topology(&mut snapshot, &unbound).await {
+            report
+                .unschedulable
+                .push((e.pod, format!("{}: {}", e.field, e.message)));
+        }
         if !spoken.pods.is_empty() {
             // Their pod errors are not this replacement's: the provisioner reports them.
             let (mut before, _) = Snapshot::from_k8s(&spoken.pods, &daemon_sets);
+            self.read_volume_topology(&mut before, &spoken.pods).await;
             before.nodes = std::mem::take(&mut snapshot.nodes);
             before.namespace_labels = snapshot.namespace_labels.clone();
             before.overlays = snapshot.overlays.clone();

@@ -45,6 +45,9 @@ impl PodSource for FakeCluster {
     async fn namespace_labels(&self) -> Result<crate::scheduling::NamespaceLabels, KubeError> {
         Ok(Default::default())
     }
+    async fn volume_objects(&self) -> Result<crate::scheduling::VolumeObjects, KubeError> {
+        Ok(Default::default())
+    }
 }
 
 impl NodeSource for FakeCluster {

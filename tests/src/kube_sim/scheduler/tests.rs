@@ -212,3 +212,127 @@ fn zone_topology_spread_fills_the_emptier_zone() {
     // a1 has more free cpu, but zone a already has one more web pod.
     assert_eq!(decide(&pod("p", "100m", spread), &nodes, &in_a), bind("b1"));
 }
+
+/// A store with nodes `a-node` (zone a) and `b-node` (zone b), a claim `data` bound to a
+/// volume in zone b, a claim `fresh` of a class waiting for its first consumer in zone a or
+/// b, and a claim `now` of an Immediate class never bound.
+fn volume_world() -> Store {
+    let mut store = Store::new();
+    let now = "2026-11-28T00:00:00Z";
+    let mut put = |r: usize, ns: &str, v: Value| {
+        store.create(r, ns, v, now, Write::Internal).unwrap();
+    };
+    use super::super::resources::{CLAIMS, STORAGE_CLASSES, VOLUMES};
+    for (name, zone) in [("a-node", "a"), ("b-node", "b")] {
+        let mut n = serde_json::to_value(node(name, "4", json!({}))).unwrap();
+        n["metadata"]["labels"]["topology.kubernetes.io/zone"] = json!(zone);
+        put(NODES, "", n);
+    }
+    put(
+        VOLUMES,
+        "",
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-b"},
+               "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                   {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}}}),
+    );
+    put(
+        STORAGE_CLASSES,
+        "",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"},
+               "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer",
+               "allowedTopologies": [{"matchLabelExpressions": [
+                   {"key": "topology.kubernetes.io/zone", "values": ["a"]}]}]}),
+    );
+    put(
+        STORAGE_CLASSES,
+        "",
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "eager"},
+               "provisioner": "ebs.csi.aws.com"}),
+    );
+    for (name, spec) in [
+        ("data", json!({"volumeName": "pv-b"})),
+        ("fresh", json!({"storageClassName": "gp3"})),
+        ("now", json!({"storageClassName": "eager"})),
+    ] {
+        put(
+            CLAIMS,
+            "default",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": name, "namespace": "default"}, "spec": spec}),
+        );
+    }
+    store
+}
+
+fn mounting(claim: &str) -> Value {
+    json!({"spec": {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]}})
+}
+
+#[test]
+fn claims_hold_a_pod_to_its_volumes_zone_and_a_waiting_claim_is_provisioned_where_it_lands() {
+    let mut store = volume_world();
+    let table = [
+        ("data", Ok("b-node")),
+        ("fresh", Ok("a-node")),
+        (
+            "now",
+            Err("pod has unbound immediate PersistentVolumeClaims"),
+        ),
+        (
+            "missing",
+            Err("persistentvolumeclaim \"missing\" not found"),
+        ),
+    ];
+    for (claim, want) in table {
+        let p = pod(claim, "500m", mounting(claim));
+        let claims = volume_binding::claims_of(&p, &store);
+        let nodes: Vec<Node> = store
+            .list(NODES, None)
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+            .collect();
+        match (claims, want) {
+            (Ok(c), Ok(node)) => {
+                assert_eq!(
+                    decide_with_claims(&p, &nodes, &[], &c),
+                    bind(node),
+                    "{claim}"
+                );
+                let other = nodes
+                    .iter()
+                    .find(|n| n.metadata.name.as_deref() != Some(node));
+                let conflict = volume_binding::admits(&c, other.unwrap()).unwrap_err();
+                assert!(conflict.contains("volume"), "{claim}: {conflict}");
+            }
+            (Err(got), Err(message)) => assert_eq!(got, message, "{claim}"),
+            (got, want) => panic!("{claim}: {got:?}, expected {want:?}"),
+        }
+    }
+
+    // Scheduled for real, the waiting claim gets a volume in zone a and is bound to it.
+    let p = serde_json::to_value(pod("fresh", "500m", mounting("fresh"))).unwrap();
+    store
+        .create(PODS, "default", p, "2026-11-28T00:00:00Z", Write::Internal)
+        .unwrap();
+    let mut report = StepReport::default();
+    schedule_pending(
+        &mut store,
+        Timestamp::UNIX_EPOCH,
+        std::time::Duration::ZERO,
+        &mut report,
+    );
+    assert_eq!(
+        report.pods_bound,
+        vec![("default/fresh".to_string(), "a-node".to_string())]
+    );
+    let claim = store
+        .get(super::super::resources::CLAIMS, "default", "fresh")
+        .unwrap();
+    let volume = claim["spec"]["volumeName"].as_str().unwrap();
+    let pv = store
+        .get(super::super::resources::VOLUMES, "", volume)
+        .unwrap();
+    assert_eq!(
+        pv.pointer("/spec/nodeAffinity/required/nodeSelectorTerms/0/matchExpressions/0/values/0"),
+        Some(&json!("a"))
+    );
+}
