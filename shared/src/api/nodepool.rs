@@ -136,6 +136,9 @@ pub enum ConsolidationPolicy {
     WhenEmpty,
     #[default]
     WhenEmptyOrUnderutilized,
+    /// Underutilized nodes consolidate only when the move saves at least half as large a
+    /// share of the pool's cost as the share of its disruption it causes (`disruption::balanced`).
+    Balanced,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -227,14 +227,7 @@ pub(super) fn sort(candidates: &mut [Candidate<'_>]) {
 /// Karpenter's `SavingsRatio`: the node's price per unit of the disruption its removal
 /// costs, a base of 1 (cordon, drain, replacement) plus its moving pods' eviction costs.
 fn savings_ratio(node: &NodeView) -> f64 {
-    let disruption: f64 = 1.0
-        + node
-            .pods
-            .iter()
-            .filter(|p| p.moves())
-            .map(|p| p.eviction_cost.max(0.0))
-            .sum::<f64>();
-    node.price_per_hour.unwrap_or(0.0) / disruption
+    node.price_per_hour.unwrap_or(0.0) / super::balanced::disruption_cost(node)
 }
 
 /// Why a pool consolidates no node with pods, if it does not: Karpenter says so on each
@@ -243,7 +236,12 @@ fn consolidation_disabled(pool: &PoolPolicy) -> Option<KeptWhy> {
     let non_empty = match (pool.consolidate_after, pool.consolidation) {
         (None, _) => false,
         (Some(_), ConsolidationPolicy::WhenEmpty) => true,
-        (Some(_), ConsolidationPolicy::WhenEmptyOrUnderutilized) => return None,
+        (
+            Some(_),
+            ConsolidationPolicy::WhenEmptyOrUnderutilized | ConsolidationPolicy::Balanced,
+        ) => {
+            return None;
+        }
     };
     Some(KeptWhy::ConsolidationDisabled {
         pool: pool.name.clone(),

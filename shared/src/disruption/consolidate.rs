@@ -18,6 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::balanced::BalancedPools;
 use super::simulation::Simulation;
 use super::snapshot::NodeView;
 use crate::catalog::{CapacityType, Catalog};
@@ -83,6 +84,8 @@ pub struct Choices<'s, 'a> {
     pub singles: &'s [&'a NodeView],
     /// The most of the given nodes, in their order, that the budgets let go at once.
     pub together: &'s dyn Fn(&[&'a NodeView]) -> Vec<&'a NodeView>,
+    /// The Balanced pools' totals: a move there must also pass their score.
+    pub balanced: &'s BalancedPools,
 }
 
 /// The command saving most among: the longest prefix of each set that can go; the first
@@ -93,7 +96,7 @@ pub fn decide<'a>(
     settling: &HashSet<&str>,
     choices: &Choices<'_, 'a>,
 ) -> Decision<'a> {
-    let sim = &Simulator::new(sim, settling);
+    let sim = &Simulator::new(sim, settling, choices.balanced);
     let mut best: Option<(Vec<&'a NodeView>, Outcome)> = None;
     let mut tried: Vec<&[&NodeView]> = Vec::new();
     for &set in choices.sets {
@@ -247,7 +250,7 @@ pub fn placement(
     settling: &HashSet<&str>,
     group: &[&NodeView],
 ) -> Option<ProvisioningPlan> {
-    Simulator::new(sim, settling).placement(group)
+    Simulator::new(sim, settling, &BalancedPools::new()).placement(group)
 }
 
 /// One sweep's consolidation simulations, with the NodePools prepared for packing once:
@@ -257,11 +260,16 @@ pub fn placement(
 pub(crate) struct Simulator<'s> {
     sim: &'s Simulation,
     settling: &'s HashSet<&'s str>,
+    balanced: &'s BalancedPools,
     prepared: Prepared,
 }
 
 impl<'s> Simulator<'s> {
-    pub(crate) fn new(sim: &'s Simulation, settling: &'s HashSet<&'s str>) -> Self {
+    pub(crate) fn new(
+        sim: &'s Simulation,
+        settling: &'s HashSet<&'s str>,
+        balanced: &'s BalancedPools,
+    ) -> Self {
         let prepared = Prepared::new(
             &sim.pools,
             &sim.classes,
@@ -272,12 +280,25 @@ impl<'s> Simulator<'s> {
         Simulator {
             sim,
             settling,
+            balanced,
             prepared,
         }
     }
 
-    /// Runs the solver on the cluster without `group`, for `group`'s pods.
+    /// Runs the solver on the cluster without `group`, for `group`'s pods; a move that
+    /// would go is then judged by the Balanced pools it touches.
     pub(crate) fn simulate(&self, group: &[&NodeView]) -> Outcome {
+        let outcome = self.simulate_move(group);
+        if !outcome.is_go() {
+            return outcome;
+        }
+        match super::balanced::judge(group, outcome.savings(), self.balanced) {
+            Ok(()) => outcome,
+            Err(why) => Outcome::No(why),
+        }
+    }
+
+    fn simulate_move(&self, group: &[&NodeView]) -> Outcome {
         let Some(plan) = self.placement(group) else {
             return Outcome::No("a pod on it cannot be read".into());
         };

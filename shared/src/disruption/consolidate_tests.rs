@@ -279,7 +279,7 @@ fn several_replacement_nodes_must_save_ten_percent_in_all() {
     let sim = fleet.snapshot.simulation.as_ref().unwrap();
     let pair: Vec<&NodeView> = fleet.snapshot.nodes.iter().collect();
     let settling = Default::default();
-    let outcome = Simulator::new(sim, &settling).simulate(&pair);
+    let outcome = Simulator::new(sim, &settling, &Default::default()).simulate(&pair);
     assert_eq!(
         outcome,
         Outcome::No("a replacement (2 nodes at $4.0320/h) would not save 10% of $4.0320/h".into())
@@ -965,4 +965,52 @@ fn a_preferred_dear_type_keeps_its_node_unless_preferences_are_ignored() {
             assert!(c.replacement[0].price_per_hour < shape("m5.4xlarge").2 * 0.9);
         }
     }
+}
+
+/// The fleet's pool as `consolidationPolicy: Balanced`.
+fn balanced(mut fleet: Fleet) -> Fleet {
+    fleet.snapshot.pools[0].consolidation = ConsolidationPolicy::Balanced;
+    fleet
+}
+
+#[test]
+fn a_balanced_pool_refuses_a_repack_that_saves_less_than_half_the_share_it_disrupts() {
+    // Two half-empty r5.xlarge into one c5.2xlarge saves 33% of the pool's cost and moves
+    // every pod it has (all of its disruption): taken under WhenEmptyOrUnderutilized,
+    // refused under Balanced (score 0.33 < 0.5), each node kept with the score.
+    let fleet = || {
+        Fleet::new()
+            .node("a", "r5.xlarge", pods("a", 5, 750, 1))
+            .node("b", "r5.xlarge", pods("b", 5, 750, 1))
+    };
+    let plan = plan_disruption(&fleet().snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+
+    let plan = plan_disruption(&balanced(fleet()).snapshot, t(NOW));
+    assert!(plan.commands.is_empty(), "{plan:#?}");
+    for name in ["a", "b"] {
+        let kept = plan.kept.iter().find(|k| k.node == name).expect("kept");
+        assert!(
+            matches!(&kept.why, KeptWhy::NotConsolidatable { why } if why.contains("is Balanced")),
+            "{kept:?}"
+        );
+    }
+}
+
+#[test]
+fn a_balanced_pool_deletes_a_dear_node_whose_one_pod_fits_elsewhere() {
+    // An m5.4xlarge holding one small pod is two thirds of the pool's cost and half of its
+    // disruption: score 1.33, it goes under Balanced too.
+    let fleet = balanced(
+        Fleet::new()
+            .node("dear", "m5.4xlarge", pods("web", 1, 500, 1))
+            .big_with_room(),
+    );
+    let plan = plan_disruption(&fleet.snapshot, t(NOW));
+    assert_eq!(plan.commands.len(), 1, "{plan:#?}");
+    let c = &plan.commands[0];
+    assert_eq!(
+        (c.action, c.nodes.as_slice()),
+        (Action::Delete, &["dear".to_string()][..])
+    );
 }

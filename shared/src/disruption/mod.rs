@@ -4,6 +4,7 @@
 //! joined, Nodes whose instance is gone). The sweeper function carries the plan out and
 //! re-checks each node just before acting; `nodewright sweep-plan` prints it offline.
 
+mod balanced;
 mod budget;
 mod budget_recheck;
 mod candidates;

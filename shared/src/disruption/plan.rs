@@ -229,10 +229,12 @@ pub fn plan_disruption(snapshot: &Snapshot, now: Timestamp) -> Plan {
             .collect();
         let settling = settling(snapshot, now);
         let sets = [within.as_slice(), worst.within.as_slice()];
+        let balanced = super::balanced::totals(&snapshot.pools, &snapshot.nodes);
         let choices = Choices {
             sets: &sets,
             singles: &singles,
             together: &together,
+            balanced: &balanced,
         };
         match consolidate::decide(sim, &settling, &choices) {
             Decision::Go(nodes, outcome) => {

@@ -49,7 +49,7 @@ fn serde_failures_become_sentences_at_a_field() {
         (
             "spec: {disruption: {consolidationPolicy: Sometimes}, template: {spec: {nodeClassRef: {name: d}}}}",
             "spec.disruption.consolidationPolicy",
-            "unknown value \"Sometimes\"; allowed: WhenEmpty, WhenEmptyOrUnderutilized",
+            "unknown value \"Sometimes\"; allowed: WhenEmpty, WhenEmptyOrUnderutilized, Balanced",
         ),
         (
             "spec: {template: {spec: {nodeClassRef: {name: d}, taints: [{key: a, effect: NoScheduling}]}}}",
