@@ -211,12 +211,38 @@ pub struct ClockSettingError {
 /// the next poll instead.
 #[derive(Debug, Default)]
 pub struct SkippingClock {
-    skipped: std::sync::Mutex<Duration>,
+    skipped: Arc<Mutex<Duration>>,
+    /// Idle waits run on the system clock until [`SkippingClock::arm`].
+    disarmed: Arc<std::sync::atomic::AtomicBool>,
+    armed: Arc<tokio::sync::Notify>,
 }
 
 impl SkippingClock {
+    /// A clock whose idle waits are real until [`SkippingClock::arm`]: for a test where
+    /// something must happen while the handler waits (a watch event), and nothing after.
+    pub fn disarmed() -> Self {
+        let clock = SkippingClock::default();
+        clock
+            .disarmed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        clock
+    }
+
+    /// Skips every idle wait from now on, the rest of one under way included.
+    pub fn arm(&self) {
+        self.disarmed
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.armed.notify_waiters();
+    }
+
     fn skipped(&self) -> Duration {
         self.skipped.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    fn skip(skipped: &Mutex<Duration>, wait: Duration) {
+        if let Ok(mut s) = skipped.lock() {
+            *s += wait;
+        }
     }
 }
 
@@ -229,10 +255,20 @@ impl Clock for SkippingClock {
 
     fn idle_until(&self, at: Timestamp) -> Sleep {
         let wait = until(self.now(), at);
-        if let Ok(mut skipped) = self.skipped.lock() {
-            *skipped += wait;
+        if !self.disarmed.load(std::sync::atomic::Ordering::SeqCst) {
+            SkippingClock::skip(&self.skipped, wait);
+            return Box::pin(std::future::ready(()));
         }
-        Box::pin(std::future::ready(()))
+        let (skipped, armed) = (self.skipped.clone(), self.armed.clone());
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = armed.notified() => {
+                    SkippingClock::skip(&skipped, wait.saturating_sub(started.elapsed()));
+                }
+            }
+        })
     }
 }
 
@@ -405,5 +441,32 @@ mod tests {
             sleeping.elapsed() >= Duration::from_millis(50),
             "a wait that bounds work is not skipped"
         );
+    }
+
+    #[tokio::test]
+    async fn a_disarmed_skipping_clock_waits_for_real_until_armed() {
+        let clock = SkippingClock::disarmed();
+        let waiting = std::time::Instant::now();
+        clock
+            .idle_until(clock.now() + Duration::from_millis(50))
+            .await;
+        assert!(
+            waiting.elapsed() >= Duration::from_millis(50),
+            "a real wait"
+        );
+        let before = clock.now();
+        let long = clock.idle_until(before + Duration::from_secs(3600));
+        let armed = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            clock.arm();
+        };
+        tokio::join!(long, armed);
+        assert!(
+            clock.now() >= before + Duration::from_secs(3600),
+            "the wait under way ends when armed, the clock at its end"
+        );
+        let before = clock.now();
+        clock.idle_until(before + Duration::from_secs(3600)).await;
+        assert!(clock.now() >= before + Duration::from_secs(3600), "skipped");
     }
 }

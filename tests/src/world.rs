@@ -524,6 +524,16 @@ pub mod provisioner {
         json!({"source": "nodewright.local", "detail-type": "Scheduled Event", "detail": {}})
     }
 
+    /// [`quick`] for a handler on a `SkippingClock`: its idle waits cost no wall time, so
+    /// it polls once a second of its own time and an invocation costs only its polls
+    /// (at [`quick`]'s 100 ms, a skipped invocation spent most of its budget polling).
+    pub fn skipped(budget: Duration) -> HandlerConfig {
+        HandlerConfig {
+            poll_interval: Duration::from_secs(1),
+            budget,
+        }
+    }
+
     /// A handler configuration for tests: short polls, a few seconds of budget.
     pub fn quick(budget: Duration) -> HandlerConfig {
         HandlerConfig {

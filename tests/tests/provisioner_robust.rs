@@ -17,7 +17,7 @@ use nodewright_world::kit::{
     running_on_a_node,
 };
 use nodewright_world::kube_sim::SimConfig;
-use nodewright_world::world::provisioner::{invoke, quick};
+use nodewright_world::world::provisioner::{invoke, quick, skipped};
 use nodewright_world::world::{Instance, World};
 
 /// The handler's idle waits skipped ([`SkippingClock`]): an invocation takes as long as its
@@ -69,7 +69,7 @@ async fn a_node_that_joined_but_is_not_ready_yet_counts_as_capacity_and_is_not_l
     .await;
     apply_getting_started(&world, 10).await.unwrap();
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -159,7 +159,7 @@ async fn without_the_spot_service_linked_role_the_same_poll_falls_back_to_on_dem
             .into(),
     });
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -241,7 +241,7 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
     world.apply_yaml(&deployment).unwrap();
     world.sim.step().await;
     let state = world
-        .provisioner(quick(Duration::from_secs(2)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(2)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -270,7 +270,7 @@ async fn with_karpenters_crds_and_no_nodepool_nothing_is_provisioned_and_without
     // stack's default pool provisions. A new container, as the configuration is cached.
     world.sim.set_crds_installed(false);
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -304,7 +304,7 @@ async fn kubernetes_api_faults_fail_a_poll_the_next_one_launches_once_and_nothin
     // Time for two failed polls, the pod list started over and a cold catalog: on a loaded
     // 2-core CI machine 8 s ran out before the poll that launches.
     let state = world
-        .provisioner(quick(Duration::from_secs(20)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(20)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -378,7 +378,7 @@ async fn polls_while_pods_stay_unschedulable_reuse_subnets_and_count_their_api_c
     world.sim.step().await;
     // Invocations long enough for many polls after the first (which builds the catalog).
     let state = world
-        .provisioner(quick(Duration::from_secs(8)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(8)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());

@@ -12,7 +12,7 @@ use nodewright::clock::{Clock, SkippingClock};
 use nodewright_world::kit::{
     apply_getting_started, getting_started, log_to_test_output, manual_world, quick_batch,
 };
-use nodewright_world::world::provisioner::{invoke, quick};
+use nodewright_world::world::provisioner::{invoke, skipped};
 use nodewright_world::world::{Instance, World};
 use serde_json::Value;
 
@@ -70,7 +70,7 @@ async fn pending_pods_become_tagged_instances_then_ready_nodes_then_running_pods
     );
 
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -129,7 +129,7 @@ async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     let world = start("e2e-idempotent").await;
     apply_getting_started(&world, 10).await.unwrap();
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -145,7 +145,7 @@ async fn consecutive_and_retried_invocations_do_not_launch_twice() {
     );
     // A cold container (new state, as after a crash) must not launch again either.
     let cold = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -170,7 +170,7 @@ async fn the_seed_provisioner2_launches_two_c5_xlarge_on_demand_for_five_one_cpu
     world.apply_yaml(&seed).unwrap();
     world.sim.step().await;
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -245,7 +245,7 @@ async fn a_nodepool_limit_leaves_pods_pending_with_an_event_saying_why() {
     world.apply_yaml(&limited).unwrap();
     world.sim.step().await;
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -314,7 +314,7 @@ async fn insufficient_capacity_on_the_cheapest_type_launches_the_next_type_in_th
     let faults = CapacityFaults::default();
     faults.exhaust("c5.xlarge", "us-east-1a", CapacityType::OnDemand);
     let state = world
-        .provisioner_over(quick(Duration::from_secs(3)), quick_batch(), |ec2| {
+        .provisioner_over(skipped(Duration::from_secs(3)), quick_batch(), |ec2| {
             WithFaults {
                 inner: ec2,
                 faults: faults.clone(),
@@ -357,7 +357,7 @@ async fn create_fleet_throttled_past_the_sdk_retries_is_tried_again_by_the_next_
     // 20 s: the SDK's backoff over three throttles, then the polls that follow; each poll
     // is slower with moto checking signatures and policies on every call.
     let state = world
-        .provisioner(quick(Duration::from_secs(20)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(20)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -389,7 +389,7 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
     let world = two_pods_for_one_node("e2e-crash").await;
     let crash = world.front.crash_after("CreateFleet");
     let state = world
-        .provisioner(quick(Duration::from_secs(10)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(10)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -408,7 +408,7 @@ async fn a_container_that_dies_right_after_create_fleet_is_not_followed_by_a_sec
 
     // Lambda retries in a cold container: nothing of the first one's memory survives.
     let cold = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -442,7 +442,16 @@ async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_thro
         poll_interval: Duration::from_secs(60),
         budget: Duration::from_secs(6),
     };
-    let state = std::sync::Arc::new(world.provisioner(config, quick_batch()).await.unwrap());
+    // Real waits until the watch's wake-up has launched; then the rest of the budget is
+    // skipped.
+    let clock = Arc::new(SkippingClock::disarmed());
+    let state = std::sync::Arc::new(
+        world
+            .provisioner(config, quick_batch())
+            .await
+            .unwrap()
+            .with_clock(clock.clone()),
+    );
     let handler = {
         let state = state.clone();
         tokio::spawn(async move { invoke(&state).await })
@@ -452,6 +461,11 @@ async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_thro
     assert!(owned_instances(&world).await.is_empty());
     world.apply_yaml(deployment[0]).unwrap();
     world.sim.step().await; // the pods are created and found unschedulable
+    let waited = std::time::Instant::now();
+    while owned_instances(&world).await.is_empty() && waited.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    clock.arm();
     let summary = handler.await.unwrap().unwrap();
     assert!(summary["watchWakeups"].as_u64() >= Some(1), "{summary}");
     assert_eq!(owned_instances(&world).await.len(), 1, "{summary}");
@@ -460,11 +474,14 @@ async fn a_pod_that_turns_unschedulable_between_polls_wakes_the_provisioner_thro
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_pod_watch_leaves_the_provisioner_polling_and_still_launching() {
     let world = two_pods_for_one_node("e2e-dropped-watch").await;
+    // Real waits until the watch is dropped; then the rest of the budget is skipped.
+    let clock = Arc::new(SkippingClock::disarmed());
     let state = std::sync::Arc::new(
         world
-            .provisioner(quick(Duration::from_secs(8)), quick_batch())
+            .provisioner(skipped(Duration::from_secs(8)), quick_batch())
             .await
-            .unwrap(),
+            .unwrap()
+            .with_clock(clock.clone()),
     );
     let handler = {
         let state = state.clone();
@@ -479,6 +496,7 @@ async fn a_dropped_pod_watch_leaves_the_provisioner_polling_and_still_launching(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     world.sim.drop_watches();
+    clock.arm();
     let summary = handler.await.unwrap().unwrap();
     assert_eq!(summary["watch"], "ended", "{summary}");
     assert_eq!(summary["failedPolls"], 0, "{summary}");
@@ -502,7 +520,7 @@ async fn second_invocation_asks_for_nothing(cluster: &str, examples: &[&str]) {
     }
     world.sim.step().await;
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -582,7 +600,7 @@ spec:
         .unwrap();
     world.sim.step().await;
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
@@ -646,7 +664,7 @@ spec:
     world.apply_yaml(overlay).unwrap();
     apply_getting_started(&world, 1).await.unwrap();
     let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .provisioner(skipped(Duration::from_secs(3)), quick_batch())
         .await
         .unwrap()
         .with_clock(skipping());
