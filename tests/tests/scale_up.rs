@@ -17,8 +17,8 @@ use nodewright_world::world::{Instance, World};
 use serde_json::Value;
 
 /// The handler's idle waits skipped ([`SkippingClock`]): an invocation takes as long as its
-/// polls, not its whole budget. Tests where something happens while the handler waits
-/// keep the system clock.
+/// polls, not its whole budget. Tests where something must happen while the handler
+/// waits use [`SkippingClock::disarmed`], armed once it has.
 fn skipping() -> Arc<dyn Clock> {
     Arc::new(SkippingClock::default())
 }
