@@ -30,6 +30,15 @@ fn example(name: &str) -> String {
     root.to_string_lossy().into_owned()
 }
 
+/// `text` written as `name` in the test target's directory `dir`; its path.
+fn input_file(dir: &str, name: &str, text: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
 fn nodewright(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nodewright"))
         .args(args)

@@ -63,11 +63,7 @@ items:
 "#;
 
 fn write(name: &str, text: &str) -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sweep-plan");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_string_lossy().into_owned()
+    super::input_file("sweep-plan", name, text)
 }
 
 fn nodewright(args: &[&str]) -> Output {

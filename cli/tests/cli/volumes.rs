@@ -1,8 +1,6 @@
 //! `plan` and `sweep-plan` with pods that mount PersistentVolumeClaims: the claims,
 //! volumes and classes given decide where the pods can run; none given is said.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
 use super::{claims, example, nodewright};
@@ -34,11 +32,7 @@ spec:
 "#;
 
 fn write(name: &str, text: &str) -> String {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("volumes");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_string_lossy().into_owned()
+    super::input_file("volumes", name, text)
 }
 
 #[test]
