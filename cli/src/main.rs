@@ -19,6 +19,7 @@ mod plan;
 mod prices;
 mod rbac;
 mod report;
+mod reservations;
 mod settings;
 mod status;
 mod status_view;

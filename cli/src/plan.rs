@@ -16,7 +16,7 @@ use crate::exit::Exit;
 use crate::input::Files;
 use crate::money::{self, usd, usd_marked};
 use crate::output::{Output, print_data};
-use crate::{load, report, table};
+use crate::{load, report, reservations, table};
 
 /// Zones used when neither `--zones` nor a NodePool names any.
 const DEFAULT_ZONES: &[&str] = &["us-east-1a", "us-east-1b", "us-east-1c"];
@@ -42,6 +42,11 @@ pub struct Args {
     /// MinValuesPolicy (Karpenter's --min-values-policy).
     #[arg(long, value_name = "POLICY", default_value = "Strict", value_parser = MinValuesPolicy::from_str)]
     pub min_values_policy: MinValuesPolicy,
+    /// The JSON output of `aws ec2 describe-capacity-reservations`: the reservations each
+    /// EC2NodeClass's capacityReservationSelectorTerms select are planned first, as the
+    /// functions plan them.
+    #[arg(long, value_name = "FILE")]
+    pub capacity_reservations: Option<std::path::PathBuf>,
     /// wide adds the zones and every instance type the launch may choose from.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -82,7 +87,7 @@ pub fn run(args: &Args) -> Exit {
         return Exit::Problems;
     }
     let zones = zones(args, &inputs);
-    let catalog = match Catalog::offline(&zones, args.spot_discount) {
+    let mut catalog = match Catalog::offline(&zones, args.spot_discount) {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -92,6 +97,10 @@ pub fn run(args: &Args) -> Exit {
             return Exit::Usage;
         }
     };
+    if let Err(e) = add_reservations(&mut catalog, args, &inputs) {
+        eprintln!("error: --capacity-reservations {e}");
+        return Exit::Usage;
+    }
     let overlays = inputs.node_overlays.len();
     let plan = solve(
         &snapshot,
@@ -123,6 +132,35 @@ pub fn run(args: &Args) -> Exit {
     } else {
         Exit::Ok
     }
+}
+
+/// The reservations of `--capacity-reservations` the classes select, as reserved
+/// offerings; a class that selects some when no file is given is noted.
+fn add_reservations(catalog: &mut Catalog, args: &Args, inputs: &Inputs) -> Result<(), String> {
+    let Some(path) = &args.capacity_reservations else {
+        for class in &inputs.node_classes {
+            if !class.spec.capacity_reservation_selector_terms.is_empty() {
+                eprintln!(
+                    "note: EC2NodeClass {} selects capacity reservations; give \
+                     --capacity-reservations (the JSON output of \
+                     `aws ec2 describe-capacity-reservations`) to plan them",
+                    class.metadata.name
+                );
+            }
+        }
+        return Ok(());
+    };
+    let described = reservations::read(path)?;
+    let now = std::time::SystemTime::now();
+    for (class, n) in reservations::add(catalog, &inputs.node_classes, &described, now) {
+        if n == 0 {
+            eprintln!(
+                "note: EC2NodeClass {class}: its capacityReservationSelectorTerms select none of the active reservations in {}",
+                path.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn zones(args: &Args, inputs: &Inputs) -> Vec<String> {

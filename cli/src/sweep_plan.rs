@@ -11,9 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::StorageClass;
 use nodewright::api::{Inputs, Problem, not_yet_reported};
-use nodewright::catalog::{
-    BUNDLED_PRICE_REGION, DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price,
-};
+use nodewright::catalog::{BUNDLED_PRICE_REGION, DEFAULT_SPOT_DISCOUNT, bundled_node_prices};
 use nodewright::disruption::{
     FirstSight, Plan, Reason, SimulationInputs, plan_disruption, simulation, snapshot,
 };
@@ -99,17 +97,7 @@ pub fn run(args: &Args) -> Exit {
     if !errors.is_empty() || report::any_error(&problems) {
         return Exit::Problems;
     }
-    let prices: std::collections::HashMap<(String, String), f64> = bundled_instance_types()
-        .unwrap_or_default()
-        .into_iter()
-        .flat_map(|(t, od)| {
-            let spot = estimated_spot_price(od, DEFAULT_SPOT_DISCOUNT);
-            [
-                ((t.name.clone(), "on-demand".to_string()), od),
-                ((t.name, "spot".to_string()), spot),
-            ]
-        })
-        .collect();
+    let prices = bundled_node_prices(DEFAULT_SPOT_DISCOUNT);
     let price = |t: &str, c: &str| prices.get(&(t.to_string(), c.to_string())).copied();
     let namespace_labels: NamespaceLabels = objects
         .namespaces

@@ -32,6 +32,12 @@
 //! - **Failed status checks** (off unless a test sets them, [`AwsFront::impair`]): moto's
 //!   DescribeInstanceStatus answer says `impaired` for them ([`crate::status_checks`]).
 //!
+//! - **Capacity reservations** (ODCRs and capacity blocks a test sets, [`AwsFront::reserve`]):
+//!   DescribeCapacityReservations is answered from them after moto has judged its IAM, a
+//!   CreateFleet from a launch template targeting one is refused as EC2 refuses it or
+//!   charged a slot per instance moto launched, TerminateInstances gives the slot back and
+//!   DescribeInstances shows the reservation ([`crate::capacity_reservations`]; moto has none).
+//!
 //! Every call is recorded (action, time, what the front did), so tests and benchmarks can
 //! read the wire: how often the SDK retried, when CreateFleet was sent.
 //!
@@ -50,6 +56,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{oneshot, watch};
 
+use crate::capacity_reservations::{Admission, Reservation, Reservations};
 use crate::ec2_consistency::{Consistency, not_found_xml};
 use crate::ec2_idempotency::{Remembered, Tokens, Verdict, form_params, mismatch_xml};
 use crate::fleet_faults::{FleetFault, answer_xml};
@@ -74,13 +81,15 @@ pub enum Handling {
     Replayed,
     /// A ClientToken seen before with other parameters: `IdempotentParameterMismatch`.
     TokenMismatch,
-    /// A CreateFleet answered with a [`FleetFault`]'s errors; moto never saw it.
+    /// A CreateFleet answered with a [`FleetFault`]'s errors, or refused by the capacity
+    /// reservation it targets ([`crate::capacity_reservations`]); moto never saw it.
     FleetErrors,
     /// A DescribeInstances naming an instance too young to be visible:
     /// `InvalidInstanceID.NotFound`, moto never saw it.
     NotVisibleYet,
-    /// Answered by the world: an SQS call on an emulated queue (moto judged its IAM, the
-    /// world's queue answered), or a Price List call.
+    /// Answered by the world: an SQS call on an emulated queue or a
+    /// DescribeCapacityReservations (moto judged its IAM, the world answered), or a Price
+    /// List call.
     Emulated(u16),
 }
 
@@ -102,13 +111,15 @@ pub struct Call {
     pub params: std::collections::BTreeMap<String, String>,
 }
 
-/// Actions whose parameters [`Call::params`] keeps (DescribeInstances: so a test can tell
-/// a listing by the ownership tag from a describe by id).
-pub const RECORDED_PARAMS: [&str; 4] = [
+/// Actions whose parameters [`Call::params`] keeps (DescribeInstances and
+/// DescribeCapacityReservations: so a test can tell a listing by tag or filter from a
+/// describe by id).
+pub const RECORDED_PARAMS: [&str; 5] = [
     "CreateFleet",
     "RunInstances",
     "CreateLaunchTemplate",
     "DescribeInstances",
+    "DescribeCapacityReservations",
 ];
 
 #[derive(Default)]
@@ -130,6 +141,7 @@ struct Front {
     status_checks: crate::status_checks::StatusChecks,
     eks_access: crate::eks_access::EksAccess,
     price_list: crate::price_list::PriceList,
+    reservations: Reservations,
     calls: Mutex<Vec<Call>>,
     sqs: std::sync::OnceLock<Arc<crate::sqs::Sqs>>,
     /// The world's clock: injected delays are world time, and a call being served counts
@@ -196,6 +208,18 @@ impl AwsFront {
         self.front.price_list.set(region, prices);
     }
 
+    /// EC2 holds `reservation` from now on, replacing one with its id
+    /// ([`crate::capacity_reservations`]).
+    pub fn reserve(&self, reservation: Reservation) {
+        self.front.reservations.reserve(reservation);
+    }
+
+    /// How many instances reservation `id` has room for now; `None` for an id never
+    /// reserved.
+    pub fn reservation_available(&self, id: &str) -> Option<u32> {
+        self.front.reservations.available(id)
+    }
+
     /// Starts the proxy on a free loopback port, forwarding to `upstream` (moto's URL).
     pub async fn start(upstream: &str) -> anyhow::Result<AwsFront> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -212,6 +236,7 @@ impl AwsFront {
             status_checks: Default::default(),
             eks_access: Default::default(),
             price_list: Default::default(),
+            reservations: Reservations::default(),
             calls: Mutex::default(),
             sqs: std::sync::OnceLock::new(),
             clock: std::sync::OnceLock::new(),
@@ -488,6 +513,14 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             _ => response,
         };
     }
+    if action == crate::capacity_reservations::DESCRIBE {
+        let response = emulated_reservations(&front, &parts, body, &action, at, &path_and_query);
+        let response = response.await;
+        return match plan {
+            Plan::Crash(tx) => withhold(&front, tx).await,
+            _ => response,
+        };
+    }
     if let Some((code, json)) = front
         .eks_access
         .answer(parts.method.as_str(), parts.uri.path())
@@ -524,28 +557,21 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             return r;
         }
     };
-    if let Some(xml) = front.fleet_fault(&action, &body) {
-        // EC2 remembers an error answer under its token like any other.
-        if let Some(key) = token_key {
-            let remembered = Remembered {
-                status: 200,
-                content_type: "text/xml".into(),
-                body: Bytes::from(xml.clone()),
-            };
-            front.tokens.remember(key, &body, remembered);
-        }
-        front.record(action, at, Handling::FleetErrors, &body);
-        let mut r = (StatusCode::OK, xml).into_response();
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
-        return r;
-    }
+    let admission = match front.fleet_fault(&action, &body) {
+        Some(xml) => Admission::Refused(xml),
+        None => front.reservations.admit(&action, &body),
+    };
+    let hold = match admission {
+        Admission::Refused(xml) => return refuse_fleet(&front, action, at, &body, token_key, xml),
+        Admission::Forward(hold) => hold,
+    };
     let answer = front
         .forward(parts.method, &path_and_query, &parts.headers, body.clone())
         .await;
     let response = match answer {
         Ok(r) => r,
         Err(e) => {
+            front.reservations.settle(hold, 502, &[]);
             return (
                 StatusCode::BAD_GATEWAY,
                 format!("the AWS front could not reach moto: {e}"),
@@ -567,9 +593,15 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
         response
     };
     let read_answer = token_key.is_some()
+        || hold.is_some()
         || matches!(
             action.as_str(),
-            "CreateFleet" | "RunInstances" | "DescribeInstances" | "DescribeInstanceStatus"
+            "CreateFleet"
+                | "RunInstances"
+                | "DescribeInstances"
+                | "DescribeInstanceStatus"
+                | "CreateLaunchTemplate"
+                | "TerminateInstances"
         );
     let response = if read_answer {
         let (parts_out, out_body) = response.into_parts();
@@ -578,7 +610,10 @@ async fn handle(State(front): State<Arc<Front>>, request: Request) -> Response {
             .unwrap_or_default();
         front.consistency.launched(&action, &bytes, at.wall);
         let bytes = front.consistency.visible(&action, bytes.to_vec(), at.wall);
-        let bytes = Bytes::from(front.status_checks.rewrite(&action, bytes));
+        let bytes = front.status_checks.rewrite(&action, bytes);
+        let status = parts_out.status.as_u16();
+        front.reservations.settle(hold, status, &bytes);
+        let bytes = Bytes::from(front.reservations.answered(&action, &body, status, bytes));
         // EC2 remembers the answer whether or not the caller lived to read it.
         if let Some(key) = token_key {
             let content_type = parts_out
@@ -638,32 +673,10 @@ async fn emulated_sqs(
     at: Arrival,
     path_and_query: &str,
 ) -> Response {
-    let judged = front
-        .forward(parts.method, path_and_query, &parts.headers, body.clone())
-        .await;
-    let moto = match judged {
-        Ok(r) => r,
-        Err(e) => {
-            return (
-                StatusCode::BAD_GATEWAY,
-                format!("the AWS front could not reach moto: {e}"),
-            )
-                .into_response();
-        }
+    let moto_bytes = match judged_by_moto(front, &parts, &body, action, at, path_and_query).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
     };
-    let (moto_parts, moto_body) = moto.into_parts();
-    let moto_bytes = axum::body::to_bytes(moto_body, MAX_BODY)
-        .await
-        .unwrap_or_default();
-    if refused_by_iam(moto_parts.status, &moto_bytes) {
-        front.record(
-            action.to_string(),
-            at,
-            Handling::Forwarded(moto_parts.status.as_u16()),
-            &body,
-        );
-        return Response::from_parts(moto_parts, Body::from(moto_bytes));
-    }
     let moto_json: serde_json::Value = serde_json::from_slice(&moto_bytes).unwrap_or_default();
     let response = crate::sqs::wire::serve(sqs, action, &parts.headers, &body, &moto_json)
         .await
@@ -675,6 +688,92 @@ async fn emulated_sqs(
         &body,
     );
     response
+}
+
+/// A DescribeCapacityReservations: moto judges its IAM (its answer is returned when it
+/// refused; when it allowed the call, moto answers that it has no such action), then the
+/// world's reservations answer.
+async fn emulated_reservations(
+    front: &Front,
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+    action: &str,
+    at: Arrival,
+    path_and_query: &str,
+) -> Response {
+    if let Err(refused) = judged_by_moto(front, parts, &body, action, at, path_and_query).await {
+        return refused;
+    }
+    let (status, xml) = front.reservations.describe(&body);
+    front.record(action.to_string(), at, Handling::Emulated(status), &body);
+    xml_answer(status, xml)
+}
+
+/// moto's verdict on a call the world answers itself: `Ok` with moto's answer when IAM
+/// let it through, `Err` with the answer to send (moto's refusal, recorded as forwarded,
+/// or a gateway error when moto could not be reached).
+async fn judged_by_moto(
+    front: &Front,
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+    action: &str,
+    at: Arrival,
+    path_and_query: &str,
+) -> Result<Bytes, Response> {
+    let judged = front
+        .forward(
+            parts.method.clone(),
+            path_and_query,
+            &parts.headers,
+            body.clone(),
+        )
+        .await;
+    let moto = judged.map_err(|e| {
+        let message = format!("the AWS front could not reach moto: {e}");
+        (StatusCode::BAD_GATEWAY, message).into_response()
+    })?;
+    let (moto_parts, moto_body) = moto.into_parts();
+    let moto_bytes = axum::body::to_bytes(moto_body, MAX_BODY)
+        .await
+        .unwrap_or_default();
+    if refused_by_iam(moto_parts.status, &moto_bytes) {
+        let handling = Handling::Forwarded(moto_parts.status.as_u16());
+        front.record(action.to_string(), at, handling, body);
+        return Err(Response::from_parts(moto_parts, Body::from(moto_bytes)));
+    }
+    Ok(moto_bytes)
+}
+
+/// A CreateFleet refused before moto saw it (a [`FleetFault`], a capacity reservation):
+/// EC2's `instant` fleet answer `xml`, remembered under the call's token as EC2 remembers
+/// an error answer like any other.
+fn refuse_fleet(
+    front: &Front,
+    action: String,
+    at: Arrival,
+    body: &[u8],
+    token_key: Option<(String, String)>,
+    xml: String,
+) -> Response {
+    if let Some(key) = token_key {
+        let remembered = Remembered {
+            status: 200,
+            content_type: "text/xml".into(),
+            body: Bytes::from(xml.clone()),
+        };
+        front.tokens.remember(key, body, remembered);
+    }
+    front.record(action, at, Handling::FleetErrors, body);
+    xml_answer(200, xml)
+}
+
+/// An EC2 (query protocol) answer.
+fn xml_answer(status: u16, xml: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = (status, xml).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/xml"));
+    r
 }
 
 /// Whether moto's answer is IAM's refusal (403, or an AccessDenied error document).

@@ -111,7 +111,7 @@ pub fn not_found_xml(id: &str) -> String {
 
 /// Every `i-<hex>` text node of an XML answer (CreateFleet lists ids as `<item>i-..</item>`,
 /// RunInstances as `<instanceId>i-..</instanceId>`).
-fn instance_ids(xml: &str) -> Vec<String> {
+pub fn instance_ids(xml: &str) -> Vec<String> {
     xml.split('>')
         .filter_map(|s| s.split('<').next())
         .map(str::trim)

@@ -40,15 +40,18 @@ impl FleetFault {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-struct Override {
-    instance_type: String,
-    subnet_id: String,
-    zone: String,
+/// One override of a CreateFleet request, as its form parameters name it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Override {
+    pub instance_type: String,
+    pub subnet_id: String,
+    /// Empty when the request names only the subnet.
+    pub zone: String,
 }
 
-/// The overrides of the request's first launch template config (nodewright sends one).
-fn overrides(params: &BTreeMap<String, String>) -> Vec<Override> {
+/// The overrides of the request's first launch template config (nodewright sends one), in
+/// the request's order.
+pub fn overrides(params: &BTreeMap<String, String>) -> Vec<Override> {
     let prefix = "LaunchTemplateConfigs.1.Overrides.";
     let mut by_index: BTreeMap<u32, Override> = BTreeMap::new();
     for (key, value) in params {
@@ -72,7 +75,8 @@ fn overrides(params: &BTreeMap<String, String>) -> Vec<Override> {
     by_index.into_values().collect()
 }
 
-fn escape(s: &str) -> String {
+/// `s` as XML text.
+pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -81,6 +85,19 @@ fn escape(s: &str) -> String {
 
 /// EC2's answer to the request: every failing override in `errorSet`, no instance.
 pub fn answer_xml(params: &BTreeMap<String, String>, fault: &FleetFault) -> String {
+    refusal_xml(params, |o| {
+        fault
+            .fails(&o.instance_type)
+            .then(|| (fault.code.clone(), fault.message.clone()))
+    })
+}
+
+/// EC2's answer to an `instant` fleet that launched nothing: an `errorSet` item for each
+/// override `error` gives a (code, message) for, no instance.
+pub fn refusal_xml(
+    params: &BTreeMap<String, String>,
+    error: impl Fn(&Override) -> Option<(String, String)>,
+) -> String {
     let template = params
         .get("LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateId")
         .cloned()
@@ -94,10 +111,10 @@ pub fn answer_xml(params: &BTreeMap<String, String>, fault: &FleetFault) -> Stri
         .cloned()
         .unwrap_or_else(|| "on-demand".into());
     let mut items = String::new();
-    for o in overrides(params)
-        .iter()
-        .filter(|o| fault.fails(&o.instance_type))
-    {
+    for o in overrides(params) {
+        let Some((code, message)) = error(&o) else {
+            continue;
+        };
         items.push_str(&format!(
             "<item><launchTemplateAndOverrides><launchTemplateSpecification>\
              <launchTemplateId>{}</launchTemplateId><version>{}</version>\
@@ -111,8 +128,8 @@ pub fn answer_xml(params: &BTreeMap<String, String>, fault: &FleetFault) -> Stri
             escape(&o.subnet_id),
             escape(&o.zone),
             escape(&lifecycle),
-            escape(&fault.code),
-            escape(&fault.message),
+            escape(&code),
+            escape(&message),
         ));
     }
     format!(

@@ -4,6 +4,7 @@
 pub mod access_entries;
 pub mod aws_faults;
 pub mod aws_front;
+pub mod capacity_reservations;
 pub mod deployed_env;
 pub mod ec2_consistency;
 pub mod ec2_idempotency;

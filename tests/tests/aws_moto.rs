@@ -262,6 +262,7 @@ async fn a_fleet_launch_is_tagged_listed_and_terminated_while_foreign_instances_
             priority: None,
         }],
         capacity_type: CapacityType::Spot,
+        reservation_kind: None,
         tags: BTreeMap::from([
             (
                 "nodewright.io/nodeclaim".to_string(),

@@ -5,6 +5,7 @@
 //! `cargo test --workspace --test world scale_up::` runs one.
 
 mod aws_moto;
+mod capacity_reservations_world;
 mod ec2_eventual_consistency;
 mod eks_token_auth;
 mod in_flight_order;
@@ -25,6 +26,7 @@ mod lease_gate;
 mod profile_leftovers;
 mod provisioner_robust;
 mod rbac;
+mod reserved_capacity;
 mod scale_up;
 mod soak;
 mod stack_deploy;

@@ -10,6 +10,7 @@ mod conventions;
 mod doc_examples;
 mod doctor;
 mod explain_event;
+mod reservations;
 mod status_terminal;
 mod support_matrix;
 mod sweep_plan;

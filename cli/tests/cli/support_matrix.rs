@@ -102,6 +102,7 @@ fn beside(field: &str) -> Option<Value> {
     match field {
         // An owner narrows a name or tags; alone it selects nothing.
         "spec.amiSelectorTerms[].owner" => Some(json!({"name": "al2023-ami-*"})),
+        "spec.capacityReservationSelectorTerms[].ownerID" => Some(json!({"tags": {"team": "ml"}})),
         // A schedule and a duration come together.
         "spec.disruption.budgets[].schedule" => Some(json!({"nodes": "0", "duration": "8h"})),
         "spec.disruption.budgets[].duration" => {

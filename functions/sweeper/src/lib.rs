@@ -26,7 +26,7 @@ use std::sync::Arc;
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::api::labels;
 use nodewright::aws::{InstanceStatusChecks, OwnedInstances};
-use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_instance_types, estimated_spot_price};
+use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_node_prices};
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
 };
@@ -99,12 +99,7 @@ pub struct State<K, E, R = NoReplacement> {
 
 impl<K, E> State<K, E> {
     pub fn new(kube: K, ec2: E, cluster: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
-        let mut prices = HashMap::new();
-        for (t, on_demand) in bundled_instance_types().unwrap_or_default() {
-            let spot = estimated_spot_price(on_demand, DEFAULT_SPOT_DISCOUNT);
-            prices.insert((t.name.clone(), "on-demand".to_string()), on_demand);
-            prices.insert((t.name, "spot".to_string()), spot);
-        }
+        let prices = bundled_node_prices(DEFAULT_SPOT_DISCOUNT);
         State {
             kube,
             ec2,

@@ -447,6 +447,7 @@ fn convert_aws(
         detailed_monitoring: a.detailed_monitoring,
         instance_store_policy: None,
         context: a.context.clone(),
+        capacity_reservation_selector_terms: Vec::new(),
     };
     ConvertedNodeTemplate {
         node_class: EC2NodeClass { metadata, spec },

@@ -83,4 +83,10 @@ pub mod labels {
 
     pub const SPOT: &str = "spot";
     pub const ON_DEMAND: &str = "on-demand";
+    /// Capacity in an EC2 capacity reservation (an ODCR or a capacity block) the NodePool's
+    /// EC2NodeClass selects.
+    pub const RESERVED: &str = "reserved";
+    pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+    /// `default` (an on-demand capacity reservation) or `capacity-block`.
+    pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 }

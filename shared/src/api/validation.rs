@@ -4,6 +4,7 @@
 
 mod launchable;
 pub mod nodeclass;
+mod reservations;
 mod syntax;
 mod warnings;
 

@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
-use crate::api::{AmiSelectorTerm, SelectorTerm};
-use crate::catalog::InstanceType;
+use crate::api::{AmiSelectorTerm, CapacityReservationSelectorTerm, SelectorTerm};
+use crate::catalog::{InstanceType, Reservation};
 
 use super::errors::AwsError;
 use super::fleet::{FleetOutcome, FleetRequest};
@@ -84,6 +84,12 @@ where
         terms: &[SelectorTerm],
     ) -> impl Future<Output = Result<Vec<SecurityGroup>, AwsError>> + Send {
         self.delegate().security_groups(terms)
+    }
+    fn capacity_reservations(
+        &self,
+        terms: &[CapacityReservationSelectorTerm],
+    ) -> impl Future<Output = Result<Vec<Reservation>, AwsError>> + Send {
+        self.delegate().capacity_reservations(terms)
     }
 }
 

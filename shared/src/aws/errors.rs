@@ -239,6 +239,8 @@ pub enum AwsError {
     DescribeSubnets { source: ApiError },
     #[error("DescribeSecurityGroups failed")]
     DescribeSecurityGroups { source: ApiError },
+    #[error("DescribeCapacityReservations failed")]
+    DescribeCapacityReservations { source: ApiError },
     #[error("DescribeImages failed")]
     DescribeImages { source: ApiError },
     #[error("SSM GetParameters failed")]
@@ -354,6 +356,7 @@ impl AwsError {
             | AwsError::DescribeSpotPriceHistory { source }
             | AwsError::DescribeSubnets { source }
             | AwsError::DescribeSecurityGroups { source }
+            | AwsError::DescribeCapacityReservations { source }
             | AwsError::DescribeImages { source }
             | AwsError::GetParameters { source }
             | AwsError::CreateFleet { source, .. }

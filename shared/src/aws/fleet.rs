@@ -13,7 +13,7 @@ use aws_sdk_ec2::types::{
     TargetCapacitySpecificationRequest,
 };
 
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, ReservationKind};
 
 use super::Ec2Adapter;
 use super::convert::tag_spec;
@@ -39,6 +39,9 @@ pub struct FleetRequest {
     pub launch_template: LaunchTemplateRef,
     pub overrides: Vec<FleetOverride>,
     pub capacity_type: CapacityType,
+    /// For a reserved launch, the kind of its reservation (a capacity block is launched
+    /// with target capacity type `capacity-block`).
+    pub reservation_kind: Option<ReservationKind>,
     /// Instance and volume tags; the adapter adds the ownership tag itself.
     pub tags: BTreeMap<String, String>,
 }
@@ -67,11 +70,15 @@ pub struct FleetOutcome {
     pub errors: Vec<FleetError>,
 }
 
-/// The capacity type of an instance from its lifecycle: spot if EC2 says so, otherwise
-/// on-demand (capacity blocks and scheduled instances are paid like on-demand).
-pub fn capacity_type_of(lifecycle: Option<&str>) -> CapacityType {
+/// The capacity type of an instance from its lifecycle and the capacity reservation it
+/// runs in: spot if EC2 says so, reserved while it runs in a reservation, otherwise
+/// on-demand (an instance whose reservation ended runs on as on-demand, and Karpenter's
+/// `capacityreservation.capacitytype` controller relabels it so).
+pub fn capacity_type_of(lifecycle: Option<&str>, reservation: Option<&str>) -> CapacityType {
     if lifecycle.and_then(CapacityType::parse) == Some(CapacityType::Spot) {
         CapacityType::Spot
+    } else if reservation.is_some_and(|r| !r.is_empty()) {
+        CapacityType::Reserved
     } else {
         CapacityType::OnDemand
     }
@@ -131,6 +138,15 @@ impl Ec2Adapter {
                         .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
                         .build(),
                 ),
+            ),
+            CapacityType::Reserved => (
+                match request.reservation_kind {
+                    Some(ReservationKind::CapacityBlock) => {
+                        DefaultTargetCapacityType::CapacityBlock
+                    }
+                    _ => DefaultTargetCapacityType::OnDemand,
+                },
+                self.client.create_fleet(),
             ),
             CapacityType::OnDemand => (
                 DefaultTargetCapacityType::OnDemand,
@@ -200,8 +216,8 @@ pub fn outcome(request: &FleetRequest, out: &CreateFleetOutput) -> FleetOutcome 
             .unwrap_or_default();
         let capacity_type = match launched.lifecycle.as_ref() {
             Some(InstanceLifecycle::Spot) => CapacityType::Spot,
-            Some(_) => CapacityType::OnDemand,
-            None => request.capacity_type,
+            Some(_) if request.capacity_type != CapacityType::Reserved => CapacityType::OnDemand,
+            _ => request.capacity_type,
         };
         for id in launched.instance_ids() {
             result.instances.push(LaunchedInstance {

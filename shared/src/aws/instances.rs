@@ -87,7 +87,10 @@ fn owned_instance(i: &Instance) -> Option<OwnedInstance> {
             .and_then(|p| p.availability_zone.clone())
             .unwrap_or_default(),
         state: InstanceState::from_sdk(i.state.as_ref()?.name.as_ref()?)?,
-        capacity_type: capacity_type_of(i.instance_lifecycle.as_ref().map(|l| l.as_str())),
+        capacity_type: capacity_type_of(
+            i.instance_lifecycle.as_ref().map(|l| l.as_str()),
+            i.capacity_reservation_id.as_deref(),
+        ),
         launch_time: i.launch_time.as_ref().and_then(timestamp),
         tags: tag_map(i.tags()),
         private_dns_name: i.private_dns_name.clone().filter(|n| !n.is_empty()),
@@ -295,12 +298,25 @@ mod tests {
     }
 
     #[test]
-    fn spot_lifecycle_means_spot_and_anything_else_on_demand() {
-        assert_eq!(capacity_type_of(Some("spot")), CapacityType::Spot);
-        assert_eq!(
-            capacity_type_of(Some("capacity-block")),
-            CapacityType::OnDemand
-        );
-        assert_eq!(capacity_type_of(None), CapacityType::OnDemand);
+    fn spot_lifecycle_means_spot_a_reservation_reserved_and_anything_else_on_demand() {
+        let cases = [
+            (Some("spot"), None, CapacityType::Spot),
+            (Some("capacity-block"), None, CapacityType::OnDemand),
+            (None, None, CapacityType::OnDemand),
+            (None, Some(""), CapacityType::OnDemand),
+            (None, Some("cr-0aa"), CapacityType::Reserved),
+            (
+                Some("capacity-block"),
+                Some("cr-0bb"),
+                CapacityType::Reserved,
+            ),
+        ];
+        for (lifecycle, reservation, want) in cases {
+            assert_eq!(
+                capacity_type_of(lifecycle, reservation),
+                want,
+                "{lifecycle:?} {reservation:?}"
+            );
+        }
     }
 }

@@ -21,6 +21,7 @@ use super::Ec2Adapter;
 use super::convert::{filter, tag_spec};
 use super::errors::{AwsError, ErrorClass, api};
 use super::ports::LaunchTemplates;
+use crate::catalog::ReservationKind;
 
 /// Hex digits of the spec hash in the name: 64 bits, as Karpenter's template hash.
 const HASH_HEX_LEN: usize = 16;
@@ -46,6 +47,20 @@ pub struct LaunchTemplateSpec {
     /// tag; an on-demand launch creates no such request, and EC2 fails a launch whose
     /// template tags a resource type it does not create, so the two never share a template.
     pub spot: bool,
+    /// Where a launch from it may take capacity reservations (`None`: EC2's default, any
+    /// open reservation that matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservations: Option<ReservationUse>,
+}
+
+/// How a launch template's instances use capacity reservations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum ReservationUse {
+    /// Into this reservation only (a reserved launch).
+    Only { id: String, kind: ReservationKind },
+    /// Into none: the class's spot and on-demand launches, so that they never take room in
+    /// an open reservation that its reserved launches are planned into (as Karpenter).
+    None,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -178,6 +193,9 @@ impl LaunchTemplateSpec {
             data =
                 data.tag_specifications(launch_tag_spec(ResourceType::SpotInstancesRequest, tags));
         }
+        if let Some(reservations) = &self.reservations {
+            data = with_reservations(data, reservations);
+        }
         if let Some(public) = self.associate_public_ip_address {
             data = data.network_interfaces(
                 aws_sdk_ec2::types::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
@@ -190,6 +208,48 @@ impl LaunchTemplateSpec {
             data = data.set_security_group_ids(None);
         }
         data.build()
+    }
+}
+
+/// `data` launching into `use_`'s reservations: `capacity-reservations-only` with the target
+/// (and market type `capacity-block` for a block, which EC2 requires), or `none`.
+fn with_reservations(
+    data: aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder,
+    use_: &ReservationUse,
+) -> aws_sdk_ec2::types::builders::RequestLaunchTemplateDataBuilder {
+    use aws_sdk_ec2::types::{
+        CapacityReservationPreference, CapacityReservationTarget,
+        LaunchTemplateCapacityReservationSpecificationRequest,
+        LaunchTemplateInstanceMarketOptionsRequest, MarketType,
+    };
+    match use_ {
+        ReservationUse::Only { id, kind } => {
+            let data = data.capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_preference(
+                        CapacityReservationPreference::CapacityReservationsOnly,
+                    )
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(id)
+                            .build(),
+                    )
+                    .build(),
+            );
+            match kind {
+                ReservationKind::CapacityBlock => data.instance_market_options(
+                    LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(MarketType::CapacityBlock)
+                        .build(),
+                ),
+                ReservationKind::Default => data,
+            }
+        }
+        ReservationUse::None => data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::None)
+                .build(),
+        ),
     }
 }
 
@@ -366,5 +426,33 @@ mod tests {
             ..spec.clone()
         };
         assert_ne!(changed.name("demo"), name);
+    }
+
+    #[test]
+    fn reservations_give_their_own_templates_and_none_keeps_the_name_it_had() {
+        let spec = LaunchTemplateSpec {
+            image_id: "ami-1".into(),
+            ..Default::default()
+        };
+        // A template without reservations hashes as before they were read: an upgrade
+        // must not make every node's template look changed.
+        let hashed = serde_json::to_string(&spec).unwrap_or_default();
+        assert!(!hashed.contains("reservations"), "{hashed}");
+        let with = |r| LaunchTemplateSpec {
+            reservations: Some(r),
+            ..spec.clone()
+        };
+        let only = |id: &str| ReservationUse::Only {
+            id: id.into(),
+            kind: ReservationKind::Default,
+        };
+        let names = [
+            spec.name("demo"),
+            with(ReservationUse::None).name("demo"),
+            with(only("cr-0aa")).name("demo"),
+            with(only("cr-0bb")).name("demo"),
+        ];
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
     }
 }

@@ -60,6 +60,7 @@ fn request(capacity_type: CapacityType) -> FleetRequest {
             },
         ],
         capacity_type,
+        reservation_kind: None,
         tags: [("nodewright.io/nodeclaim".to_string(), "claim-1".to_string())].into(),
     }
 }

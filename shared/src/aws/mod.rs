@@ -2,6 +2,7 @@
 //! one module per AWS resource. SDK types are converted to the core's own types as they
 //! arrive and never reach a decision.
 
+pub mod capacity_reservations;
 pub mod cloud;
 pub mod delegate;
 pub mod errors;

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::SelectorTerm;
+use crate::api::{CapacityReservationSelectorTerm, SelectorTerm};
+use crate::catalog::Reservation;
 
 use super::Ec2Adapter;
 use super::convert::{filter, tag_map};
@@ -161,6 +162,13 @@ impl NetworkDiscovery for Ec2Adapter {
             }
         }
         Ok(found.into_values().collect())
+    }
+
+    async fn capacity_reservations(
+        &self,
+        terms: &[CapacityReservationSelectorTerm],
+    ) -> Result<Vec<Reservation>, AwsError> {
+        self.describe_reservations(terms).await
     }
 }
 

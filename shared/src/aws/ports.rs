@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
-use crate::api::{AmiSelectorTerm, SelectorTerm};
-use crate::catalog::InstanceType;
+use crate::api::{AmiSelectorTerm, CapacityReservationSelectorTerm, SelectorTerm};
+use crate::catalog::{InstanceType, Reservation};
 
 use super::errors::AwsError;
 use super::fleet::{FleetOutcome, FleetRequest};
@@ -27,7 +27,8 @@ pub trait InstanceTypeSource {
     fn spot_prices(&self) -> impl Future<Output = Result<Vec<SpotPrice>, AwsError>> + Send;
 }
 
-/// Subnets and security groups chosen by an EC2NodeClass's selector terms.
+/// Subnets, security groups and capacity reservations chosen by an EC2NodeClass's
+/// selector terms.
 pub trait NetworkDiscovery {
     /// Subnets matching any of the terms (terms are ORed, fields in a term ANDed).
     fn subnets(
@@ -39,6 +40,11 @@ pub trait NetworkDiscovery {
         &self,
         terms: &[SelectorTerm],
     ) -> impl Future<Output = Result<Vec<SecurityGroup>, AwsError>> + Send;
+    /// Active capacity reservations matching any of the terms, each once.
+    fn capacity_reservations(
+        &self,
+        terms: &[CapacityReservationSelectorTerm],
+    ) -> impl Future<Output = Result<Vec<Reservation>, AwsError>> + Send;
 }
 
 /// AMIs chosen by an EC2NodeClass's `amiSelectorTerms`.

@@ -7,6 +7,7 @@ mod kubelet;
 mod labels;
 mod name;
 mod offerings;
+mod reserved;
 
 use std::fmt;
 
@@ -19,17 +20,22 @@ pub use allocatable::{
     RESOURCE_AWS_NEURON, RESOURCE_AWS_NEURON_CORE, RESOURCE_HABANA_GAUDI, RESOURCE_NVIDIA_GPU,
     VM_MEMORY_OVERHEAD_PERCENT, kube_reserved_cpu_millis, kube_reserved_memory_mib,
 };
-pub use bundled::{BUNDLED_PRICE_REGION, bundled_instance_types};
+pub use bundled::{BUNDLED_PRICE_REGION, bundled_instance_types, bundled_node_prices};
 pub use kubelet::{MEMORY_AVAILABLE, NODEFS_AVAILABLE, validate_kubelet};
 pub use labels::*;
 pub use name::parse_name;
 pub use offerings::{DEFAULT_SPOT_DISCOUNT, estimated_spot_price, offerings_for};
+pub use reserved::{
+    CAPACITY_BLOCK_NOTICE, RESERVED_PRICE_DIVISOR, Reservation, ReservationKind, reserved_price,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityType {
     Spot,
     OnDemand,
+    /// In a capacity reservation: paid for whether used or not, so priced near zero.
+    Reserved,
 }
 
 impl CapacityType {
@@ -37,6 +43,7 @@ impl CapacityType {
         match self {
             CapacityType::Spot => crate::api::labels::SPOT,
             CapacityType::OnDemand => crate::api::labels::ON_DEMAND,
+            CapacityType::Reserved => crate::api::labels::RESERVED,
         }
     }
 
@@ -46,6 +53,7 @@ impl CapacityType {
         match text {
             crate::api::labels::SPOT => Some(CapacityType::Spot),
             crate::api::labels::ON_DEMAND => Some(CapacityType::OnDemand),
+            crate::api::labels::RESERVED => Some(CapacityType::Reserved),
             _ => None,
         }
     }
@@ -149,6 +157,9 @@ pub struct Catalog {
     /// True when spot prices were derived from on-demand prices by a discount ratio rather
     /// than read from DescribeSpotPriceHistory; output labels such prices as estimates.
     pub spot_prices_estimated: bool,
+    /// The capacity reservations each EC2NodeClass selects, by class name (`reserved.rs`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub reservations: std::collections::BTreeMap<String, Vec<Reservation>>,
 }
 
 /// What can go wrong building a catalog or applying a kubelet configuration to it.

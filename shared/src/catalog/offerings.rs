@@ -66,6 +66,7 @@ impl Catalog {
         Ok(Catalog {
             entries,
             spot_prices_estimated: true,
+            reservations: Default::default(),
         })
     }
 }

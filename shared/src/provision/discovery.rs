@@ -20,6 +20,7 @@ use std::time::{Duration, SystemTime};
 
 use super::swr::{BackOff, Policy, Purpose, Swr};
 use crate::aws::{Image, SecurityGroup, Subnet};
+use crate::catalog::Reservation;
 
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(60);
 /// How old an answer a poll still uses rather than ask EC2 with pods pending.
@@ -48,6 +49,7 @@ pub struct Discovered {
     subnets: HashMap<String, Swr<Vec<Subnet>>>,
     groups: HashMap<String, Swr<Vec<SecurityGroup>>>,
     images: HashMap<String, Swr<Vec<Image>>>,
+    reservations: HashMap<String, Swr<Vec<Reservation>>>,
 }
 
 fn usable<'a, V>(
@@ -129,11 +131,45 @@ impl Discovered {
         put(&mut self.images, class, key, now, v);
     }
 
+    /// `class`'s capacity reservations for `terms`, when an answer young enough is kept.
+    pub fn reservations(
+        &self,
+        purpose: Purpose,
+        class: &str,
+        terms: &str,
+        now: SystemTime,
+    ) -> Option<&Vec<Reservation>> {
+        usable(&self.reservations, purpose, class, terms, now)
+    }
+
+    pub fn put_reservations(
+        &mut self,
+        class: &str,
+        terms: String,
+        now: SystemTime,
+        v: Vec<Reservation>,
+    ) {
+        put(&mut self.reservations, class, terms, now, v);
+    }
+
+    /// One instance launched into reservation `id`: every class's kept answer has one
+    /// less room in it, so the next poll does not plan into a reservation this one filled.
+    pub fn launched_into(&mut self, id: &str) {
+        for swr in self.reservations.values_mut() {
+            for r in swr.value_mut().into_iter().flatten() {
+                if r.id == id {
+                    r.available = r.available.saturating_sub(1);
+                }
+            }
+        }
+    }
+
     /// The next lookup for `class` asks EC2 again.
     pub fn forget_class(&mut self, class: &str) {
         self.subnets.remove(class);
         self.groups.remove(class);
         self.images.remove(class);
+        self.reservations.remove(class);
     }
 
     /// Forgets the classes not in `classes` (deleted, or no longer usable): a warm-up
@@ -142,6 +178,8 @@ impl Discovered {
         self.subnets.retain(|c, _| classes.contains(c.as_str()));
         self.groups.retain(|c, _| classes.contains(c.as_str()));
         self.images.retain(|c, _| classes.contains(c.as_str()));
+        self.reservations
+            .retain(|c, _| classes.contains(c.as_str()));
     }
 
     /// A warm-up's lookups failed at `now`: the answers it was refreshing wait
@@ -150,12 +188,16 @@ impl Discovered {
         failed(&mut self.subnets, now);
         failed(&mut self.groups, now);
         failed(&mut self.images, now);
+        failed(&mut self.reservations, now);
     }
 
     /// Whether a warm-up at `now` has an answer to refresh: one is past
     /// [`DISCOVERY_TTL`] and its last failure is not backing off.
     pub fn refresh_due(&self, now: SystemTime) -> bool {
-        any_due(&self.subnets, now) || any_due(&self.groups, now) || any_due(&self.images, now)
+        any_due(&self.subnets, now)
+            || any_due(&self.groups, now)
+            || any_due(&self.images, now)
+            || any_due(&self.reservations, now)
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::aws::OwnedInstance;
-use crate::catalog::{CapacityType, Catalog};
+use crate::catalog::{CapacityType, Catalog, reserved_price};
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FleetCost {
@@ -36,6 +36,7 @@ pub fn instance_price(
         .map(|o| o.price);
     offered.or_else(|| match capacity_type {
         CapacityType::OnDemand => on_demand.get(instance_type).copied(),
+        CapacityType::Reserved => on_demand.get(instance_type).copied().map(reserved_price),
         CapacityType::Spot => None,
     })
 }
@@ -106,6 +107,7 @@ mod tests {
                 ],
             }],
             spot_prices_estimated: false,
+            reservations: Default::default(),
         }
     }
 

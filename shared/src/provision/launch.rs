@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::{Taint, labels};
 use crate::aws::{FleetOverride, FleetRequest, LaunchTemplateRef, Subnet};
-use crate::catalog::Catalog;
+use crate::catalog::{CapacityType, Catalog, Reservation};
 use crate::scheduling::MAX_INSTANCE_TYPES;
 use crate::scheduling::PlannedClaim;
 
@@ -67,10 +67,37 @@ pub fn instance_tags(
     tags
 }
 
+/// The reservation a reserved claim launches into: one of its class's reservations of the
+/// claim's types (its planned type first) in its zones that have a subnet, the one with
+/// the most room first. A launch template targets one reservation, so a reserved launch
+/// asks for exactly one (type, zone). `None` for a claim that is not reserved, or when no
+/// reservation has room left.
+pub fn reservation_for<'c>(
+    claim: &PlannedClaim,
+    catalog: &'c Catalog,
+    subnets_by_zone: &BTreeMap<String, Subnet>,
+) -> Option<&'c Reservation> {
+    if claim.capacity_type != CapacityType::Reserved {
+        return None;
+    }
+    let (_, types) = launch_types(claim, catalog);
+    let planned_first = std::iter::once(claim.instance_type.as_str())
+        .chain(types.into_iter().filter(|t| *t != claim.instance_type));
+    planned_first.into_iter().find_map(|ty| {
+        claim
+            .zones
+            .iter()
+            .filter(|z| subnets_by_zone.contains_key(*z))
+            .flat_map(|z| catalog.reserved_for(&claim.node_class, ty, z))
+            .max_by(|a, b| a.available.cmp(&b.available).then(b.id.cmp(&a.id)))
+    })
+}
+
 /// The CreateFleet request for `claim`: its candidate types of one architecture (see
 /// [`launch_types`]) x the claim's zones that have a subnet, kept only where the catalog
 /// still offers that type there at the claim's capacity type (an offering marked
-/// unavailable after insufficient capacity is not asked for again).
+/// unavailable after insufficient capacity is not asked for again). A reserved claim asks
+/// for its `reservation`'s type and zone only.
 ///
 /// `client_token` is the attempt's (see [`super::attempts`]): it does not depend on the
 /// overrides, so what drifts between a crash and its retry does not change it.
@@ -78,6 +105,7 @@ pub fn instance_tags(
 pub fn fleet_request(
     claim: &PlannedClaim,
     catalog: &Catalog,
+    reservation: Option<&Reservation>,
     nodeclaim_id: &str,
     client_token: &str,
     launch_template: &LaunchTemplateRef,
@@ -85,6 +113,41 @@ pub fn fleet_request(
     cluster: &str,
     node_class_tags: &BTreeMap<String, String>,
 ) -> FleetRequest {
+    let overrides = match reservation {
+        Some(r) => subnets_by_zone
+            .get(&r.zone)
+            .map(|subnet| FleetOverride {
+                instance_type: r.instance_type.clone(),
+                subnet_id: subnet.id.clone(),
+                zone: r.zone.clone(),
+                priority: None,
+            })
+            .into_iter()
+            .collect(),
+        None => offered_overrides(claim, catalog, subnets_by_zone),
+    };
+    FleetRequest {
+        client_token: client_token.to_string(),
+        launch_template: launch_template.clone(),
+        overrides,
+        capacity_type: claim.capacity_type,
+        reservation_kind: reservation.map(|r| r.kind),
+        tags: {
+            let mut tags = instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags);
+            if claim.min_values_relaxed {
+                tags.insert(MIN_VALUES_RELAXED_TAG.to_string(), "true".to_string());
+            }
+            tags
+        },
+    }
+}
+
+/// Every (type, subnet) the catalog still offers at the claim's capacity type.
+fn offered_overrides(
+    claim: &PlannedClaim,
+    catalog: &Catalog,
+    subnets_by_zone: &BTreeMap<String, Subnet>,
+) -> Vec<FleetOverride> {
     let (_, types) = launch_types(claim, catalog);
     let zones: BTreeSet<&str> = claim.zones.iter().map(String::as_str).collect();
     let mut overrides = Vec::new();
@@ -110,19 +173,21 @@ pub fn fleet_request(
             }
         }
     }
-    FleetRequest {
-        client_token: client_token.to_string(),
-        launch_template: launch_template.clone(),
-        overrides,
-        capacity_type: claim.capacity_type,
-        tags: {
-            let mut tags = instance_tags(cluster, &claim.nodepool, nodeclaim_id, node_class_tags);
-            if claim.min_values_relaxed {
-                tags.insert(MIN_VALUES_RELAXED_TAG.to_string(), "true".to_string());
-            }
-            tags
-        },
-    }
+    overrides
+}
+
+/// The labels of a node launched into `reservation`, beside the claim's (Karpenter's).
+pub fn reservation_labels(reservation: &Reservation) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            labels::CAPACITY_RESERVATION_ID.to_string(),
+            reservation.id.clone(),
+        ),
+        (
+            labels::CAPACITY_RESERVATION_TYPE.to_string(),
+            reservation.kind.as_str().to_string(),
+        ),
+    ])
 }
 
 /// The labels the node registers with: the claim's (NodePool, capacity type, the NodePool

@@ -110,6 +110,7 @@ pub fn build_catalog(
     Catalog {
         entries,
         spot_prices_estimated: estimated,
+        reservations: Default::default(),
     }
 }
 

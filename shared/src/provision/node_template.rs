@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::{EC2NodeClassSpec, Taint};
-use crate::aws::launch_templates::{BlockDevice, MetadataOptions};
+use crate::aws::launch_templates::{BlockDevice, MetadataOptions, ReservationUse};
 use crate::aws::{AmiAlias, LaunchTemplateSpec, role_name};
 use crate::userdata::{AmiFamily, NodeBootstrap, UserDataError, render_user_data};
 
@@ -93,6 +93,8 @@ pub struct NodeTemplateInput<'a> {
     pub taints: Vec<Taint>,
     /// For a spot launch (see [`LaunchTemplateSpec::spot`]).
     pub spot: bool,
+    /// See [`LaunchTemplateSpec::reservations`].
+    pub reservations: Option<ReservationUse>,
 }
 
 /// Where the instance profile of a class's nodes comes from.
@@ -168,6 +170,7 @@ pub fn launch_template_spec(
         detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
         tags: spec.tags.clone(),
         spot: input.spot,
+        reservations: input.reservations.clone(),
     })
 }
 
@@ -374,6 +377,7 @@ mod tests {
             labels: BTreeMap::new(),
             taints: vec![],
             spot: false,
+            reservations: None,
         };
         let Ok(lt) = launch_template_spec(&input) else {
             panic!("valid class must give a spec")

@@ -148,6 +148,12 @@ impl<V> Swr<V> {
             .map(|a| &a.value)
     }
 
+    /// The answer kept, whatever its key and age, to correct in place (what this
+    /// container did since it was fetched).
+    pub fn value_mut(&mut self) -> Option<&mut V> {
+        self.answer.as_mut().map(|a| &mut a.value)
+    }
+
     /// When the answer for `key` was fetched.
     pub fn fetched_at(&self, key: &str) -> Option<SystemTime> {
         self.answer.as_ref().filter(|a| a.key == key).map(|a| a.at)

@@ -52,6 +52,8 @@ mod solver_preference_tests;
 #[cfg(test)]
 mod solver_props;
 #[cfg(test)]
+mod solver_reserved_tests;
+#[cfg(test)]
 mod solver_semantics_tests;
 #[cfg(test)]
 mod solver_tests;

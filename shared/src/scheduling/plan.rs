@@ -213,6 +213,7 @@ mod tests {
                 entry("dear.large", vec![spot("a", 0.06), spot("b", 0.06)]),
             ],
             spot_prices_estimated: false,
+            reservations: Default::default(),
         };
         let c = claim(&[
             "uneven.large",

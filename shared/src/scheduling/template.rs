@@ -94,6 +94,7 @@ pub struct TypeFilter<'r> {
     zones: Vec<bool>,
     spot: bool,
     on_demand: bool,
+    reserved: bool,
 }
 
 impl TypeFilter<'_> {
@@ -105,6 +106,7 @@ impl TypeFilter<'_> {
             .filter(|o| match o.capacity_type {
                 CapacityType::Spot => self.spot,
                 CapacityType::OnDemand => self.on_demand,
+                CapacityType::Reserved => self.reserved,
             })
             .min_by(|a, b| {
                 a.price
@@ -222,6 +224,12 @@ impl Template {
                     .offerings
                     .iter()
                     .filter(|o| o.available)
+                    .filter(|o| {
+                        o.capacity_type != CapacityType::Reserved
+                            || !catalog
+                                .reserved_for(&spec.node_class_ref.name, &it.name, &o.zone)
+                                .is_empty()
+                    })
                     .map(|o| OfferingView {
                         zone: o.zone.clone(),
                         zone_slot: zones.iter().position(|z| *z == o.zone).unwrap_or_else(|| {
@@ -281,6 +289,7 @@ impl Template {
                 .collect(),
             spot: ct.is_none_or(|r| r.allows(Some(CapacityType::Spot.as_str()))),
             on_demand: ct.is_none_or(|r| r.allows(Some(CapacityType::OnDemand.as_str()))),
+            reserved: ct.is_none_or(|r| r.allows(Some(CapacityType::Reserved.as_str()))),
         }
     }
 

@@ -81,6 +81,7 @@ pub fn catalog(types: &[(InstanceType, f64)], zones: &[&str]) -> Catalog {
             })
             .collect(),
         spot_prices_estimated: true,
+        reservations: Default::default(),
     }
 }
 

@@ -127,6 +127,13 @@ and the VPC (`vpcId`). UpdateClusterConfig changes only the settings it is given
 does; moto replaced the whole configuration with the request's. moto had no cluster
 security group, so nothing could ask whether the private endpoint admits the functions.
 
+18. An `instant` CreateFleet whose DefaultTargetCapacityType is `capacity-block` launches
+its instances, as EC2 launches them into the capacity block the launch template targets.
+moto launches only `on-demand` and `spot` and answered such a fleet with no instance and no
+error; it now launches them as on-demand instances (the fleet keeps the capacity type it
+was asked for). Which block, and whether it has room, is the AWS front's emulation of
+capacity reservations (tests/src/capacity_reservations.rs); moto knows no reservations.
+
 Reads one JSON line per server from stdin: {"port": N, "log": PATH, "clock": SETTING or
 null}, where SETTING is NODEWRIGHT_CLOCK's (13); answers each with the server's pid.
 """
@@ -504,6 +511,22 @@ for _name in ("create_on_demand_requests", "create_spot_requests"):
         return result
 
     setattr(fleet_models.Fleet, _name, _launch_then_associate)
+
+_create_fleet = fleet_models.FleetsBackend.create_fleet
+
+
+def create_fleet(self, *args, **kwargs):
+    # 18: a capacity block's instances launch; moto knows on-demand and spot only.
+    spec = kwargs.get("target_capacity_specification") or {}
+    if spec.get("DefaultTargetCapacityType") != "capacity-block":
+        return _create_fleet(self, *args, **kwargs)
+    kwargs["target_capacity_specification"] = {**spec, "DefaultTargetCapacityType": "on-demand"}
+    fleet = _create_fleet(self, *args, **kwargs)
+    fleet.target_capacity_specification = spec
+    return fleet
+
+
+fleet_models.FleetsBackend.create_fleet = create_fleet
 
 import hashlib  # noqa: E402
 import os  # noqa: E402

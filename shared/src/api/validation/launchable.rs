@@ -25,7 +25,10 @@ const LAUNCHABLE_VALUES: &[(&str, &[&str])] = &[
     ("beta.kubernetes.io/os", &["linux"]),
     (labels::ARCH, &["amd64", "arm64"]),
     ("beta.kubernetes.io/arch", &["amd64", "arm64"]),
-    (labels::CAPACITY_TYPE, &[labels::SPOT, labels::ON_DEMAND]),
+    (
+        labels::CAPACITY_TYPE,
+        &[labels::SPOT, labels::ON_DEMAND, labels::RESERVED],
+    ),
 ];
 
 /// Well-known keys Karpenter labels nodes with and nodewright's instance catalog does not, so
@@ -138,15 +141,25 @@ mod tests {
             ),
             (req(labels::ARCH, In, &["arm64"]), &[], &[]),
             (req(labels::ARCH, In, &["s390x"]), &[".values"], &[]),
-            (
-                req(labels::CAPACITY_TYPE, In, &["reserved"]),
-                &[".values"],
-                &[],
-            ),
+            (req(labels::CAPACITY_TYPE, In, &["reserved"]), &[], &[]),
             (
                 req(labels::CAPACITY_TYPE, In, &["spot", "reserved"]),
                 &[],
+                &[],
+            ),
+            (
+                req(labels::CAPACITY_TYPE, In, &["spot", "dedicated"]),
+                &[],
                 &[".values"],
+            ),
+            (
+                req(
+                    labels::CAPACITY_TYPE,
+                    NotIn,
+                    &["spot", "on-demand", "reserved"],
+                ),
+                &[".values"],
+                &[],
             ),
             (req(labels::CAPACITY_TYPE, Exists, &[]), &[], &[]),
             (req(labels::REGION, In, &["us-east-1"]), &[".values"], &[]),

@@ -28,7 +28,7 @@ pub const OWN_INSTANCE_TAGS: usize = 10;
 /// The most `spec.tags` a class may carry so that its launches stay within EC2's limit.
 pub const MAX_NODECLASS_TAGS: usize = EC2_MAX_TAGS - OWN_INSTANCE_TAGS;
 
-fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+pub(super) fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
         message: message.into(),
@@ -86,6 +86,9 @@ pub fn node_class_errors(nc: &EC2NodeClass, legacy: bool) -> Vec<FieldError> {
         true,
         &mut errors,
     );
+    errors.extend(super::reservations::reservation_term_errors(
+        &s.capacity_reservation_selector_terms,
+    ));
     if s.tags.len() > MAX_NODECLASS_TAGS {
         errors.push(err(
             "spec.tags",

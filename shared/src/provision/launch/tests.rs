@@ -125,6 +125,7 @@ fn a_seed_like_claim_becomes_this_fleet_request() {
     let req = fleet_request(
         &seed_claim(),
         &catalog(),
+        None,
         "nw-3f2a00000000",
         "nw-3f2a00000000-0",
         &template(),
@@ -153,6 +154,7 @@ fn overrides_are_types_times_claim_zones_with_a_subnet_and_an_offering() {
     let req = fleet_request(
         &seed_claim(),
         &cat,
+        None,
         "nw-3f2a00000000",
         "nw-3f2a00000000-0",
         &template(),
@@ -187,6 +189,7 @@ fn the_client_token_is_the_attempts_whatever_the_offer_drifts_to() {
         fleet_request(
             &seed_claim(),
             cat,
+            None,
             "nw-3f2a00000000",
             "nw-3f2a00000000-0",
             &template(),
@@ -271,6 +274,7 @@ fn only_a_claim_launched_with_relaxed_min_values_is_tagged_so() {
         let req = fleet_request(
             &claim,
             &catalog(),
+            None,
             "nw-3f2a00000000",
             "nw-3f2a00000000-0",
             &template(),
@@ -284,4 +288,116 @@ fn only_a_claim_launched_with_relaxed_min_values_is_tagged_so() {
             "{relaxed}"
         );
     }
+}
+
+fn odcr(id: &str, ty: &str, zone: &str, available: u32) -> Reservation {
+    Reservation {
+        id: id.into(),
+        instance_type: ty.into(),
+        zone: zone.into(),
+        owner_id: "111122223333".into(),
+        available,
+        kind: crate::catalog::ReservationKind::Default,
+        end: None,
+    }
+}
+
+fn reserved_claim() -> PlannedClaim {
+    PlannedClaim {
+        capacity_type: CapacityType::Reserved,
+        ..seed_claim()
+    }
+}
+
+#[test]
+fn a_reserved_claim_launches_into_one_reservation_of_its_types_in_a_zone_with_a_subnet() {
+    let now = std::time::SystemTime::UNIX_EPOCH;
+    // (reservations of class "default", the one chosen)
+    let cases: Vec<(Vec<Reservation>, Option<&str>)> = vec![
+        (vec![], None),
+        // The planned type first, though another has more room.
+        (
+            vec![
+                odcr("cr-0m5", "m5.2xlarge", "us-east-1a", 9),
+                odcr("cr-0c6", "c6i.2xlarge", "us-east-1a", 1),
+            ],
+            Some("cr-0c6"),
+        ),
+        // Then the one with the most room.
+        (
+            vec![
+                odcr("cr-0a1", "m5.2xlarge", "us-east-1a", 1),
+                odcr("cr-0a3", "m5.2xlarge", "us-east-1a", 3),
+            ],
+            Some("cr-0a3"),
+        ),
+        // us-east-1b has no subnet; us-east-1c is not the claim's; full ones give nothing.
+        (
+            vec![
+                odcr("cr-0b", "c6i.2xlarge", "us-east-1b", 5),
+                odcr("cr-0c", "c6i.2xlarge", "us-east-1c", 5),
+                odcr("cr-0full", "c6i.2xlarge", "us-east-1a", 0),
+            ],
+            None,
+        ),
+        // Not a type of the claim (nor of its arch).
+        (vec![odcr("cr-0r", "r5.large", "us-east-1a", 5)], None),
+    ];
+    for (reservations, want) in cases {
+        let mut cat = catalog();
+        cat.add_reservations("default", reservations.clone(), now);
+        let got = reservation_for(&reserved_claim(), &cat, &subnets()).map(|r| r.id.as_str());
+        assert_eq!(got, want, "{reservations:?}");
+        // A claim that is not reserved never launches into one.
+        assert_eq!(reservation_for(&seed_claim(), &cat, &subnets()), None);
+    }
+}
+
+#[test]
+fn a_reserved_request_asks_for_its_reservations_type_and_zone_only() {
+    let block = Reservation {
+        kind: crate::catalog::ReservationKind::CapacityBlock,
+        ..odcr("cr-0blk", "m5.2xlarge", "us-east-1a", 2)
+    };
+    let req = fleet_request(
+        &reserved_claim(),
+        &catalog(),
+        Some(&block),
+        "nw-3f2a00000000",
+        "nw-3f2a00000000-0",
+        &template(),
+        &subnets(),
+        "demo",
+        &BTreeMap::new(),
+    );
+    let overrides: Vec<(&str, &str, &str)> = req
+        .overrides
+        .iter()
+        .map(|o| {
+            (
+                o.instance_type.as_str(),
+                o.zone.as_str(),
+                o.subnet_id.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(overrides, [("m5.2xlarge", "us-east-1a", "subnet-aaa")]);
+    assert_eq!(req.capacity_type, CapacityType::Reserved);
+    assert_eq!(
+        req.reservation_kind,
+        Some(crate::catalog::ReservationKind::CapacityBlock)
+    );
+    let labels = reservation_labels(&block);
+    assert_eq!(
+        labels
+            .get(labels::CAPACITY_RESERVATION_ID)
+            .map(String::as_str),
+        Some("cr-0blk")
+    );
+    assert_eq!(
+        labels
+            .get(labels::CAPACITY_RESERVATION_TYPE)
+            .map(String::as_str),
+        Some("capacity-block")
+    );
 }

@@ -27,7 +27,7 @@ where
     pub(super) async fn apply(
         &mut self,
         claim: &PlannedClaim,
-        ctx: &LaunchContext<'_>,
+        ctx: &mut LaunchContext<'_>,
         prepared: Prepared,
         answered: Result<FleetOutcome, AwsError>,
         sent: SystemTime,
@@ -37,6 +37,7 @@ where
             nodeclaim,
             profile_choice,
             request,
+            reservation,
         } = prepared;
         let now = ctx.now;
         if let Some(answer) = judgement.attempt {
@@ -77,6 +78,11 @@ where
         // it yet (EC2 is eventually consistent).
         for i in &outcome.instances {
             self.fleet.launched(i, request.tags.clone(), sent);
+            if let Some(id) = &reservation {
+                // Until EC2 is asked again, the reservation has that much less room.
+                ctx.catalog.launched_into(id);
+                self.discovered.launched_into(id);
+            }
         }
         ClaimOutcome::Launched {
             instances: outcome.instances,

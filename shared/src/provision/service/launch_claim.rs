@@ -6,13 +6,16 @@
 
 use std::time::SystemTime;
 
-use super::super::launch::{fleet_request, launch_types, node_labels, node_taints};
+use super::super::launch::{
+    fleet_request, launch_types, node_labels, node_taints, reservation_for, reservation_labels,
+};
 use super::super::launch_judgement::{Judgement, Verdict, judge};
 use super::super::node_template::{NodeTemplateInput, ProfileChoice, launch_template_spec};
 use super::super::nodeclaim::nodeclaim_id;
 use super::super::turn::Turn;
 use super::launch_context::{LaunchContext, failed};
 use super::{ClaimOutcome, Provisioner};
+use crate::aws::launch_templates::ReservationUse;
 use crate::aws::{AwsError, Cloud, FleetOutcome, FleetRequest};
 use crate::catalog::CapacityType;
 use crate::disruption::drift_tags;
@@ -29,6 +32,8 @@ pub(super) struct Prepared {
     pub(super) nodeclaim: String,
     pub(super) profile_choice: ProfileChoice,
     pub(super) request: FleetRequest,
+    /// The capacity reservation it launches into, if reserved.
+    pub(super) reservation: Option<String>,
 }
 
 impl<K, A> Provisioner<K, A>
@@ -85,6 +90,14 @@ where
         };
         let image = image.id.clone();
         let nodeclaim = claim_id(claim, ctx);
+        let network = &ctx.networks[&claim.node_class];
+        let reservation = reservation_for(claim, &ctx.catalog, &network.subnets).cloned();
+        if claim.capacity_type == CapacityType::Reserved && reservation.is_none() {
+            // Filled since the claim was planned: the next round plans without it.
+            return Err(ClaimOutcome::NoCapacity);
+        }
+        let mut labels = node_labels(claim);
+        labels.extend(reservation.iter().flat_map(reservation_labels));
         let input = NodeTemplateInput {
             class_name: &claim.node_class,
             spec: &class.spec,
@@ -92,9 +105,21 @@ where
             image_id: &image,
             security_group_ids: resolved.security_group_ids.clone(),
             instance_profile: &resolved.profile,
-            labels: node_labels(claim),
+            labels,
             taints: node_taints(claim),
             spot: claim.capacity_type == CapacityType::Spot,
+            reservations: match &reservation {
+                Some(r) => Some(ReservationUse::Only {
+                    id: r.id.clone(),
+                    kind: r.kind,
+                }),
+                // By the class's terms, not by the room left: a template must not change
+                // as reservations fill and empty.
+                None if !class.spec.capacity_reservation_selector_terms.is_empty() => {
+                    Some(ReservationUse::None)
+                }
+                None => None,
+            },
         };
         let spec = launch_template_spec(&input)
             .map_err(|e| ClaimOutcome::Failed(crate::error_chain(&e)))?;
@@ -103,10 +128,10 @@ where
             Err(e) => return Err(failed("launch template", &e)),
         };
         self.template_gc.ensured(&template.name, ctx.now);
-        let network = &ctx.networks[&claim.node_class];
         let mut request = fleet_request(
             claim,
             &ctx.catalog,
+            reservation.as_ref(),
             &nodeclaim,
             &self.fleet.attempts().token(&nodeclaim),
             &template,
@@ -134,6 +159,7 @@ where
             nodeclaim,
             profile_choice: resolved.profile_choice,
             request,
+            reservation: reservation.map(|r| r.id),
         })
     }
 

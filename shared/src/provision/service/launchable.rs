@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::SystemTime;
 
+use super::super::live_catalog::freshness::Purpose;
 use super::super::on_demand_prices::PriceRefresh;
 use super::{ProvisionError, Provisioner, aws_err};
 use crate::api::{EC2NodeClass, NodePool};
@@ -58,6 +59,9 @@ where
         if let Some(e) = refresh.stale_because {
             tracing::warn!(error = %e, "refreshing the instance catalog failed; using the last good one");
         }
+        for class in &classes {
+            self.add_reservations(&mut catalog, class, now).await;
+        }
         // Others' exclusions were adopted with the capacity side's reads.
         self.unavailable.apply(&mut catalog, now);
         self.pool_hashes = pools
@@ -70,6 +74,27 @@ where
             networks,
             catalog,
         })
+    }
+
+    /// `class`'s capacity reservations as reserved offerings of `catalog`. One that cannot
+    /// be read leaves the class to launch spot and on-demand this poll, and says so.
+    async fn add_reservations(
+        &mut self,
+        catalog: &mut crate::catalog::Catalog,
+        class: &EC2NodeClass,
+        now: SystemTime,
+    ) {
+        if class.spec.capacity_reservation_selector_terms.is_empty() {
+            return;
+        }
+        match self.class_reservations(Purpose::Poll, class, now).await {
+            Ok(found) => catalog.add_reservations(&class.metadata.name, found, now),
+            Err(e) => tracing::warn!(
+                class = class.metadata.name,
+                error = %crate::error_chain(&e),
+                "reading the capacity reservations of the class failed; its launches do not use them until it succeeds"
+            ),
+        }
     }
 
     /// Subnets per usable class; a class whose subnets cannot be found (or that has none)

@@ -246,6 +246,12 @@ impl NetworkDiscovery for FakeAws {
             name: "nodes".into(),
         }])
     }
+    async fn capacity_reservations(
+        &self,
+        _: &[crate::api::CapacityReservationSelectorTerm],
+    ) -> Result<Vec<crate::catalog::Reservation>, AwsError> {
+        Ok(vec![])
+    }
 }
 
 impl ImageResolver for FakeAws {

@@ -15,6 +15,7 @@ use crate::api::EC2NodeClass;
 use crate::aws::{
     AwsError, ImageResolver, InstanceTypeSource, NetworkDiscovery, Subnet, pick_subnet_per_zone,
 };
+use crate::catalog::Reservation;
 use crate::kube::{ConfigSource, usable};
 
 /// What one warm-up found, for the invocation's log.
@@ -24,7 +25,7 @@ pub struct Warmed {
     pub zones: usize,
     /// EC2NodeClasses whose subnets could not be discovered (their polls report why).
     pub classes_without_subnets: usize,
-    /// Security group or AMI lookups that failed (the last good answers stay).
+    /// Security group, AMI or capacity reservation lookups that failed (the last good answers stay).
     pub failed_lookups: usize,
     /// The catalog refresh failed and the last good one stays (logged).
     pub catalog_stale: bool,
@@ -53,6 +54,11 @@ impl<K: ConfigSource, A: InstanceTypeSource + NetworkDiscovery + ImageResolver> 
                 Err(_) => warmed.classes_without_subnets += 1,
             }
             warmed.failed_lookups += self.refresh_groups_and_images(class, now).await;
+            let reserves = !class.spec.capacity_reservation_selector_terms.is_empty();
+            if reserves && let Err(e) = self.class_reservations(Purpose::WarmUp, class, now).await {
+                tracing::debug!(class = class.metadata.name, error = %e, "refreshing capacity reservations ahead of need failed");
+                warmed.failed_lookups += 1;
+            }
         }
         if warmed.classes_without_subnets + warmed.failed_lookups > 0 {
             self.discovered.failed(now);
@@ -126,6 +132,28 @@ impl<K, A: NetworkDiscovery + ImageResolver> Provisioner<K, A> {
 }
 
 impl<K, A: NetworkDiscovery> Provisioner<K, A> {
+    /// `class`'s capacity reservations for `purpose`: a kept answer young enough, else
+    /// from EC2 (and kept).
+    pub(super) async fn class_reservations(
+        &mut self,
+        purpose: Purpose,
+        class: &EC2NodeClass,
+        now: SystemTime,
+    ) -> Result<Vec<Reservation>, AwsError> {
+        let name = &class.metadata.name;
+        let terms = terms_key(&class.spec.capacity_reservation_selector_terms);
+        if let Some(cached) = self.discovered.reservations(purpose, name, &terms, now) {
+            return Ok(cached.clone());
+        }
+        let found = self
+            .aws
+            .capacity_reservations(&class.spec.capacity_reservation_selector_terms)
+            .await?;
+        self.discovered
+            .put_reservations(name, terms, now, found.clone());
+        Ok(found)
+    }
+
     /// `class`'s subnets for a poll: a kept answer up to
     /// [`super::super::discovery::DISCOVERY_MAX_STALENESS`] old (warm-ups refresh it past
     /// its TTL), else from EC2 (and kept).

@@ -74,7 +74,7 @@ fn reading_keeps_live_entries_skips_expired_ones_and_names_every_unreadable_key(
         ("unavailable.zone.us-east-1a", t10.as_str()),
         ("unavailable.capacity-type.on-demand", "yesterday"),
         (
-            "unavailable.offering.reserved.us-east-1b.m5.large",
+            "unavailable.offering.dedicated.us-east-1b.m5.large",
             t100.as_str(),
         ),
         ("unavailable.offering.spot.us-east-1b.", t100.as_str()),
@@ -92,7 +92,7 @@ fn reading_keeps_live_entries_skips_expired_ones_and_names_every_unreadable_key(
     assert_eq!(problems.len(), 4, "{problems:#?}");
     for key in [
         "capacity-type.on-demand",
-        "offering.reserved",
+        "offering.dedicated",
         "offering.spot.us-east-1b.\"",
         "unavailable.nonsense",
     ] {
