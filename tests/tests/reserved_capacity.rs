@@ -4,13 +4,16 @@
 //! the nodes as Karpenter does, and falls back to on-demand when a reservation is full,
 //! whether it counted the room down itself or EC2 refused the launch.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nodewright::clock::SkippingClock;
+use nodewright::removal::{Cause, Record};
+use nodewright_sweeper::sweep;
 use nodewright_world::aws_front::Handling;
 use nodewright_world::capacity_reservations::Reservation;
-use nodewright_world::kit::{manual_world, quick_batch, with_world_names};
+use nodewright_world::kit::{manual_world, quick_batch, sweeper_state, with_world_names};
 use nodewright_world::world::World;
 use nodewright_world::world::provisioner::{invoke, quick};
 use serde_json::Value;
@@ -304,4 +307,61 @@ async fn a_capacity_block_is_launched_in_its_market_and_one_about_to_end_is_pass
         .map(str::to_string)
         .collect();
     assert_eq!(types, ["capacity-block"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_capacity_block_ends_within_forty_minutes_is_taken_before_ec2_reclaims_it() {
+    let ends =
+        |minutes: i64| jiff::Timestamp::now() + jiff::SignedDuration::from_secs(minutes * 60);
+    let block = Reservation::capacity_block("cr-0blk", "m5.2xlarge", "us-east-1b", 1, ends(90))
+        .tagged("team", "ml");
+    let world = world_with(block.clone()).await;
+    world.apply_yaml(&trainer("train-a")).unwrap();
+    world.sim.step().await;
+    let state = world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap()
+        .with_clock(Arc::new(SkippingClock::default()));
+    invoke(&state).await.expect("the provisioner launches");
+    world.catch_up_clock();
+    for _ in 0..8 {
+        world.clock().advance(Duration::from_secs(10));
+        world.sim.step().await;
+    }
+    let sweeper = sweeper_state(&world).await.unwrap();
+    let report = sweep(&sweeper).await.expect("a sweep");
+    assert!(
+        report.started.is_empty(),
+        "90 minutes before the end: {report:?}"
+    );
+
+    // The same block, as it is 55 minutes later: it ends in 35.
+    let end = ends(35);
+    world.front.reserve(Reservation {
+        available: 0,
+        end: Some(end),
+        ..block
+    });
+    let report = sweep(&sweeper).await.expect("a sweep");
+    let nodes = world.sim.list_json("v1", "Node");
+    assert_eq!(nodes.len(), 1);
+    let name = nodes[0]["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(report.started, std::slice::from_ref(&name), "{report:?}");
+    let annotations: BTreeMap<String, String> =
+        serde_json::from_value(nodes[0]["metadata"]["annotations"].clone()).unwrap();
+    let record = Record::read(&name, &annotations)
+        .unwrap()
+        .expect("a removal record");
+    assert_eq!(record.cause, Cause::CapacityBlockExpiring);
+    // EC2 starts taking the block's instances 30 minutes before its end.
+    let want = end - jiff::SignedDuration::from_secs(30 * 60);
+    let deadline = record.deadline.expect("a deadline");
+    assert!(
+        deadline.duration_since(want).abs() < jiff::SignedDuration::from_secs(1),
+        "{deadline} vs {want}"
+    );
+    // A second sweep carries the same removal on rather than beginning another.
+    let again = sweep(&sweeper).await.expect("a sweep");
+    assert!(again.started.is_empty(), "{again:?}");
 }

@@ -21,8 +21,8 @@ use nodewright::drain::reschedulable;
 use nodewright::kube::{KubeError, NodeDisruption};
 use nodewright::lease::LeaseError;
 use nodewright::removal::{
-    Advanced, Ask, Budget, Capacity, Context, Ports, Record, Replacement, advance, record_of,
-    record_replacement,
+    Advanced, Ask, Budget, Capacity, Cause, Context, Ports, Record, Replacement, advance,
+    record_of, record_replacement,
 };
 use nodewright::telemetry;
 use serde::Serialize;
@@ -120,6 +120,18 @@ pub struct Report {
 }
 
 impl Report {
+    /// Adds what removals begun outside the plan ([`step`]) came to.
+    pub(crate) fn absorb(&mut self, other: Report) {
+        self.started.extend(other.started);
+        self.removed.extend(other.removed);
+        self.given_up.extend(other.given_up);
+        self.draining.extend(other.draining);
+        self.awaiting_replacement.extend(other.awaiting_replacement);
+        self.replacements_launched
+            .extend(other.replacements_launched);
+        self.failed.extend(other.failed);
+    }
+
     fn note(&mut self, name: &str, a: &Advanced) {
         if a.taken {
             self.started.push(name.into());
@@ -143,7 +155,9 @@ impl Report {
 /// Removals the sweeper carries on every sweep: its own; an interruption's only once its
 /// follow-ups have stopped coming.
 fn sweeper_continues(record: &Record, now: Timestamp) -> bool {
-    record.cause.disruption().is_some() || record.overdue(now, TAKE_OVER_AFTER)
+    record.cause.disruption().is_some()
+        || record.cause == Cause::CapacityBlockExpiring
+        || record.overdue(now, TAKE_OVER_AFTER)
 }
 
 fn tainted(node: &Node) -> bool {
@@ -369,7 +383,7 @@ where
 }
 
 /// One step of one node's removal, its replacement asked for when the step needs one.
-async fn step<K, E, R>(
+pub(crate) async fn step<K, E, R>(
     state: &State<K, E, R>,
     snapshot: &Snapshot,
     node: &Node,

@@ -10,6 +10,7 @@
 //! instance and deletes the Node.
 
 mod act;
+mod capacity_blocks;
 mod consolidation;
 mod drift;
 mod events;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 use lambda_runtime::{Error, LambdaEvent};
 use nodewright::api::labels;
-use nodewright::aws::{InstanceStatusChecks, OwnedInstances};
+use nodewright::aws::{InstanceStatusChecks, NetworkDiscovery, OwnedInstances};
 use nodewright::catalog::{DEFAULT_SPOT_DISCOUNT, bundled_node_prices};
 use nodewright::disruption::{
     FirstSight, Inputs, SimulationInputs, plan_disruption, simulation, snapshot,
@@ -182,7 +183,7 @@ pub async fn handler<K, E, R>(
 ) -> Result<Value, Error>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
-    E: OwnedInstances + InstanceStatusChecks,
+    E: OwnedInstances + InstanceStatusChecks + NetworkDiscovery,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     tracing::debug!(request_id = event.context.request_id, "sweeper invoked");
@@ -201,7 +202,7 @@ where
 pub async fn sweep<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
-    E: OwnedInstances + InstanceStatusChecks,
+    E: OwnedInstances + InstanceStatusChecks + NetworkDiscovery,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let Some(elector) = &state.lease else {
@@ -280,7 +281,7 @@ where
 async fn sweep_held<K, E, R>(state: &State<K, E, R>) -> Result<Report, SweepError>
 where
     K: NodeDisruption + ConfigSource + PodSource + PdbSource + PoolStatusSink,
-    E: OwnedInstances + InstanceStatusChecks,
+    E: OwnedInstances + InstanceStatusChecks + NetworkDiscovery,
     R: Replacement + Capacity + LaunchResolver + GroupReplacement,
 {
     let config = state
@@ -411,7 +412,12 @@ where
     }
     let plan = plan_disruption(&snapshot, now);
     nodewright::telemetry::sweep_decided(&plan);
+    // Before the plan is carried out: a node about to lose its block is taken now, and
+    // the plan's command for it, if any, drops at its re-check.
+    let mut blocks = Report::default();
+    capacity_blocks::give_up_expiring(state, &snapshot, &nodes, now, &mut blocks).await;
     let mut report = act::carry_out(state, &snapshot, &nodes, &plan, now).await?;
+    report.absorb(blocks);
     report.adopted = adopted.into_iter().map(|i| i.id).collect();
     report.adoption_paused = adoption.paused;
     floor::launch_floors(state, &snapshot, now, &mut report).await;

@@ -177,7 +177,11 @@ mod tests {
     #[test]
     fn node_prices_hold_every_capacity_type_of_each_bundled_type() {
         let prices = bundled_node_prices(0.6);
-        let price = |c: &str| prices.get(&("m5.large".to_string(), c.to_string())).copied();
+        let price = |c: &str| {
+            prices
+                .get(&("m5.large".to_string(), c.to_string()))
+                .copied()
+        };
         let on_demand = price("on-demand").expect("bundled");
         assert_eq!(price("spot"), Some(on_demand * 0.4));
         assert_eq!(price("reserved"), Some(on_demand / 10_000_000.0));

@@ -9,6 +9,7 @@ mod budget;
 mod budget_recheck;
 mod candidates;
 mod capacity;
+mod capacity_blocks;
 mod consolidate;
 mod cron;
 mod decisions;
@@ -34,6 +35,9 @@ pub use budget::{
 };
 pub use budget_recheck::budget_recheck;
 pub use capacity::{CAPACITY_WINDOWS_ANNOTATION, CapacityWindow, floor, headroom, pool_capacity};
+pub use capacity_blocks::{
+    BLOCK_RECLAIM_BEFORE_END, ExpiringBlock, capacity_block_ids, expiring_blocks,
+};
 pub use consolidate::{
     MAX_MULTI_NODE, MIN_SAVING, MIN_SPOT_TYPES, NotSaving, Replacing,
     placement as consolidation_placement, price_ceiling,

@@ -23,13 +23,10 @@ pub trait Capacity: Send + Sync {
 }
 
 /// The provisioning core's offering for a record's `avoid`; `None` when its capacity type
-/// is not one nodewright launches.
+/// is not one nodewright launches. A reserved one keeps the replacement out of the
+/// reservation its node was taken from, as Karpenter marks that reservation unavailable.
 pub fn offering(a: &Avoid) -> Option<Offering> {
-    let capacity_type = match a.capacity_type.as_str() {
-        crate::api::labels::SPOT => CapacityType::Spot,
-        crate::api::labels::ON_DEMAND => CapacityType::OnDemand,
-        _ => return None,
-    };
+    let capacity_type = CapacityType::parse(&a.capacity_type)?;
     Some(Offering {
         instance_type: a.instance_type.clone(),
         zone: a.zone.clone(),
@@ -66,5 +63,29 @@ impl<T: Capacity> Capacity for &T {
         now: SystemTime,
     ) -> Result<ReplaceReport, ProvisionError> {
         (**self).replace_for(nodes, pods, avoid, now).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_avoid_keeps_its_offering_out_for_every_capacity_type_nodewright_launches() {
+        let avoid = |c: &str| Avoid {
+            instance_type: "p5.48xlarge".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: c.into(),
+        };
+        let cases = [
+            ("spot", Some(CapacityType::Spot)),
+            ("on-demand", Some(CapacityType::OnDemand)),
+            ("reserved", Some(CapacityType::Reserved)),
+            ("", None),
+            ("dedicated", None),
+        ];
+        for (c, want) in cases {
+            assert_eq!(offering(&avoid(c)).map(|o| o.capacity_type), want, "{c:?}");
+        }
     }
 }

@@ -12,6 +12,10 @@ use crate::interruption::Reason as Interruption;
 pub enum Cause {
     SpotInterrupted,
     CapacityReservationInterrupted,
+    /// The capacity block the node runs in ends soon: EC2 terminates its instances from
+    /// 30 minutes before the end; the sweeper begins the removal 40 minutes before it, as
+    /// Karpenter's `capacityreservation.expiration` controller.
+    CapacityBlockExpiring,
     ScheduledMaintenance,
     InstanceStopping,
     RebalanceRecommendation,
@@ -32,6 +36,7 @@ impl Cause {
         match self {
             Cause::SpotInterrupted => "spot-interrupted",
             Cause::CapacityReservationInterrupted => "capacity-reservation-interrupted",
+            Cause::CapacityBlockExpiring => "capacity-block-expiring",
             Cause::ScheduledMaintenance => "scheduled-maintenance",
             Cause::InstanceStopping => "instance-stopping",
             Cause::RebalanceRecommendation => "rebalance-recommendation",
@@ -49,6 +54,7 @@ impl Cause {
         match self {
             Cause::SpotInterrupted => "SpotInterrupted",
             Cause::CapacityReservationInterrupted => "CapacityReservationInterrupted",
+            Cause::CapacityBlockExpiring => "CapacityBlockExpiring",
             Cause::ScheduledMaintenance => "ScheduledMaintenance",
             Cause::InstanceStopping => "InstanceStopping",
             Cause::RebalanceRecommendation => "RebalanceRecommendation",
@@ -68,6 +74,7 @@ impl Cause {
         match self {
             Cause::SpotInterrupted
             | Cause::CapacityReservationInterrupted
+            | Cause::CapacityBlockExpiring
             | Cause::ScheduledMaintenance
             | Cause::InstanceStopping
             | Cause::Unhealthy => Kind::Involuntary,
@@ -136,9 +143,10 @@ impl From<Interruption> for Cause {
 mod tests {
     use super::*;
 
-    const ALL: [Cause; 11] = [
+    const ALL: [Cause; 12] = [
         Cause::SpotInterrupted,
         Cause::CapacityReservationInterrupted,
+        Cause::CapacityBlockExpiring,
         Cause::ScheduledMaintenance,
         Cause::InstanceStopping,
         Cause::RebalanceRecommendation,
@@ -157,6 +165,7 @@ mod tests {
                 c,
                 Cause::SpotInterrupted
                     | Cause::CapacityReservationInterrupted
+                    | Cause::CapacityBlockExpiring
                     | Cause::ScheduledMaintenance
                     | Cause::InstanceStopping
                     | Cause::Unhealthy

@@ -35,6 +35,7 @@ impl SeenRecord {
             self.cause.as_str(),
             "spot-interrupted"
                 | "capacity-reservation-interrupted"
+                | "capacity-block-expiring"
                 | "scheduled-maintenance"
                 | "instance-stopping"
         )
