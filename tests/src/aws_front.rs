@@ -214,6 +214,12 @@ impl AwsFront {
         self.front.reservations.reserve(reservation);
     }
 
+    /// EC2 cancels reservation `id`; its instances run on outside it
+    /// ([`crate::capacity_reservations::Reservations::cancel`]).
+    pub fn cancel_reservation(&self, id: &str) {
+        self.front.reservations.cancel(id);
+    }
+
     /// How many instances reservation `id` has room for now; `None` for an id never
     /// reserved.
     pub fn reservation_available(&self, id: &str) -> Option<u32> {

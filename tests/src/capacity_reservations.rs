@@ -212,6 +212,19 @@ impl Reservations {
         }
     }
 
+    /// Cancels reservation `id`: its state becomes `cancelled`, and its instances run on
+    /// as on-demand ones, which DescribeInstances no longer shows in it (as EC2 releases a
+    /// cancelled or expired reservation's instances).
+    pub fn cancel(&self, id: &str) {
+        if let Ok(mut t) = self.0.lock() {
+            if let Some(r) = t.reservations.get_mut(id) {
+                r.state = "cancelled".to_string();
+                r.available = 0;
+            }
+            t.instances.retain(|_, slot| slot.reservation != id);
+        }
+    }
+
     /// The reservation's available count now; `None` for an id never reserved.
     pub fn available(&self, id: &str) -> Option<u32> {
         let t = self.0.lock().ok()?;

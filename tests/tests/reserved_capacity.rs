@@ -204,6 +204,26 @@ async fn a_reservation_is_filled_first_labelled_as_karpenter_does_and_the_rest_b
             ),
         ]
     );
+
+    // The reservation is cancelled; its instance runs on as on-demand, and the sweeper
+    // relabels its node so (Karpenter's `capacityreservation.capacitytype`).
+    world.front.cancel_reservation("cr-0ml");
+    let sweeper = sweeper_state(&world).await.unwrap();
+    sweep(&sweeper).await.expect("a sweep");
+    let capacity: Vec<String> = node_labels(&world)
+        .iter()
+        .map(|l| {
+            assert!(
+                l.get("karpenter.k8s.aws/capacity-reservation-id").is_none(),
+                "{l}"
+            );
+            l["karpenter.sh/capacity-type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(capacity, ["on-demand", "on-demand"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,6 +156,9 @@ impl NodeOps for Fake {
     async fn label(&self, _: &str, _: &str, _: &str) -> Result<(), KubeError> {
         Ok(())
     }
+    async fn relabel(&self, _: &str, _: &[(&str, Option<&str>)]) -> Result<(), KubeError> {
+        Ok(())
+    }
 }
 
 impl RemovalMarks for Fake {

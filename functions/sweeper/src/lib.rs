@@ -254,6 +254,36 @@ async fn label_nodes<K, E, R>(
     }
 }
 
+/// Relabels on-demand the nodes labelled `reserved` whose instance no longer runs in a
+/// reservation (`nodewright::disruption::out_of_reservation`), in `nodes` too, so this
+/// sweep prices them as what they are. A failed write is logged and tried again next sweep.
+async fn relabel_out_of_reservation<K, E, R>(
+    state: &State<K, E, R>,
+    nodes: &mut [k8s_openapi::api::core::v1::Node],
+    instances: &[nodewright::aws::OwnedInstance],
+) where
+    K: NodeDisruption,
+{
+    for node in nodewright::disruption::out_of_reservation(nodes, instances) {
+        let written = state
+            .kube
+            .relabel(&node, &nodewright::disruption::OUT_OF_RESERVATION)
+            .await;
+        match written {
+            Ok(()) => tracing::info!(
+                node,
+                "the node's instance left its capacity reservation; relabelled on-demand"
+            ),
+            Err(e) => tracing::warn!(
+                node,
+                error = nodewright::error_chain(&e),
+                "relabelling a node that left its reservation failed"
+            ),
+        }
+        nodewright::disruption::set_out_of_reservation(nodes, &node);
+    }
+}
+
 /// The claims, volumes and classes when a pod has a claim. When they cannot be read, none:
 /// every pod with a claim is then unreadable to the simulation, so its node is kept rather
 /// than its pods moved where their volumes may not follow.
@@ -331,6 +361,7 @@ where
         }
     }
     label_nodes(state, &mut nodes, &instances).await;
+    relabel_out_of_reservation(state, &mut nodes, &instances).await;
     let daemon_sets = state
         .kube
         .daemon_sets()

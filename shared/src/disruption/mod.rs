@@ -25,6 +25,7 @@ mod pool_status;
 mod removal;
 mod repair;
 mod replace_first;
+mod reserved_labels;
 mod simulation;
 mod snapshot;
 mod static_pools;
@@ -66,6 +67,7 @@ pub use repair::{
 pub use replace_first::{
     REPLACEMENT_ANNOTATION, launches_first, parse_replacement, replacement_value,
 };
+pub use reserved_labels::{OUT_OF_RESERVATION, out_of_reservation, set_out_of_reservation};
 pub use simulation::{Simulation, SimulationInputs, simulation};
 pub use snapshot::{InstanceView, NodeView, PodKind, PodView, PoolPolicy, Snapshot};
 

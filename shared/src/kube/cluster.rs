@@ -440,6 +440,16 @@ impl NodeOps for KubeCluster {
         self.patch_node(node, json!({"metadata": {"labels": {key: value}}}))
             .await
     }
+
+    async fn relabel(&self, node: &str, labels: &[(&str, Option<&str>)]) -> Result<(), KubeError> {
+        // A merge patch removes a key whose value is null.
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        self.patch_node(node, json!({"metadata": {"labels": labels}}))
+            .await
+    }
 }
 
 fn effect_name(t: &Taint) -> &'static str {

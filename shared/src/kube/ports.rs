@@ -80,6 +80,12 @@ pub trait NodeOps: Send + Sync {
         key: &str,
         value: &str,
     ) -> impl Future<Output = Result<(), KubeError>> + Send;
+    /// Sets (`Some`) and removes (`None`) labels in one write.
+    fn relabel(
+        &self,
+        node: &str,
+        labels: &[(&str, Option<&str>)],
+    ) -> impl Future<Output = Result<(), KubeError>> + Send;
 }
 
 /// `Normal` or `Warning`, the two event types Kubernetes knows.

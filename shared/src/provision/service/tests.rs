@@ -110,6 +110,9 @@ impl NodeOps for FakeCluster {
     async fn label(&self, _: &str, _: &str, _: &str) -> Result<(), KubeError> {
         Ok(())
     }
+    async fn relabel(&self, _: &str, _: &[(&str, Option<&str>)]) -> Result<(), KubeError> {
+        Ok(())
+    }
 }
 
 /// How the fake fleet answers each CreateFleet call, in order.
