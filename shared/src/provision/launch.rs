@@ -68,8 +68,8 @@ pub fn instance_tags(
 }
 
 /// The reservation a reserved claim launches into: one of its class's reservations of the
-/// claim's types (its planned type first) in its zones that have a subnet, the one with
-/// the most room first. A launch template targets one reservation, so a reserved launch
+/// claim's types (its planned type first) in its zones that have a subnet, that its
+/// requirements on the reservation labels allow, the one with the most room first. A launch template targets one reservation, so a reserved launch
 /// asks for exactly one (type, zone). `None` for a claim that is not reserved, or when no
 /// reservation has room left.
 pub fn reservation_for<'c>(
@@ -83,12 +83,19 @@ pub fn reservation_for<'c>(
     let (_, types) = launch_types(claim, catalog);
     let planned_first = std::iter::once(claim.instance_type.as_str())
         .chain(types.into_iter().filter(|t| *t != claim.instance_type));
+    let id = claim.requirements.get(labels::CAPACITY_RESERVATION_ID);
+    let kind = claim.requirements.get(labels::CAPACITY_RESERVATION_TYPE);
+    let wanted = |r: &Reservation| {
+        id.is_none_or(|q| q.allows(Some(&r.id)))
+            && kind.is_none_or(|q| q.allows(Some(r.kind.as_str())))
+    };
     planned_first.into_iter().find_map(|ty| {
         claim
             .zones
             .iter()
             .filter(|z| subnets_by_zone.contains_key(*z))
             .flat_map(|z| catalog.reserved_for(&claim.node_class, ty, z))
+            .filter(|r| wanted(r))
             .max_by(|a, b| a.available.cmp(&b.available).then(b.id.cmp(&a.id)))
     })
 }

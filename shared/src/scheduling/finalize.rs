@@ -182,15 +182,7 @@ fn planned_claim(
     let mut capacity_types = BTreeSet::new();
     for (ty, _) in &chosen {
         for o in &ty.offerings {
-            let zone_ok = claim
-                .reqs
-                .get(labels::ZONE)
-                .is_none_or(|r| r.allows(Some(&o.zone)));
-            let ct_ok = claim
-                .reqs
-                .get(labels::CAPACITY_TYPE)
-                .is_none_or(|r| r.allows(Some(o.capacity_type.as_str())));
-            if zone_ok && ct_ok {
+            if o.allowed_by(&claim.reqs) {
                 zones.insert(o.zone.clone());
                 capacity_types.insert(o.capacity_type);
             }

@@ -8,6 +8,7 @@ use super::*;
 use crate::api::Operator::*;
 use crate::api::labels::*;
 use crate::catalog::{CapacityType, Reservation, ReservationKind};
+use crate::scheduling::PodDemand;
 
 const ZONES: &[&str] = &["us-east-1a", "us-east-1b"];
 
@@ -137,4 +138,96 @@ fn a_reserved_only_pool_leaves_pods_pending_that_no_reservation_fits() {
             CapacityType::Reserved
         )]
     );
+}
+
+fn two_reservations() -> crate::catalog::Catalog {
+    let mut catalog = standard_catalog(ZONES);
+    let block = Reservation {
+        id: "cr-0blk".into(),
+        kind: ReservationKind::CapacityBlock,
+        end: Some(now() + Duration::from_secs(24 * 3600)),
+        ..reservation("m5.2xlarge", "us-east-1a", 1)
+    };
+    catalog.add_reservations(
+        "default",
+        vec![reservation("m5.2xlarge", "us-east-1b", 1), block],
+        now(),
+    );
+    catalog
+}
+
+fn plan_on(
+    catalog: &crate::catalog::Catalog,
+    pod: PodDemand,
+    pool: crate::api::NodePool,
+) -> ProvisioningPlan {
+    solve(
+        &Snapshot {
+            pods: vec![pod],
+            ..Default::default()
+        },
+        catalog,
+        &[pool],
+        &[class("default")],
+    )
+}
+
+/// (what, the pool, the pod, the zone and capacity type its claim gets; a zone "" is any).
+type Case = (
+    &'static str,
+    crate::api::NodePool,
+    PodDemand,
+    Option<(&'static str, CapacityType)>,
+);
+
+#[test]
+fn requirements_on_the_reservation_labels_choose_among_reservations_as_karpenters_do() {
+    let catalog = two_reservations();
+    let pool = || pool("default").req(CAPACITY_TYPE, In, &["reserved", "on-demand"]);
+    let pod = || pod("p", 2000, 4 << 30);
+    let cases: Vec<Case> = vec![
+        (
+            "a pool pinned to one reservation",
+            pool()
+                .req(CAPACITY_RESERVATION_ID, In, &["cr-m52xlarge"])
+                .build(),
+            pod().build(),
+            Some(("us-east-1b", CapacityType::Reserved)),
+        ),
+        (
+            "a pod asking for capacity blocks",
+            pool().build(),
+            pod()
+                .select(CAPACITY_RESERVATION_TYPE, "capacity-block")
+                .build(),
+            Some(("us-east-1a", CapacityType::Reserved)),
+        ),
+        (
+            "a pod that must not run in a reservation",
+            pool().build(),
+            pod()
+                .require(CAPACITY_RESERVATION_ID, DoesNotExist, &[])
+                .build(),
+            Some(("", CapacityType::OnDemand)),
+        ),
+        (
+            "a pool pinned to a reservation the class does not select",
+            pool()
+                .req(CAPACITY_RESERVATION_ID, In, &["cr-0other"])
+                .build(),
+            pod().build(),
+            None,
+        ),
+    ];
+    for (what, pool, pod, want) in cases {
+        let got = plan_on(&catalog, pod, pool);
+        let placed = got
+            .node_claims
+            .first()
+            .map(|c| (c.zone.as_str(), c.capacity_type));
+        match want {
+            Some(("", ct)) => assert_eq!(placed.map(|p| p.1), Some(ct), "{what}"),
+            want => assert_eq!(placed, want, "{what}: {:?}", got.unschedulable),
+        }
+    }
 }

@@ -9,8 +9,26 @@ use super::pod::PodDemand;
 use super::requirements::{Requirement, Requirements};
 use super::taints::{Toleration, first_untolerated};
 use crate::api::{EC2NodeClass, KubeletConfiguration, NodePool, Taint, labels};
-use crate::catalog::{CapacityType, Catalog};
+use crate::catalog::{CapacityType, Catalog, Offering, ReservationKind};
 use crate::resources::Resources;
+
+/// A reserved offering's reservations that `class` selects and that have room; none for
+/// any other offering.
+fn reservations_of(
+    catalog: &Catalog,
+    class: &str,
+    instance_type: &str,
+    o: &Offering,
+) -> Vec<(String, ReservationKind)> {
+    if o.capacity_type != CapacityType::Reserved {
+        return Vec::new();
+    }
+    catalog
+        .reserved_for(class, instance_type, &o.zone)
+        .into_iter()
+        .map(|r| (r.id.clone(), r.kind))
+        .collect()
+}
 
 /// The NodePool limit on the number of nodes, counted in milli-units like every resource.
 pub const NODES: &str = "nodes";
@@ -41,6 +59,52 @@ pub struct OfferingView {
     pub zone_slot: usize,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// A reserved offering's reservations (id, kind) with room, from the template's class;
+    /// empty for any other. A node of the offering is labelled with one of them.
+    pub reservations: Vec<(String, ReservationKind)>,
+}
+
+/// Keys an offering decides beside zone and capacity type: the reservation a reserved node
+/// runs in (Karpenter's scheduling labels for reserved capacity).
+const OFFERING_KEYS: [&str; 2] = [
+    labels::CAPACITY_RESERVATION_ID,
+    labels::CAPACITY_RESERVATION_TYPE,
+];
+
+/// Whether `key` is decided per offering rather than per instance type.
+fn per_offering(key: &str) -> bool {
+    key == labels::ZONE || key == labels::CAPACITY_TYPE || OFFERING_KEYS.contains(&key)
+}
+
+impl OfferingView {
+    /// Whether a node of this offering can carry reservation labels that `id` and `kind`
+    /// (the requirements on them, if any) allow: a reserved offering through one of its
+    /// reservations, any other without the labels.
+    fn reservation_allows(&self, id: Option<&Requirement>, kind: Option<&Requirement>) -> bool {
+        if id.is_none() && kind.is_none() {
+            return true;
+        }
+        let allows = |r: Option<&Requirement>, v: Option<&str>| r.is_none_or(|r| r.allows(v));
+        if self.reservations.is_empty() {
+            return allows(id, None) && allows(kind, None);
+        }
+        self.reservations
+            .iter()
+            .any(|(i, k)| allows(id, Some(i)) && allows(kind, Some(k.as_str())))
+    }
+
+    /// Whether `reqs` allow this offering: its zone, capacity type and reservation.
+    pub fn allowed_by(&self, reqs: &Requirements) -> bool {
+        reqs.get(labels::ZONE)
+            .is_none_or(|r| r.allows(Some(&self.zone)))
+            && reqs
+                .get(labels::CAPACITY_TYPE)
+                .is_none_or(|r| r.allows(Some(self.capacity_type.as_str())))
+            && self.reservation_allows(
+                reqs.get(labels::CAPACITY_RESERVATION_ID),
+                reqs.get(labels::CAPACITY_RESERVATION_TYPE),
+            )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -58,12 +122,9 @@ pub struct TypeOption {
 impl TypeOption {
     /// The cheapest offering that `reqs` (zone, capacity type) allows.
     pub fn cheapest(&self, reqs: &Requirements) -> Option<&OfferingView> {
-        let zone = reqs.get(labels::ZONE);
-        let ct = reqs.get(labels::CAPACITY_TYPE);
         self.offerings
             .iter()
-            .filter(|o| zone.is_none_or(|r| r.allows(Some(&o.zone))))
-            .filter(|o| ct.is_none_or(|r| r.allows(Some(o.capacity_type.as_str()))))
+            .filter(|o| o.allowed_by(reqs))
             .min_by(|a, b| {
                 a.price
                     .total_cmp(&b.price)
@@ -75,7 +136,7 @@ impl TypeOption {
     /// an offering those requirements allow.
     pub fn satisfies(&self, reqs: &Requirements) -> bool {
         reqs.iter().all(|(k, r)| {
-            if k == labels::ZONE || k == labels::CAPACITY_TYPE || !defined_by_instance(k) {
+            if per_offering(k) || !defined_by_instance(k) {
                 true
             } else {
                 r.allows(self.labels.get(k).map(String::as_str))
@@ -95,6 +156,8 @@ pub struct TypeFilter<'r> {
     spot: bool,
     on_demand: bool,
     reserved: bool,
+    reservation_id: Option<&'r Requirement>,
+    reservation_kind: Option<&'r Requirement>,
 }
 
 impl TypeFilter<'_> {
@@ -108,6 +171,7 @@ impl TypeFilter<'_> {
                 CapacityType::OnDemand => self.on_demand,
                 CapacityType::Reserved => self.reserved,
             })
+            .filter(|o| o.reservation_allows(self.reservation_id, self.reservation_kind))
             .min_by(|a, b| {
                 a.price
                     .total_cmp(&b.price)
@@ -220,17 +284,14 @@ impl Template {
                 if free.cpu < 0 || free.memory < 0 || free.pods < 0 {
                     return None;
                 }
+                let class = &spec.node_class_ref.name;
                 let offerings = e
                     .offerings
                     .iter()
                     .filter(|o| o.available)
-                    .filter(|o| {
-                        o.capacity_type != CapacityType::Reserved
-                            || !catalog
-                                .reserved_for(&spec.node_class_ref.name, &it.name, &o.zone)
-                                .is_empty()
-                    })
-                    .map(|o| OfferingView {
+                    .map(|o| (o, reservations_of(catalog, class, &it.name, o)))
+                    .filter(|(o, r)| o.capacity_type != CapacityType::Reserved || !r.is_empty())
+                    .map(|(o, reservations)| OfferingView {
                         zone: o.zone.clone(),
                         zone_slot: zones.iter().position(|z| *z == o.zone).unwrap_or_else(|| {
                             zones.push(o.zone.clone());
@@ -238,6 +299,7 @@ impl Template {
                         }),
                         capacity_type: o.capacity_type,
                         price: o.price,
+                        reservations,
                     })
                     .collect();
                 let option = TypeOption {
@@ -277,9 +339,7 @@ impl Template {
         TypeFilter {
             labels: reqs
                 .iter()
-                .filter(|(k, _)| {
-                    *k != labels::ZONE && *k != labels::CAPACITY_TYPE && defined_by_instance(k)
-                })
+                .filter(|(k, _)| !per_offering(k) && defined_by_instance(k))
                 .map(|(k, r)| (k.as_str(), r))
                 .collect(),
             zones: self
@@ -290,6 +350,8 @@ impl Template {
             spot: ct.is_none_or(|r| r.allows(Some(CapacityType::Spot.as_str()))),
             on_demand: ct.is_none_or(|r| r.allows(Some(CapacityType::OnDemand.as_str()))),
             reserved: ct.is_none_or(|r| r.allows(Some(CapacityType::Reserved.as_str()))),
+            reservation_id: reqs.get(labels::CAPACITY_RESERVATION_ID),
+            reservation_kind: reqs.get(labels::CAPACITY_RESERVATION_TYPE),
         }
     }
 

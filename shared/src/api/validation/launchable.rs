@@ -41,6 +41,8 @@ const UNLABELLED_KEYS: &[&str] = &[
     "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz",
     "karpenter.k8s.aws/instance-ebs-bandwidth",
     "karpenter.k8s.aws/instance-capability-flex",
+    // nodewright does not read whether a reservation is interruptible.
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
 ];
 
 /// What one requirement asks that nodewright cannot launch: `(field suffix, message)` errors

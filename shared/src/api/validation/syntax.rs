@@ -42,7 +42,8 @@ const DOMAIN_EXCEPTIONS: &[&str] = &[
 /// nodewright sets itself.
 const RESTRICTED_KEYS: &[&str] = &[labels::HOSTNAME, labels::NODEPOOL];
 
-/// `karpenter.k8s.aws/instance-*` labels the AWS provider knows (its WellKnownLabels).
+/// `karpenter.k8s.aws/` labels the AWS provider knows (its WellKnownLabels): the
+/// instance's and, on reserved nodes, the reservation's.
 const AWS_WELL_KNOWN_SUFFIXES: &[&str] = &[
     "instance-category",
     "instance-family",
@@ -65,6 +66,9 @@ const AWS_WELL_KNOWN_SUFFIXES: &[&str] = &[
     "instance-hypervisor",
     "instance-encryption-in-transit-supported",
     "instance-capability-flex",
+    "capacity-reservation-id",
+    "capacity-reservation-type",
+    "capacity-reservation-interruptible",
 ];
 
 fn in_domain(domain: &str, parent: &str) -> bool {

@@ -401,3 +401,26 @@ fn a_reserved_request_asks_for_its_reservations_type_and_zone_only() {
         Some("capacity-block")
     );
 }
+
+#[test]
+fn a_claim_pinned_to_a_reservation_launches_only_into_it() {
+    let mut cat = catalog();
+    cat.add_reservations(
+        "default",
+        vec![
+            odcr("cr-0a1", "c6i.2xlarge", "us-east-1a", 1),
+            odcr("cr-0a3", "c6i.2xlarge", "us-east-1a", 3),
+        ],
+        std::time::SystemTime::UNIX_EPOCH,
+    );
+    let mut claim = reserved_claim();
+    claim.requirements.add(
+        labels::CAPACITY_RESERVATION_ID,
+        crate::scheduling::Requirement::in_values(["cr-0a1".to_string()]),
+    );
+    let got = reservation_for(&claim, &cat, &subnets()).map(|r| r.id.as_str());
+    assert_eq!(got, Some("cr-0a1"));
+    // Without the pin, the one with more room.
+    let free = reservation_for(&reserved_claim(), &cat, &subnets()).map(|r| r.id.as_str());
+    assert_eq!(free, Some("cr-0a3"));
+}
