@@ -25,7 +25,13 @@ const OWNERSHIP: &str = "nodewright.io/cluster";
 const LAUNCH_ACTIONS: [&str; 3] = ["CreateFleet", "RunInstances", "CreateLaunchTemplate"];
 /// Resources a launch uses without changing them (Karpenter's controller policy scopes
 /// them the same way: `AllowScopedEC2InstanceAccessActions`).
-const USED_BY_LAUNCH: [&str; 4] = ["image/", "snapshot/", "security-group/", "subnet/"];
+const USED_BY_LAUNCH: [&str; 5] = [
+    "image/",
+    "snapshot/",
+    "security-group/",
+    "subnet/",
+    "capacity-reservation/",
+];
 
 fn list(v: &Value) -> Vec<String> {
     match v {
@@ -340,7 +346,8 @@ use Why::*;
 /// - provisioner: `functions/provisioner/src/main.rs` builds `describe_cluster`,
 ///   `Ec2Adapter`, `ImageAdapter`, `PricingAdapter` and `IamAdapter`; `Provisioner::poll`
 ///   lists owned instances (`instances.rs`), refreshes the live catalog
-///   (`instance_types.rs`), discovers subnets and security groups (`network.rs`), resolves
+///   (`instance_types.rs`), discovers subnets, security groups and capacity reservations
+///   (`network.rs`, `capacity_reservations.rs`), resolves
 ///   AMI aliases (`images.rs`), ensures launch templates and collects unused ones
 ///   (`launch_templates.rs`, `template_gc.rs`), ensures instance profiles
 ///   (`instance_profiles.rs`) and calls CreateFleet (`fleet.rs`); `refresh_prices` calls
@@ -354,7 +361,8 @@ use Why::*;
 ///   (owned instances, TerminateInstances), `ProfileLeftoversAdapter` (the instance
 ///   profiles it collects, `profile_leftovers.rs`) and the interruption function's
 ///   adapters for `Provisioner::replace` (the replacement an expired or drifted node gets
-///   before it drains), whose launch rows are the interruption function's. It refreshes
+///   before it drains), whose launch rows are the interruption function's, and describes
+///   the capacity blocks its nodes run in (`capacity_blocks.rs`). It refreshes
 ///   no prices (the bundled ones price its plan), collects no launch templates (the
 ///   provisioner does) and sends no follow-ups (a drain continues at the next sweep).
 const CALLS: &[(&str, &[(&str, Why)])] = &[
@@ -368,6 +376,7 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:DescribeSpotPriceHistory", Called),
             ("ec2:DescribeSubnets", Called),
             ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeCapacityReservations", Called),
             ("ec2:DescribeImages", Called),
             ("ssm:GetParameters", Called),
             ("ec2:DescribeLaunchTemplates", Called),
@@ -399,6 +408,7 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:DescribeSpotPriceHistory", Called),
             ("ec2:DescribeSubnets", Called),
             ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeCapacityReservations", Called),
             ("ec2:DescribeImages", Called),
             ("ssm:GetParameters", Called),
             ("ec2:DescribeLaunchTemplates", Called),
@@ -430,6 +440,7 @@ const CALLS: &[(&str, &[(&str, Why)])] = &[
             ("ec2:DescribeSubnets", Called),
             ("ec2:DescribeLaunchTemplates", Called),
             ("ec2:DescribeSecurityGroups", Called),
+            ("ec2:DescribeCapacityReservations", Called),
             ("ec2:DescribeImages", Called),
             ("ssm:GetParameters", Called),
             ("ec2:CreateLaunchTemplate", Called),

@@ -86,13 +86,16 @@ impl Ec2Adapter {
     }
 
     async fn query_reservations(&self, query: &Query) -> Result<Vec<Reservation>, AwsError> {
-        let call = self.client.describe_capacity_reservations();
         let call = match query {
             // EC2 refuses MaxResults with ids; the one answer is not paginated.
-            Query::Id(id) => call
+            Query::Id(id) => self
+                .client
+                .describe_capacity_reservations()
                 .capacity_reservation_ids(id)
                 .filters(filter("state", &["active".to_string()])),
-            Query::Filters(filters) => call
+            Query::Filters(filters) => self
+                .client
+                .describe_capacity_reservations()
                 .set_filters(Some(filters.iter().map(|(n, v)| filter(n, v)).collect()))
                 .max_results(1000),
         };
