@@ -128,25 +128,10 @@ pub fn add(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use CapacityReservationSelectorTerm as Term;
 
     fn described(json: &str) -> Described {
         serde_json::from_str(json).expect("valid")
-    }
-
-    fn term(
-        id: Option<&str>,
-        owner: Option<&str>,
-        tags: &[(&str, &str)],
-    ) -> CapacityReservationSelectorTerm {
-        CapacityReservationSelectorTerm {
-            id: id.map(str::to_string),
-            owner_id: owner.map(str::to_string),
-            tags: tags
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            instance_match_criteria: None,
-        }
     }
 
     #[test]
@@ -159,26 +144,32 @@ mod tests {
                 "EndDate": "2026-12-01T11:30:00+00:00",
                 "Tags": [{"Key": "team", "Value": "ml"}, {"Key": "env", "Value": "prod"}]}"#,
         );
-        let targeted = CapacityReservationSelectorTerm {
+        let targeted = Term {
             instance_match_criteria: Some("targeted".into()),
-            ..term(None, None, &[("team", "ml")])
+            ..Term::new(None, None, &[("team", "ml")])
         };
-        let open = CapacityReservationSelectorTerm {
+        let open = Term {
             instance_match_criteria: Some("open".into()),
-            ..term(None, None, &[("team", "ml")])
+            ..Term::new(None, None, &[("team", "ml")])
         };
         let cases = [
-            (term(Some("cr-0aa"), None, &[]), true),
-            (term(Some("cr-0bb"), None, &[]), false),
-            (term(None, None, &[("team", "ml")]), true),
-            (term(None, None, &[("team", "ml"), ("env", "*")]), true),
-            (term(None, None, &[("team", "web")]), false),
-            (term(None, None, &[("owner", "*")]), false),
-            (term(None, Some("111122223333"), &[("team", "ml")]), true),
-            (term(None, Some("444455556666"), &[("team", "ml")]), false),
+            (Term::new(Some("cr-0aa"), None, &[]), true),
+            (Term::new(Some("cr-0bb"), None, &[]), false),
+            (Term::new(None, None, &[("team", "ml")]), true),
+            (Term::new(None, None, &[("team", "ml"), ("env", "*")]), true),
+            (Term::new(None, None, &[("team", "web")]), false),
+            (Term::new(None, None, &[("owner", "*")]), false),
+            (
+                Term::new(None, Some("111122223333"), &[("team", "ml")]),
+                true,
+            ),
+            (
+                Term::new(None, Some("444455556666"), &[("team", "ml")]),
+                false,
+            ),
             (targeted, true),
             (open, false),
-            (term(None, None, &[]), false),
+            (Term::new(None, None, &[]), false),
         ];
         for (t, want) in cases {
             assert_eq!(selects(&t, &r), want, "{t:?}");
@@ -187,7 +178,7 @@ mod tests {
             state: "cancelled".into(),
             ..r.clone()
         };
-        assert!(!selects(&term(Some("cr-0aa"), None, &[]), &cancelled));
+        assert!(!selects(&Term::new(Some("cr-0aa"), None, &[]), &cancelled));
         let read = reservation(&r);
         assert_eq!(read.kind, ReservationKind::CapacityBlock);
         assert_eq!(read.available, 2);

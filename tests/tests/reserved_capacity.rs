@@ -15,7 +15,7 @@ use nodewright_world::aws_front::Handling;
 use nodewright_world::capacity_reservations::Reservation;
 use nodewright_world::kit::{manual_world, quick_batch, sweeper_state, with_world_names};
 use nodewright_world::world::World;
-use nodewright_world::world::provisioner::{invoke, quick};
+use nodewright_world::world::provisioner::{ProvisionerState, invoke, quick};
 use serde_json::Value;
 
 const POOL_AND_CLASS: &str = r#"
@@ -75,6 +75,36 @@ async fn world_with(reservation: Reservation) -> World {
     world
 }
 
+/// The provisioner handler's state on the world, its waits skipped.
+async fn provisioner(world: &World) -> ProvisionerState {
+    world
+        .provisioner(quick(Duration::from_secs(3)), quick_batch())
+        .await
+        .unwrap()
+        .with_clock(Arc::new(SkippingClock::default()))
+}
+
+async fn apply_trainers(world: &World, names: &[&str]) {
+    for name in names {
+        world.apply_yaml(&trainer(name)).unwrap();
+    }
+    world.sim.step().await;
+}
+
+/// Eighty seconds of the simulated cluster: launched instances join and their pods run.
+async fn let_nodes_join(world: &World) {
+    world.catch_up_clock();
+    for _ in 0..8 {
+        world.clock().advance(Duration::from_secs(10));
+        world.sim.step().await;
+    }
+}
+
+/// `minutes` from now.
+fn ends(minutes: i64) -> jiff::Timestamp {
+    jiff::Timestamp::now() + jiff::SignedDuration::from_secs(minutes * 60)
+}
+
 /// The reservation each of the cluster's instances runs in, by instance type.
 async fn reservations_of_instances(world: &World) -> Vec<(String, Option<String>)> {
     // Through the front: it writes the reservation into EC2's answer (moto has none).
@@ -109,15 +139,8 @@ fn node_labels(world: &World) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_is_filled_first_labelled_as_karpenter_does_and_the_rest_bought() {
     let world = world_with(ml_reservation(1)).await;
-    for pod in ["train-a", "train-b"] {
-        world.apply_yaml(&trainer(pod)).unwrap();
-    }
-    world.sim.step().await;
-    let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap()
-        .with_clock(Arc::new(SkippingClock::default()));
+    apply_trainers(&world, &["train-a", "train-b"]).await;
+    let state = provisioner(&world).await;
     let summary = invoke(&state).await.expect("the handler succeeds");
 
     let instances = reservations_of_instances(&world).await;
@@ -176,11 +199,7 @@ async fn a_reservation_is_filled_first_labelled_as_karpenter_does_and_the_rest_b
         "{preferences:?}"
     );
 
-    world.catch_up_clock();
-    for _ in 0..8 {
-        world.clock().advance(Duration::from_secs(10));
-        world.sim.step().await;
-    }
+    let_nodes_join(&world).await;
     let mut labels: Vec<(String, String, String)> = node_labels(&world)
         .iter()
         .map(|l| {
@@ -229,13 +248,8 @@ async fn a_reservation_is_filled_first_labelled_as_karpenter_does_and_the_rest_b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reservation_ec2_finds_full_is_left_out_and_the_pod_bought_in_the_same_poll() {
     let world = world_with(ml_reservation(2)).await;
-    world.apply_yaml(&trainer("train-a")).unwrap();
-    world.sim.step().await;
-    let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap()
-        .with_clock(Arc::new(SkippingClock::default()));
+    apply_trainers(&world, &["train-a"]).await;
+    let state = provisioner(&world).await;
     invoke(&state).await.expect("the first invocation succeeds");
     assert_eq!(world.front.reservation_available("cr-0ml"), Some(1));
 
@@ -245,8 +259,7 @@ async fn a_reservation_ec2_finds_full_is_left_out_and_the_pod_bought_in_the_same
         available: 0,
         ..ml_reservation(2)
     });
-    world.apply_yaml(&trainer("train-b")).unwrap();
-    world.sim.step().await;
+    apply_trainers(&world, &["train-b"]).await;
     let summary = invoke(&state)
         .await
         .expect("the second invocation succeeds");
@@ -266,8 +279,6 @@ async fn a_reservation_ec2_finds_full_is_left_out_and_the_pod_bought_in_the_same
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capacity_block_is_launched_in_its_market_and_one_about_to_end_is_passed_over() {
-    let ends =
-        |minutes: i64| jiff::Timestamp::now() + jiff::SignedDuration::from_secs(minutes * 60);
     let world = world_with(
         Reservation::capacity_block("cr-0blk", "m5.2xlarge", "us-east-1b", 1, ends(120))
             .tagged("team", "ml"),
@@ -277,15 +288,8 @@ async fn a_capacity_block_is_launched_in_its_market_and_one_about_to_end_is_pass
         Reservation::capacity_block("cr-0end", "m5.2xlarge", "us-east-1a", 4, ends(30))
             .tagged("team", "ml"),
     );
-    for pod in ["train-a", "train-b"] {
-        world.apply_yaml(&trainer(pod)).unwrap();
-    }
-    world.sim.step().await;
-    let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap()
-        .with_clock(Arc::new(SkippingClock::default()));
+    apply_trainers(&world, &["train-a", "train-b"]).await;
+    let state = provisioner(&world).await;
     let summary = invoke(&state).await.expect("the handler succeeds");
 
     let instances = reservations_of_instances(&world).await;
@@ -316,11 +320,7 @@ async fn a_capacity_block_is_launched_in_its_market_and_one_about_to_end_is_pass
         "{markets:?}"
     );
 
-    world.catch_up_clock();
-    for _ in 0..8 {
-        world.clock().advance(Duration::from_secs(10));
-        world.sim.step().await;
-    }
+    let_nodes_join(&world).await;
     let types: Vec<String> = node_labels(&world)
         .iter()
         .filter_map(|l| l["karpenter.k8s.aws/capacity-reservation-type"].as_str())
@@ -331,24 +331,13 @@ async fn a_capacity_block_is_launched_in_its_market_and_one_about_to_end_is_pass
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_whose_capacity_block_ends_within_forty_minutes_is_taken_before_ec2_reclaims_it() {
-    let ends =
-        |minutes: i64| jiff::Timestamp::now() + jiff::SignedDuration::from_secs(minutes * 60);
     let block = Reservation::capacity_block("cr-0blk", "m5.2xlarge", "us-east-1b", 1, ends(90))
         .tagged("team", "ml");
     let world = world_with(block.clone()).await;
-    world.apply_yaml(&trainer("train-a")).unwrap();
-    world.sim.step().await;
-    let state = world
-        .provisioner(quick(Duration::from_secs(3)), quick_batch())
-        .await
-        .unwrap()
-        .with_clock(Arc::new(SkippingClock::default()));
+    apply_trainers(&world, &["train-a"]).await;
+    let state = provisioner(&world).await;
     invoke(&state).await.expect("the provisioner launches");
-    world.catch_up_clock();
-    for _ in 0..8 {
-        world.clock().advance(Duration::from_secs(10));
-        world.sim.step().await;
-    }
+    let_nodes_join(&world).await;
     let sweeper = sweeper_state(&world).await.unwrap();
     let report = sweep(&sweeper).await.expect("a sweep");
     assert!(

@@ -30,10 +30,7 @@ pub(crate) async fn give_up_expiring<K, E, R>(
     }
     let terms: Vec<CapacityReservationSelectorTerm> = ids
         .into_iter()
-        .map(|id| CapacityReservationSelectorTerm {
-            id: Some(id),
-            ..Default::default()
-        })
+        .map(|id| CapacityReservationSelectorTerm::new(Some(&id), None, &[]))
         .collect();
     let blocks = match state.ec2.capacity_reservations(&terms).await {
         Ok(blocks) => blocks,

@@ -74,6 +74,21 @@ pub struct CapacityReservationSelectorTerm {
     pub instance_match_criteria: Option<String>,
 }
 
+impl CapacityReservationSelectorTerm {
+    /// A term from its parts, as a document would write them (validation judges it).
+    pub fn new(id: Option<&str>, owner_id: Option<&str>, tags: &[(&str, &str)]) -> Self {
+        CapacityReservationSelectorTerm {
+            id: id.map(str::to_string),
+            owner_id: owner_id.map(str::to_string),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            instance_match_criteria: None,
+        }
+    }
+}
+
 /// One AMI selector term; terms are ORed, fields within a term are ANDed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

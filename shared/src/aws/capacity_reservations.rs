@@ -122,22 +122,7 @@ impl Ec2Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn term(
-        id: Option<&str>,
-        owner: Option<&str>,
-        tags: &[(&str, &str)],
-    ) -> CapacityReservationSelectorTerm {
-        CapacityReservationSelectorTerm {
-            id: id.map(str::to_string),
-            owner_id: owner.map(str::to_string),
-            tags: tags
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            instance_match_criteria: None,
-        }
-    }
+    use CapacityReservationSelectorTerm as Term;
 
     fn f(name: &str, value: &str) -> (String, Vec<String>) {
         (name.to_string(), vec![value.to_string()])
@@ -147,11 +132,11 @@ mod tests {
     fn each_term_asks_for_its_id_or_its_active_tagged_reservations() {
         let cases = [
             (
-                term(Some("cr-0aa"), None, &[]),
+                Term::new(Some("cr-0aa"), None, &[]),
                 vec![Query::Id("cr-0aa".into())],
             ),
             (
-                term(None, Some("111122223333"), &[("team", "ml")]),
+                Term::new(None, Some("111122223333"), &[("team", "ml")]),
                 vec![Query::Filters(vec![
                     f("state", "active"),
                     f("owner-id", "111122223333"),
@@ -159,18 +144,18 @@ mod tests {
                 ])],
             ),
             (
-                term(None, None, &[("karpenter", "*")]),
+                Term::new(None, None, &[("karpenter", "*")]),
                 vec![Query::Filters(vec![
                     f("state", "active"),
                     f("tag-key", "karpenter"),
                 ])],
             ),
-            (term(None, None, &[]), vec![]),
+            (Term::new(None, None, &[]), vec![]),
         ];
         for (t, want) in cases {
             assert_eq!(queries(&t), want, "{t:?}");
         }
-        let targeted = CapacityReservationSelectorTerm {
+        let targeted = Term {
             instance_match_criteria: Some("targeted".into()),
             ..Default::default()
         };

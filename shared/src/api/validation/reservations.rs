@@ -91,13 +91,8 @@ mod tests {
         criteria: Option<&str>,
     ) -> CapacityReservationSelectorTerm {
         CapacityReservationSelectorTerm {
-            id: id.map(str::to_string),
-            owner_id: owner.map(str::to_string),
-            tags: tags
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
             instance_match_criteria: criteria.map(str::to_string),
+            ..CapacityReservationSelectorTerm::new(id, owner, tags)
         }
     }
 
