@@ -8,7 +8,7 @@ use nodewright::api::{Inputs, Operator, labels};
 use nodewright::catalog::{Catalog, DEFAULT_SPOT_DISCOUNT};
 use nodewright::scheduling::{
     MinValuesPolicy, NamespaceLabels, PlannedClaim, PreferencePolicy, ProvisioningPlan, Snapshot,
-    VolumeObjects, claims_volumes, solve,
+    VolumeObjects, claims_volumes, solve_within_room,
 };
 use serde_json::json;
 
@@ -102,7 +102,7 @@ pub fn run(args: &Args) -> Exit {
         return Exit::Usage;
     }
     let overlays = inputs.node_overlays.len();
-    let plan = solve(
+    let plan = solve_within_room(
         &snapshot,
         &catalog,
         &inputs.node_pools,

@@ -156,9 +156,8 @@ async fn a_reservation_is_filled_first_labelled_as_karpenter_does_and_the_rest_b
     );
     assert_eq!(world.front.reservation_available("cr-0ml"), Some(0));
     assert_eq!(world.front.reservation_available("cr-0other"), Some(5));
-    // The other pod was planned into the reservation too; the provisioner had counted its
-    // room down (in the poll's catalog and in the lookup it keeps for the next poll) and
-    // bought that node, without asking EC2 for a launch it knew would fail.
+    // The reservation had room for one: a poll plans within it, and a later poll's kept
+    // lookup is counted down by the launch, so EC2 was asked for no launch it would refuse.
     let fleets = world.front.calls("CreateFleet");
     assert_eq!(fleets.len(), 2, "{fleets:?}");
     assert!(

@@ -30,6 +30,7 @@ mod plan;
 mod preferences;
 mod reasons;
 mod repack;
+mod reserved_room;
 mod snapshot;
 mod solver;
 mod template;
@@ -37,6 +38,7 @@ mod topology;
 
 pub use plan::{MAX_INSTANCE_TYPES, Nomination, PlannedClaim, ProvisioningPlan, Unschedulable};
 pub use reasons::{Why, explain};
+pub use reserved_room::solve_within_room;
 pub use snapshot::{ExistingNode, MinValuesPolicy, PreferencePolicy, Snapshot};
 pub use solver::{Prepared, Repacking, solve, solve_prepared, solve_repacking};
 pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};

@@ -27,7 +27,7 @@ use crate::ids::NodeName;
 use crate::kube::{
     Cluster, InFlight, Readiness, existing_nodes, in_flight_name, instance_of, readiness, usable,
 };
-use crate::scheduling::{Nomination, Snapshot, is_floor_placeholder, solve};
+use crate::scheduling::{Nomination, Snapshot, is_floor_placeholder, solve, solve_within_room};
 
 /// The offering an instance ran on: what an interruption says is running out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +243,7 @@ where
             spoken_for::book(&mut before.nodes, &before.pods, &theirs.nominations);
             snapshot.nodes = before.nodes;
         }
-        let mut plan = solve(&snapshot, catalog, pools, classes);
+        let mut plan = solve_within_room(&snapshot, catalog, pools, classes);
         // A consolidation's claims offer EC2 only what saves: types that keep the whole
         // under the ceiling (`disruption::Replacing`); none left, nothing is launched.
         if let Some(ceiling) = ceiling {

@@ -13,7 +13,7 @@ use super::{ClaimOutcome, MAX_LAUNCH_ROUNDS, Provisioner};
 use crate::aws::Cloud;
 use crate::ids::PodUid;
 use crate::kube::{Cluster, InFlight};
-use crate::scheduling::{PlannedClaim, Snapshot, solve};
+use crate::scheduling::{PlannedClaim, Snapshot, solve_within_room};
 use crate::telemetry::{self, LaunchFailure};
 
 /// What the claims launched so far came to.
@@ -59,7 +59,7 @@ where
     ) -> Tally {
         let mut tally = Tally::default();
         for round in 0..MAX_LAUNCH_ROUNDS {
-            let plan = solve(&snapshot, &ctx.catalog, &ctx.pools, &ctx.classes);
+            let plan = solve_within_room(&snapshot, &ctx.catalog, &ctx.pools, &ctx.classes);
             if round == 0 && !plan.overlay_conflicts.is_empty() {
                 tracing::warn!(overlays = ?plan.overlay_conflicts, "NodeOverlays in conflict with another of their weight over the same offerings or resources are not applied");
             }
