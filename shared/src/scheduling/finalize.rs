@@ -9,7 +9,7 @@ use super::reasons::{Why, explain};
 use super::requirements::{MinValuesShort, min_values_short, min_values_value};
 use super::snapshot::MinValuesPolicy;
 use super::solver::Solver;
-use super::template::{Template, TypeOption, defined_by_instance};
+use super::template::{OfferingReqs, Template, TypeOption, defined_by_instance};
 use crate::api::labels;
 use crate::catalog::CapacityType;
 
@@ -180,9 +180,10 @@ fn planned_claim(
 
     let mut zones = BTreeSet::new();
     let mut capacity_types = BTreeSet::new();
+    let allowed = OfferingReqs::of(&claim.reqs);
     for (ty, _) in &chosen {
         for o in &ty.offerings {
-            if o.allowed_by(&claim.reqs) {
+            if allowed.allow(o) {
                 zones.insert(o.zone.clone());
                 capacity_types.insert(o.capacity_type);
             }

@@ -19,9 +19,9 @@ fn reservations_of(
     class: &str,
     instance_type: &str,
     o: &Offering,
-) -> Vec<(String, ReservationKind)> {
+) -> Box<[(String, ReservationKind)]> {
     if o.capacity_type != CapacityType::Reserved {
-        return Vec::new();
+        return Box::default();
     }
     catalog
         .reserved_for(class, instance_type, &o.zone)
@@ -61,7 +61,8 @@ pub struct OfferingView {
     pub price: f64,
     /// A reserved offering's reservations (id, kind) with room, from the template's class;
     /// empty for any other. A node of the offering is labelled with one of them.
-    pub reservations: Vec<(String, ReservationKind)>,
+    /// A boxed slice: every offering carries it, and most are empty.
+    pub reservations: Box<[(String, ReservationKind)]>,
 }
 
 /// Keys an offering decides beside zone and capacity type: the reservation a reserved node
@@ -92,18 +93,34 @@ impl OfferingView {
             .iter()
             .any(|(i, k)| allows(id, Some(i)) && allows(kind, Some(k.as_str())))
     }
+}
 
-    /// Whether `reqs` allow this offering: its zone, capacity type and reservation.
-    pub fn allowed_by(&self, reqs: &Requirements) -> bool {
-        reqs.get(labels::ZONE)
-            .is_none_or(|r| r.allows(Some(&self.zone)))
-            && reqs
-                .get(labels::CAPACITY_TYPE)
-                .is_none_or(|r| r.allows(Some(self.capacity_type.as_str())))
-            && self.reservation_allows(
-                reqs.get(labels::CAPACITY_RESERVATION_ID),
-                reqs.get(labels::CAPACITY_RESERVATION_TYPE),
-            )
+/// The requirements an offering is judged by (zone, capacity type, reservation), looked up
+/// once for all the offerings they judge.
+pub struct OfferingReqs<'r> {
+    zone: Option<&'r Requirement>,
+    capacity_type: Option<&'r Requirement>,
+    reservation_id: Option<&'r Requirement>,
+    reservation_kind: Option<&'r Requirement>,
+}
+
+impl<'r> OfferingReqs<'r> {
+    pub fn of(reqs: &'r Requirements) -> Self {
+        OfferingReqs {
+            zone: reqs.get(labels::ZONE),
+            capacity_type: reqs.get(labels::CAPACITY_TYPE),
+            reservation_id: reqs.get(labels::CAPACITY_RESERVATION_ID),
+            reservation_kind: reqs.get(labels::CAPACITY_RESERVATION_TYPE),
+        }
+    }
+
+    /// Whether they allow `o`.
+    pub fn allow(&self, o: &OfferingView) -> bool {
+        self.zone.is_none_or(|r| r.allows(Some(&o.zone)))
+            && self
+                .capacity_type
+                .is_none_or(|r| r.allows(Some(o.capacity_type.as_str())))
+            && o.reservation_allows(self.reservation_id, self.reservation_kind)
     }
 }
 
@@ -122,9 +139,10 @@ pub struct TypeOption {
 impl TypeOption {
     /// The cheapest offering that `reqs` (zone, capacity type) allows.
     pub fn cheapest(&self, reqs: &Requirements) -> Option<&OfferingView> {
+        let allowed = OfferingReqs::of(reqs);
         self.offerings
             .iter()
-            .filter(|o| o.allowed_by(reqs))
+            .filter(|o| allowed.allow(o))
             .min_by(|a, b| {
                 a.price
                     .total_cmp(&b.price)
@@ -158,6 +176,8 @@ pub struct TypeFilter<'r> {
     reserved: bool,
     reservation_id: Option<&'r Requirement>,
     reservation_kind: Option<&'r Requirement>,
+    /// Neither is asked for: the common case, tested once rather than per offering.
+    no_reservation_reqs: bool,
 }
 
 impl TypeFilter<'_> {
@@ -171,7 +191,10 @@ impl TypeFilter<'_> {
                 CapacityType::OnDemand => self.on_demand,
                 CapacityType::Reserved => self.reserved,
             })
-            .filter(|o| o.reservation_allows(self.reservation_id, self.reservation_kind))
+            .filter(|o| {
+                self.no_reservation_reqs
+                    || o.reservation_allows(self.reservation_id, self.reservation_kind)
+            })
             .min_by(|a, b| {
                 a.price
                     .total_cmp(&b.price)
@@ -336,6 +359,8 @@ impl Template {
     pub fn filter<'r>(&self, reqs: &'r Requirements) -> TypeFilter<'r> {
         let zone = reqs.get(labels::ZONE);
         let ct = reqs.get(labels::CAPACITY_TYPE);
+        let reservation_id = reqs.get(labels::CAPACITY_RESERVATION_ID);
+        let reservation_kind = reqs.get(labels::CAPACITY_RESERVATION_TYPE);
         TypeFilter {
             labels: reqs
                 .iter()
@@ -350,8 +375,9 @@ impl Template {
             spot: ct.is_none_or(|r| r.allows(Some(CapacityType::Spot.as_str()))),
             on_demand: ct.is_none_or(|r| r.allows(Some(CapacityType::OnDemand.as_str()))),
             reserved: ct.is_none_or(|r| r.allows(Some(CapacityType::Reserved.as_str()))),
-            reservation_id: reqs.get(labels::CAPACITY_RESERVATION_ID),
-            reservation_kind: reqs.get(labels::CAPACITY_RESERVATION_TYPE),
+            reservation_id,
+            reservation_kind,
+            no_reservation_reqs: reservation_id.is_none() && reservation_kind.is_none(),
         }
     }
 
