@@ -71,6 +71,19 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// An on-demand capacity reservation without an end.
+    pub fn odcr(id: &str, instance_type: &str, zone: &str, available: u32) -> Reservation {
+        Reservation {
+            id: id.into(),
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            owner_id: String::new(),
+            available,
+            kind: ReservationKind::Default,
+            end: None,
+        }
+    }
+
     /// Whether it ends within [`CAPACITY_BLOCK_NOTICE`] of `now`: no launch goes into it, and
     /// its instances are given up.
     pub fn expiring(&self, now: SystemTime) -> bool {

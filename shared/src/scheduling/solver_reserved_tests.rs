@@ -17,15 +17,7 @@ fn now() -> SystemTime {
 }
 
 fn reservation(ty: &str, zone: &str, available: u32) -> Reservation {
-    Reservation {
-        id: format!("cr-{}", ty.replace('.', "")),
-        instance_type: ty.into(),
-        zone: zone.into(),
-        owner_id: "111122223333".into(),
-        available,
-        kind: ReservationKind::Default,
-        end: None,
-    }
+    Reservation::odcr(&format!("cr-{}", ty.replace('.', "")), ty, zone, available)
 }
 
 fn plan(pods: Vec<PodDemand>, pools: &[crate::api::NodePool], reserve: bool) -> ProvisioningPlan {

@@ -7,18 +7,6 @@ fn t0() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
-fn odcr(id: &str, ty: &str, zone: &str, available: u32) -> Reservation {
-    Reservation {
-        id: id.into(),
-        instance_type: ty.into(),
-        zone: zone.into(),
-        owner_id: "111122223333".into(),
-        available,
-        kind: ReservationKind::Default,
-        end: None,
-    }
-}
-
 fn catalog() -> Catalog {
     let zones = ["us-east-1a".to_string(), "us-east-1b".to_string()];
     Catalog {
@@ -55,10 +43,10 @@ fn a_reservation_offers_its_type_in_its_zone_at_a_ten_millionth_of_on_demand() {
     c.add_reservations(
         "gpu",
         vec![
-            odcr("cr-0aa", "p5.48xlarge", "us-east-1a", 2),
-            odcr("cr-0bb", "p5.48xlarge", "us-east-1a", 1),
+            Reservation::odcr("cr-0aa", "p5.48xlarge", "us-east-1a", 2),
+            Reservation::odcr("cr-0bb", "p5.48xlarge", "us-east-1a", 1),
             // Types the catalog does not know cannot be planned for.
-            odcr("cr-0cc", "u-24tb1.metal", "us-east-1a", 1),
+            Reservation::odcr("cr-0cc", "u-24tb1.metal", "us-east-1a", 1),
         ],
         t0(),
     );
@@ -91,8 +79,16 @@ fn a_reservation_offers_its_type_in_its_zone_at_a_ten_millionth_of_on_demand() {
 #[test]
 fn launches_use_up_a_reservation_for_every_class_that_selects_it() {
     let mut c = catalog();
-    c.add_reservations("a", vec![odcr("cr-0aa", "m5.large", "us-east-1b", 1)], t0());
-    c.add_reservations("b", vec![odcr("cr-0aa", "m5.large", "us-east-1b", 1)], t0());
+    c.add_reservations(
+        "a",
+        vec![Reservation::odcr("cr-0aa", "m5.large", "us-east-1b", 1)],
+        t0(),
+    );
+    c.add_reservations(
+        "b",
+        vec![Reservation::odcr("cr-0aa", "m5.large", "us-east-1b", 1)],
+        t0(),
+    );
     c.launched_into("cr-0aa");
     assert!(c.reserved_for("a", "m5.large", "us-east-1b").is_empty());
     assert!(c.reserved_for("b", "m5.large", "us-east-1b").is_empty());
@@ -105,10 +101,13 @@ fn a_full_or_ending_reservation_offers_nothing() {
     let ending = |minutes: u64, kind| Reservation {
         kind,
         end: Some(t0() + Duration::from_secs(minutes * 60)),
-        ..odcr("cr-0dd", "m5.large", "us-east-1a", 4)
+        ..Reservation::odcr("cr-0dd", "m5.large", "us-east-1a", 4)
     };
     let cases = [
-        (odcr("cr-0ee", "m5.large", "us-east-1a", 0), false),
+        (
+            Reservation::odcr("cr-0ee", "m5.large", "us-east-1a", 0),
+            false,
+        ),
         (ending(41, ReservationKind::CapacityBlock), true),
         (ending(40, ReservationKind::CapacityBlock), false),
         (ending(10, ReservationKind::Default), false),

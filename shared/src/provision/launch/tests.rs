@@ -290,18 +290,6 @@ fn only_a_claim_launched_with_relaxed_min_values_is_tagged_so() {
     }
 }
 
-fn odcr(id: &str, ty: &str, zone: &str, available: u32) -> Reservation {
-    Reservation {
-        id: id.into(),
-        instance_type: ty.into(),
-        zone: zone.into(),
-        owner_id: "111122223333".into(),
-        available,
-        kind: crate::catalog::ReservationKind::Default,
-        end: None,
-    }
-}
-
 fn reserved_claim() -> PlannedClaim {
     PlannedClaim {
         capacity_type: CapacityType::Reserved,
@@ -318,30 +306,33 @@ fn a_reserved_claim_launches_into_one_reservation_of_its_types_in_a_zone_with_a_
         // The planned type first, though another has more room.
         (
             vec![
-                odcr("cr-0m5", "m5.2xlarge", "us-east-1a", 9),
-                odcr("cr-0c6", "c6i.2xlarge", "us-east-1a", 1),
+                Reservation::odcr("cr-0m5", "m5.2xlarge", "us-east-1a", 9),
+                Reservation::odcr("cr-0c6", "c6i.2xlarge", "us-east-1a", 1),
             ],
             Some("cr-0c6"),
         ),
         // Then the one with the most room.
         (
             vec![
-                odcr("cr-0a1", "m5.2xlarge", "us-east-1a", 1),
-                odcr("cr-0a3", "m5.2xlarge", "us-east-1a", 3),
+                Reservation::odcr("cr-0a1", "m5.2xlarge", "us-east-1a", 1),
+                Reservation::odcr("cr-0a3", "m5.2xlarge", "us-east-1a", 3),
             ],
             Some("cr-0a3"),
         ),
         // us-east-1b has no subnet; us-east-1c is not the claim's; full ones give nothing.
         (
             vec![
-                odcr("cr-0b", "c6i.2xlarge", "us-east-1b", 5),
-                odcr("cr-0c", "c6i.2xlarge", "us-east-1c", 5),
-                odcr("cr-0full", "c6i.2xlarge", "us-east-1a", 0),
+                Reservation::odcr("cr-0b", "c6i.2xlarge", "us-east-1b", 5),
+                Reservation::odcr("cr-0c", "c6i.2xlarge", "us-east-1c", 5),
+                Reservation::odcr("cr-0full", "c6i.2xlarge", "us-east-1a", 0),
             ],
             None,
         ),
         // Not a type of the claim (nor of its arch).
-        (vec![odcr("cr-0r", "r5.large", "us-east-1a", 5)], None),
+        (
+            vec![Reservation::odcr("cr-0r", "r5.large", "us-east-1a", 5)],
+            None,
+        ),
     ];
     for (reservations, want) in cases {
         let mut cat = catalog();
@@ -357,7 +348,7 @@ fn a_reserved_claim_launches_into_one_reservation_of_its_types_in_a_zone_with_a_
 fn a_reserved_request_asks_for_its_reservations_type_and_zone_only() {
     let block = Reservation {
         kind: crate::catalog::ReservationKind::CapacityBlock,
-        ..odcr("cr-0blk", "m5.2xlarge", "us-east-1a", 2)
+        ..Reservation::odcr("cr-0blk", "m5.2xlarge", "us-east-1a", 2)
     };
     let req = fleet_request(
         &reserved_claim(),
@@ -408,8 +399,8 @@ fn a_claim_pinned_to_a_reservation_launches_only_into_it() {
     cat.add_reservations(
         "default",
         vec![
-            odcr("cr-0a1", "c6i.2xlarge", "us-east-1a", 1),
-            odcr("cr-0a3", "c6i.2xlarge", "us-east-1a", 3),
+            Reservation::odcr("cr-0a1", "c6i.2xlarge", "us-east-1a", 1),
+            Reservation::odcr("cr-0a3", "c6i.2xlarge", "us-east-1a", 3),
         ],
         std::time::SystemTime::UNIX_EPOCH,
     );
