@@ -28,6 +28,8 @@ pub fn solve_within_room(
         return first;
     }
     let mut room = catalog.clone();
+    // The nodes there are, with the pods earlier passes nominated onto them booked.
+    let mut nodes = snapshot.nodes.clone();
     let mut plan = first.clone();
     let mut merged = ProvisioningPlan {
         node_claims: Vec::new(),
@@ -36,6 +38,7 @@ pub fn solve_within_room(
         ..first
     };
     loop {
+        book(&mut nodes, &plan.nominations, snapshot);
         fold_nominations(&mut merged, plan.nominations, snapshot);
         merged.unschedulable.extend(plan.unschedulable);
         let (fit, over) = within_room(plan.node_claims, &mut room);
@@ -55,8 +58,7 @@ pub fn solve_within_room(
                 .filter(|p| again.contains(&p.key().as_str()))
                 .cloned()
                 .collect(),
-            nodes: snapshot
-                .nodes
+            nodes: nodes
                 .iter()
                 .cloned()
                 .chain(planned_nodes(&merged.node_claims, snapshot, catalog))
@@ -93,6 +95,24 @@ fn within_room(
         }
     }
     (fit, over)
+}
+
+/// `nominations` onto the nodes there are, as their pods: a later pass plans around them.
+fn book(nodes: &mut [ExistingNode], nominations: &[super::Nomination], snapshot: &Snapshot) {
+    for n in nominations {
+        let Some(node) = nodes.iter_mut().find(|x| x.name == n.node) else {
+            continue;
+        };
+        for p in n
+            .pods
+            .iter()
+            .filter_map(|k| snapshot.pods.iter().find(|p| &p.key() == k))
+        {
+            node.requested.add(&p.requests);
+            node.pods.push((p.namespace.clone(), p.labels.clone()));
+            node.anti_affinity.extend(p.anti_affinity.iter().cloned());
+        }
+    }
 }
 
 /// A later pass's nominations: to a node that exists, kept; to a claim kept earlier, its

@@ -128,3 +128,47 @@ fn without_reservations_it_is_one_solve() {
     };
     assert_eq!(claims(&within), claims(&plain));
 }
+
+#[test]
+fn a_later_pass_does_not_fill_an_existing_node_again() {
+    // An existing node with room for one trainer: the first pass nominates one there and
+    // plans the rest into the reservation, which has room for one; the pass after must
+    // not nominate a second trainer onto the node the first one took.
+    let catalog = room(&[("cr-0c5", "c5.2xlarge", "us-east-1b", 1)]);
+    let mut snapshot = trainers(3);
+    let free = Resources {
+        cpu: 7_000,
+        memory: 16 << 30,
+        pods: 110_000,
+        ..Default::default()
+    };
+    snapshot.nodes.push(ExistingNode {
+        name: "node-a".into(),
+        nodepool: Some("default".into()),
+        instance_type: "m5.2xlarge".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: Some(CapacityType::OnDemand),
+        labels: BTreeMap::from([
+            (labels::ZONE.to_string(), "us-east-1a".to_string()),
+            (labels::NODEPOOL.to_string(), "default".to_string()),
+            (CAPACITY_TYPE.to_string(), "on-demand".to_string()),
+        ]),
+        taints: vec![],
+        capacity: free.clone(),
+        allocatable: free,
+        requested: Resources::default(),
+        pods: vec![],
+        anti_affinity: vec![],
+        schedulable: true,
+    });
+    let plan = solve_within_room(&snapshot, &catalog, &pools(), &[class("default")]);
+    let on_node_a: usize = plan
+        .nominations
+        .iter()
+        .filter(|n| n.node == "node-a")
+        .map(|n| n.pods.len())
+        .sum();
+    assert_eq!(on_node_a, 1, "{:?}", plan.nominations);
+    reserved_per_offering(&plan, 3);
+    assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
+}
