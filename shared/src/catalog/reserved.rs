@@ -84,8 +84,8 @@ impl Reservation {
         }
     }
 
-    /// Whether it ends within [`CAPACITY_BLOCK_NOTICE`] of `now`: no launch goes into it, and
-    /// its instances are given up.
+    /// Whether it ends within [`CAPACITY_BLOCK_NOTICE`] of `now`: no launch goes into it (and
+    /// a capacity block's instances are given up, `disruption::expiring_blocks`).
     pub fn expiring(&self, now: SystemTime) -> bool {
         self.end
             .is_some_and(|end| end <= now + CAPACITY_BLOCK_NOTICE)

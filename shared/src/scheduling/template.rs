@@ -60,8 +60,8 @@ pub struct OfferingView {
     pub capacity_type: CapacityType,
     pub price: f64,
     /// A reserved offering's reservations (id, kind) with room, from the template's class;
-    /// empty for any other. A node of the offering is labelled with one of them.
-    /// A boxed slice: every offering carries it, and most are empty.
+    /// empty for any other. A node of the offering is labelled with one of them. Boxed: every
+    /// offering carries it and most are empty, so it costs the solver's loops less room.
     pub reservations: Box<[(String, ReservationKind)]>,
 }
 
@@ -137,7 +137,7 @@ pub struct TypeOption {
 }
 
 impl TypeOption {
-    /// The cheapest offering that `reqs` (zone, capacity type) allows.
+    /// The cheapest offering that `reqs` (zone, capacity type, reservation) allows.
     pub fn cheapest(&self, reqs: &Requirements) -> Option<&OfferingView> {
         let allowed = OfferingReqs::of(reqs);
         self.offerings
