@@ -8,7 +8,7 @@ use crate::api::{Taint, labels};
 use crate::aws::{FleetOverride, FleetRequest, LaunchTemplateRef, Subnet};
 use crate::catalog::{CapacityType, Catalog, Reservation};
 use crate::scheduling::MAX_INSTANCE_TYPES;
-use crate::scheduling::PlannedClaim;
+use crate::scheduling::{PlannedClaim, allows_reservation};
 
 /// Instance tag naming the NodePool a node was launched for.
 pub const NODEPOOL_TAG: &str = "nodewright.io/nodepool";
@@ -83,19 +83,13 @@ pub fn reservation_for<'c>(
     let (_, types) = launch_types(claim, catalog);
     let planned_first = std::iter::once(claim.instance_type.as_str())
         .chain(types.into_iter().filter(|t| *t != claim.instance_type));
-    let id = claim.requirements.get(labels::CAPACITY_RESERVATION_ID);
-    let kind = claim.requirements.get(labels::CAPACITY_RESERVATION_TYPE);
-    let wanted = |r: &Reservation| {
-        id.is_none_or(|q| q.allows(Some(&r.id)))
-            && kind.is_none_or(|q| q.allows(Some(r.kind.as_str())))
-    };
     planned_first.into_iter().find_map(|ty| {
         claim
             .zones
             .iter()
             .filter(|z| subnets_by_zone.contains_key(*z))
             .flat_map(|z| catalog.reserved_for(&claim.node_class, ty, z))
-            .filter(|r| wanted(r))
+            .filter(|r| allows_reservation(&claim.requirements, r))
             .max_by(|a, b| a.available.cmp(&b.available).then(b.id.cmp(&a.id)))
     })
 }

@@ -41,7 +41,9 @@ pub use reasons::{Why, explain};
 pub use reserved_room::solve_within_room;
 pub use snapshot::{ExistingNode, MinValuesPolicy, PreferencePolicy, Snapshot};
 pub use solver::{Prepared, Repacking, solve, solve_prepared, solve_repacking};
-pub use template::{NODES, OfferingView, Template, TypeOption, defined_by_instance};
+pub use template::{
+    NODES, OfferingView, Template, TypeOption, allows_reservation, defined_by_instance,
+};
 
 #[cfg(test)]
 mod overlay_tests;

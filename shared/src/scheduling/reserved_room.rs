@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{ExistingNode, PlannedClaim, PodDemand, ProvisioningPlan, Snapshot, solve};
+use super::{
+    ExistingNode, PlannedClaim, PodDemand, ProvisioningPlan, Snapshot, allows_reservation, solve,
+};
 use crate::api::{EC2NodeClass, NodePool, labels};
 use crate::catalog::{CapacityType, Catalog};
 use crate::resources::Resources;
@@ -82,9 +84,11 @@ fn within_room(
             fit.push(claim);
             continue;
         }
+        // The one its launch goes into: the most room among those its requirements allow.
         let id = room
             .reserved_for(&claim.node_class, &claim.instance_type, &claim.zone)
-            .first()
+            .into_iter()
+            .find(|r| allows_reservation(&claim.requirements, r))
             .map(|r| r.id.clone());
         match id {
             Some(id) => {

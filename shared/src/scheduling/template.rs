@@ -9,7 +9,7 @@ use super::pod::PodDemand;
 use super::requirements::{Requirement, Requirements};
 use super::taints::{Toleration, first_untolerated};
 use crate::api::{EC2NodeClass, KubeletConfiguration, NodePool, Taint, labels};
-use crate::catalog::{CapacityType, Catalog, Offering, ReservationKind};
+use crate::catalog::{CapacityType, Catalog, Offering, Reservation, ReservationKind};
 use crate::resources::Resources;
 
 /// A reserved offering's reservations that `class` selects and that have room; none for
@@ -85,14 +85,36 @@ impl OfferingView {
         if id.is_none() && kind.is_none() {
             return true;
         }
-        let allows = |r: Option<&Requirement>, v: Option<&str>| r.is_none_or(|r| r.allows(v));
         if self.reservations.is_empty() {
-            return allows(id, None) && allows(kind, None);
+            return id.is_none_or(|r| r.allows(None)) && kind.is_none_or(|r| r.allows(None));
         }
         self.reservations
             .iter()
-            .any(|(i, k)| allows(id, Some(i)) && allows(kind, Some(k.as_str())))
+            .any(|(i, k)| reservation_allowed(id, kind, i, *k))
     }
+}
+
+/// Whether a node in reservation `id` of `kind` carries labels that the requirements on
+/// them (`id_req`, `kind_req`, if any) allow: what the solver, the room a plan keeps and
+/// the launch each ask of a reservation.
+fn reservation_allowed(
+    id_req: Option<&Requirement>,
+    kind_req: Option<&Requirement>,
+    id: &str,
+    kind: ReservationKind,
+) -> bool {
+    id_req.is_none_or(|r| r.allows(Some(id)))
+        && kind_req.is_none_or(|r| r.allows(Some(kind.as_str())))
+}
+
+/// Whether `reqs` allow a node in `reservation` (its id and type labels).
+pub fn allows_reservation(reqs: &Requirements, reservation: &Reservation) -> bool {
+    reservation_allowed(
+        reqs.get(labels::CAPACITY_RESERVATION_ID),
+        reqs.get(labels::CAPACITY_RESERVATION_TYPE),
+        &reservation.id,
+        reservation.kind,
+    )
 }
 
 /// The requirements an offering is judged by (zone, capacity type, reservation), looked up

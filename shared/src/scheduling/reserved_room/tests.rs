@@ -172,3 +172,21 @@ fn a_later_pass_does_not_fill_an_existing_node_again() {
     reserved_per_offering(&plan, 3);
     assert!(plan.unschedulable.is_empty(), "{:?}", plan.unschedulable);
 }
+
+#[test]
+fn a_claim_pinned_to_a_reservation_counts_that_reservation_down() {
+    // Two reservations of one type in one zone; the pool may use only the smaller one.
+    let catalog = room(&[
+        ("cr-0a", "c5.2xlarge", "us-east-1b", 1),
+        ("cr-0b", "c5.2xlarge", "us-east-1b", 3),
+    ]);
+    let pinned = vec![
+        pool("default")
+            .req(CAPACITY_TYPE, In, &["reserved", "on-demand"])
+            .req(labels::CAPACITY_RESERVATION_ID, In, &["cr-0a"])
+            .build(),
+    ];
+    let plan = solve_within_room(&trainers(2), &catalog, &pinned, &[class("default")]);
+    let reserved: usize = reserved_per_offering(&plan, 2).values().sum();
+    assert_eq!(reserved, 1, "{:?}", plan.node_claims);
+}
