@@ -26,7 +26,8 @@ pub use labels::*;
 pub use name::parse_name;
 pub use offerings::{DEFAULT_SPOT_DISCOUNT, estimated_spot_price, offerings_for};
 pub use reserved::{
-    CAPACITY_BLOCK_NOTICE, RESERVED_PRICE_DIVISOR, Reservation, ReservationKind, reserved_price,
+    CAPACITY_BLOCK_NOTICE, RESERVED_PRICE_DIVISOR, Reservation, ReservationKind, count_down,
+    reserved_price,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

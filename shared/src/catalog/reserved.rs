@@ -160,11 +160,15 @@ impl Catalog {
     /// One instance launched into reservation `id`: it has one less to give, for every
     /// class that selects it, until the next DescribeCapacityReservations says otherwise.
     pub fn launched_into(&mut self, id: &str) {
-        for r in self.reservations.values_mut().flatten() {
-            if r.id == id {
-                r.available = r.available.saturating_sub(1);
-            }
-        }
+        count_down(self.reservations.values_mut().flatten(), id);
+    }
+}
+
+/// One instance launched into reservation `id`: each copy of it among `reservations` has
+/// one less room. Every holder of a reservation list counts a launch down this way.
+pub fn count_down<'a>(reservations: impl IntoIterator<Item = &'a mut Reservation>, id: &str) {
+    for r in reservations.into_iter().filter(|r| r.id == id) {
+        r.available = r.available.saturating_sub(1);
     }
 }
 

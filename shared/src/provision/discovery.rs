@@ -156,11 +156,7 @@ impl Discovered {
     /// less room in it, so the next poll does not plan into a reservation this one filled.
     pub fn launched_into(&mut self, id: &str) {
         for swr in self.reservations.values_mut() {
-            for r in swr.value_mut().into_iter().flatten() {
-                if r.id == id {
-                    r.available = r.available.saturating_sub(1);
-                }
-            }
+            crate::catalog::count_down(swr.value_mut().into_iter().flatten(), id);
         }
     }
 
